@@ -1,0 +1,188 @@
+"""Command-line front end shared by run_dqn.py and run_fast_dqn.py.
+
+Flags are generated from fast_dqn.hyperparameters.Config, so every option shows its default and
+unit in --help. Everything the user typed is validated before anything is created; a problem
+ends the run with one line naming the flag and the fix, and exit status 2.
+"""
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+
+from fast_dqn import hyperparameters as hp
+from fast_dqn.errors import UsageError
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints its usage block before errors; ours are one line that names the flag."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def parse_count(text):
+    """An integer, also written 50_000_000 or 5e7."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'")
+    if not math.isfinite(value) or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'")
+    return int(value)
+
+
+def parse_real(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got '{text}'")
+    return value
+
+
+class BoolFlag(argparse.Action):
+    """--flag, --no-flag, and the original fast-dqn's --flag=False / --flag=0 forms."""
+
+    def __init__(self, option_strings, dest, default=False, help=None, **kwargs):
+        negatives = [f"--no-{s[2:]}" for s in option_strings if s.startswith("--")]
+        super().__init__(option_strings + negatives, dest, nargs="?", default=default,
+                         help=help, metavar="BOOL")
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if option_string.startswith("--no-"):
+            if value is not None:
+                parser.error(f"argument {option_string}: takes no value")
+            setattr(namespace, self.dest, False)
+            return
+        if value is None:
+            setattr(namespace, self.dest, True)
+        elif value.lower() in TRUE_WORDS:
+            setattr(namespace, self.dest, True)
+        elif value.lower() in FALSE_WORDS:
+            setattr(namespace, self.dest, False)
+        else:
+            parser.error(f"argument {option_string}: expected true/false or 1/0, got '{value}'")
+
+
+def flag_name(field_name):
+    return "--" + field_name.replace("_", "-")
+
+
+def add_config_flags(parser, config_class=hp.Config):
+    """One flag per Config field, its help ending in the default and unit."""
+    defaults = config_class()
+    for f in dataclasses.fields(config_class):
+        meta = f.metadata
+        default = getattr(defaults, f.name)
+        unit = f" {meta['unit']}" if meta.get("unit") else ""
+        shown = f"{default:_}" if isinstance(default, int) and not isinstance(default, bool) \
+            else default
+        text = f"{meta['help']} (default: {shown}{unit})"
+        kwargs = dict(meta.get("argparse", {}))
+        if f.type in (bool, "bool"):
+            parser.add_argument(flag_name(f.name), action=BoolFlag, default=default, help=text)
+            continue
+        convert = {"int": parse_count, "float": parse_real}.get(f.type if isinstance(f.type, str)
+                                                               else f.type.__name__, str)
+        parser.add_argument(flag_name(f.name), type=convert, default=default, help=text,
+                            **kwargs)
+
+
+def build_parser(prog, description, config_class=hp.Config):
+    parser = OneLineParser(prog=prog, description=description)
+    add_config_flags(parser, config_class)
+    return parser
+
+
+def config_from_args(args, config_class=hp.Config):
+    names = {f.name for f in dataclasses.fields(config_class)}
+    return config_class(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def validate_numbers(config):
+    """Sizes, probabilities and their relations; raises UsageError naming the flag."""
+    for name in hp.POSITIVE:
+        if getattr(config, name) < 1:
+            raise UsageError(flag_name(name), f"must be a positive whole number, "
+                             f"got {getattr(config, name)}")
+    for name in hp.NON_NEGATIVE:
+        if getattr(config, name) < 0:
+            raise UsageError(flag_name(name), f"must be 0 or more, got {getattr(config, name)}")
+    for name in hp.PROBABILITIES:
+        if not 0.0 <= getattr(config, name) <= 1.0:
+            raise UsageError(flag_name(name), f"must be in [0, 1], got {getattr(config, name)}")
+    if not 0.0 <= config.discount <= 1.0:
+        raise UsageError("--discount", f"must be in [0, 1], got {config.discount}")
+    if config.lr <= 0:
+        raise UsageError("--lr", f"must be positive, got {config.lr}")
+    if config.action_repeat < 2:
+        raise UsageError("--action-repeat", "must be at least 2: the last two frames are "
+                         "max-pooled")
+    if config.batch_size > config.replay_capacity:
+        raise UsageError("--batch-size", f"{config.batch_size} is larger than "
+                         f"--replay-capacity {config.replay_capacity}; lower it or raise "
+                         "the capacity")
+    if config.prepopulate > config.replay_capacity:
+        raise UsageError("--prepopulate", f"warm-up of {config.prepopulate} steps is larger "
+                         f"than --replay-capacity {config.replay_capacity}; lower it")
+    if config.prepopulate < config.history_length:
+        raise UsageError("--prepopulate", f"must be at least --history-length "
+                         f"({config.history_length}) so the first minibatch can be drawn")
+
+
+def validate_and_resolve(config, loop_name):
+    """Full validation in order of cheapness; returns the config with game and logdir resolved.
+
+    Creates nothing: the caller makes the run directory only after this returns.
+    """
+    from fast_dqn.games import resolve_game
+    from fast_dqn.replay_memory import check_fits_in_memory
+    from fast_dqn.run_directory import check_logdir, default_logdir
+
+    validate_numbers(config)
+    game = resolve_game(config.game)
+    check_fits_in_memory(config.replay_capacity, (84, 84))
+    logdir = config.logdir or default_logdir(game, loop_name)
+    check_logdir(logdir)
+    return dataclasses.replace(config, game=game, logdir=logdir)
+
+
+def fail(prog, error):
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    return 2
+
+
+def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
+         validate_extra=None):
+    """Parse, validate, create the run directory, then hand over to `train(config)`.
+
+    Returns the process exit status.
+    """
+    parser = build_parser(prog, description, config_class)
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args, config_class)
+        if validate_extra:
+            validate_extra(config)
+        config = validate_and_resolve(config, loop_name)
+        from fast_dqn.run_directory import create_run_directory
+        create_run_directory(config.logdir, {"loop": loop_name, **config.to_dict()})
+    except UsageError as error:
+        return fail(prog, error)
+    print(f"{prog}: run directory {os.path.abspath(config.logdir)}", flush=True)
+    try:
+        train(config)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; logs so far are in {config.logdir}", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,48 @@
+"""Turning what the user typed after --game into an ALE environment id."""
+
+import difflib
+import re
+
+from fast_dqn.errors import UsageError
+
+
+def snake_case(name):
+    """'SpaceInvaders' -> 'space_invaders'; 'space_invaders' stays as it is."""
+    name = name.strip()
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return name.replace("-", "_").lower()
+
+
+def camel_case(snake):
+    return "".join(part.capitalize() for part in snake.split("_"))
+
+
+def available_games():
+    """snake_case names of the games that ship with the installed ale-py and have a v5 id.
+
+    A few ROMs (two-player games such as combat) ship without a registered single-agent id.
+    """
+    import ale_py
+    import gymnasium
+    from ale_py import roms
+    gymnasium.register_envs(ale_py)
+    return sorted(g for g in roms.get_all_rom_ids() if env_id(g) in gymnasium.registry)
+
+
+def resolve_game(name, games=None):
+    """Return the snake_case game name, or raise UsageError naming the closest matches."""
+    games = available_games() if games is None else games
+    wanted = snake_case(name)
+    if wanted in games:
+        return wanted
+    squashed = {g.replace("_", ""): g for g in games}
+    if wanted.replace("_", "") in squashed:
+        return squashed[wanted.replace("_", "")]
+    close = difflib.get_close_matches(wanted, games, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}?" if close else "see ale-py's ROM list for names"
+    raise UsageError("--game", f"unknown game '{name}'; {hint}")
+
+
+def env_id(game):
+    """ALE/<CamelCase>-v5, the gymnasium id registered by ale-py."""
+    return f"ALE/{camel_case(game)}-v5"

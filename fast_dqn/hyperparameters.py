@@ -1,0 +1,77 @@
+"""Every hyperparameter in one annotated place, with its unit.
+
+Units: an *agent step* is one action chosen by the agent; with action repeat 4 it spans
+4 emulator *frames*. All step counts here are agent steps unless the name says frames.
+
+The defaults are the Nature DQN protocol (Mnih et al. 2015, Extended Data Table 1), with the
+step-based conventions of DeepMind's released Lua code where the table is ambiguous (see README).
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+def _opt(default, help, unit=None, **argparse_kwargs):
+    """A config field that also knows how to present itself on the command line."""
+    meta = {"help": help, "unit": unit, "argparse": argparse_kwargs}
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class Config:
+    # --- what to play
+    game: str = _opt("pong", "Atari game, snake_case (space_invaders) or CamelCase (SpaceInvaders)")
+    sticky_actions: float = _opt(0.0, "probability the emulator repeats the previous action "
+                                 "(0.0 for Nature, 0.25 for Machado et al. 2018)")
+    full_action_space: bool = _opt(False, "use all 18 actions instead of the game's minimal set")
+    interp: str = _opt("linear", "opencv interpolation for the 84x84 resize",
+                       choices=("linear", "area", "nearest", "cubic"))
+    max_episode_steps: int = _opt(27_000, "time limit per game (27k agent steps = 108k frames)",
+                                  "agent steps")
+    noop_max: int = _opt(30, "at most this many no-op frames at the start of each game", "frames")
+    action_repeat: int = _opt(4, "frames per agent step; the last two are max-pooled", "frames")
+    history_length: int = _opt(4, "frames stacked into one state", "frames")
+
+    # --- budget and evaluation
+    timesteps: int = _opt(50_000_000, "training budget (50M agent steps = 200M frames)",
+                          "agent steps")
+    evaluate: int = _opt(250_000, "evaluate every this many steps; 0 turns evaluation off",
+                         "agent steps")
+    eval_episodes: int = _opt(30, "full games per evaluation", "games")
+    eval_epsilon: float = _opt(0.05, "epsilon of the evaluation policy")
+
+    # --- replay
+    replay_capacity: int = _opt(1_000_000, "replay memory size", "agent steps")
+    prepopulate: int = _opt(50_000, "uniform-random warm-up steps before training starts",
+                            "agent steps")
+
+    # --- learning
+    batch_size: int = _opt(32, "minibatch size", "transitions")
+    train_freq: int = _opt(4, "train one minibatch every this many agent steps", "agent steps")
+    target_update_freq: int = _opt(10_000, "copy main -> target network every this many steps",
+                                   "agent steps")
+    discount: float = _opt(0.99, "discount factor gamma")
+    optimizer: str = _opt("rmsprop", "rmsprop = centered RMSProp (rho 0.95, eps 0.01) as in "
+                          "Nature; adam = Adam (eps 1.5e-4)", choices=("rmsprop", "adam"))
+    lr: float = _opt(2.5e-4, "learning rate")
+    eps_start: float = _opt(1.0, "initial exploration epsilon")
+    eps_end: float = _opt(0.1, "final exploration epsilon")
+    eps_decay_steps: int = _opt(1_000_000, "epsilon decays linearly over this many steps, "
+                                "counted from step 0", "agent steps")
+
+    # --- bookkeeping
+    seed: int = _opt(0, "seeds numpy, TensorFlow, every env and action sampling")
+    logdir: str = _opt(None, "run directory (default: runs/<game>-<loop>-<timestamp>); "
+                       "must not hold another run")
+    xla: bool = _opt(False, "compile the train step with XLA (tf.function(jit_compile=True))")
+    threads: int = _opt(0, "TensorFlow intra-op threads; 0 lets TensorFlow choose", "threads")
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+# Fields that must be >= 1; `evaluate` and `threads` may be 0, `prepopulate` and `noop_max` too.
+POSITIVE = ("max_episode_steps", "action_repeat", "history_length", "timesteps", "eval_episodes",
+            "replay_capacity", "batch_size", "train_freq", "target_update_freq", "eps_decay_steps")
+NON_NEGATIVE = ("evaluate", "prepopulate", "noop_max", "threads", "seed")
+PROBABILITIES = ("sticky_actions", "eval_epsilon", "eps_start", "eps_end")

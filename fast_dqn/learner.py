@@ -1,0 +1,88 @@
+"""DQN learning: main and target networks, the TD target, the Huber loss, the optimizer.
+
+Single-threaded by itself. The fast loop calls `train` from its trainer thread and the
+`*_q_values` functions from its samplers; TF ops are thread-safe, and the loops decide when
+`update_target` may run (only while nobody trains).
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def td_targets(rewards, dones, next_target_q, discount):
+    """y = r + gamma * (1 - done) * max_a' Q_target(s', a')."""
+    return rewards + discount * (1.0 - dones) * tf.reduce_max(next_target_q, axis=1)
+
+
+def huber(x, delta=1.0):
+    """Quadratic inside [-delta, delta], linear outside: Nature's clipping of the TD error."""
+    abs_x = tf.abs(x)
+    quadratic = tf.minimum(abs_x, delta)
+    return 0.5 * tf.square(quadratic) + delta * (abs_x - quadratic)
+
+
+def dqn_loss(q_values, actions, targets):
+    """Mean Huber loss of the TD error of the taken actions only."""
+    taken = tf.gather(q_values, actions, axis=1, batch_dims=1)
+    return tf.reduce_mean(huber(tf.stop_gradient(targets) - taken))
+
+
+def make_optimizer(name, lr):
+    if name == "rmsprop":
+        # Centered RMSProp with epsilon inside the square root, as in the Nature code.
+        return keras.optimizers.RMSprop(learning_rate=lr, rho=0.95, epsilon=0.01, centered=True)
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate=lr, epsilon=1.5e-4)
+    raise ValueError(f"unknown optimizer {name!r}")
+
+
+class DQNLearner:
+    """Owns the two networks and the optimizer; everything goes in and out as numpy."""
+
+    def __init__(self, build_network, optimizer, discount, xla=False):
+        self.main = build_network()
+        self.target = build_network()
+        self.target.set_weights(self.main.get_weights())
+        self.optimizer = optimizer
+        self.optimizer.build(self.main.trainable_variables)
+        self.discount = discount
+        spec = tf.TensorSpec((None, *self.main.input_shape[1:]), self.main.inputs[0].dtype)
+        batch = (spec, tf.TensorSpec((None,), tf.int32), tf.TensorSpec((None,), tf.float32),
+                 spec, tf.TensorSpec((None,), tf.float32))
+        self._train = tf.function(self._train_step, input_signature=batch, jit_compile=xla)
+        self._main_q = tf.function(lambda s: self.main(s, training=False),
+                                   input_signature=(spec,))
+        self._target_q = tf.function(lambda s: self.target(s, training=False),
+                                     input_signature=(spec,))
+        self._sync = tf.function(self._copy_main_to_target)
+
+    def _train_step(self, states, actions, rewards, next_states, dones):
+        targets = td_targets(rewards, dones, self.target(next_states, training=False),
+                             self.discount)
+        with tf.GradientTape() as tape:
+            q = self.main(states, training=True)
+            loss = dqn_loss(q, actions, targets)
+        grads = tape.gradient(loss, self.main.trainable_variables)
+        self.optimizer.apply(grads, self.main.trainable_variables)
+        return loss, tf.reduce_mean(q)
+
+    def _copy_main_to_target(self):
+        for t, m in zip(self.target.weights, self.main.weights):
+            t.assign(m)
+
+    def train(self, states, actions, rewards, next_states, dones):
+        """One gradient step on a minibatch; returns (loss, mean Q) as floats."""
+        loss, mean_q = self._train(states, np.asarray(actions, np.int32),
+                                   np.asarray(rewards, np.float32), next_states,
+                                   np.asarray(dones, np.float32))
+        return float(loss), float(mean_q)
+
+    def q_values(self, states):
+        return self._main_q(states).numpy()
+
+    def target_q_values(self, states):
+        return self._target_q(states).numpy()
+
+    def update_target(self):
+        self._sync()

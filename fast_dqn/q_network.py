@@ -1,0 +1,35 @@
+"""The Nature DQN convolutional Q-network, in Keras."""
+
+import keras
+from keras import layers, ops
+
+
+class ScaleFrames(layers.Layer):
+    """uint8 (k, H, W) stacks -> float32 (H, W, k) in [0, 1], inside the graph.
+
+    Feeding uint8 keeps host-to-device copies 4x smaller; channels-last is what TF's CPU
+    convolutions support, while the replay and env keep frames channels-first.
+    """
+
+    def call(self, x):
+        return ops.transpose(ops.cast(x, "float32") / 255.0, (0, 2, 3, 1))
+
+
+def _torch_default_init():
+    # uniform(+-1/sqrt(fan_in)), the initialisation of the Torch7 layers in the Nature code.
+    return keras.initializers.VarianceScaling(scale=1.0 / 3.0, mode="fan_in",
+                                              distribution="uniform")
+
+
+def nature_cnn(input_shape, num_actions):
+    """conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512, dense |A|; ReLU between."""
+    init = _torch_default_init
+    inputs = keras.Input(shape=input_shape, dtype="uint8")
+    x = ScaleFrames()(inputs)
+    x = layers.Conv2D(32, 8, strides=4, activation="relu", kernel_initializer=init())(x)
+    x = layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init())(x)
+    x = layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init())(x)
+    x = layers.Flatten()(x)
+    x = layers.Dense(512, activation="relu", kernel_initializer=init())(x)
+    outputs = layers.Dense(int(num_actions), kernel_initializer=init())(x)
+    return keras.Model(inputs, outputs, name="nature_cnn")

@@ -1,0 +1,10 @@
+#!/usr/bin/env python3
+"""Train the Nature DQN of Mnih et al. (2015) on an Atari game: act 4 steps, train 1 minibatch."""
+
+import sys
+
+from fast_dqn.cli import main
+from fast_dqn.training import train_nature
+
+if __name__ == "__main__":
+    sys.exit(main("run_dqn.py", "dqn", __doc__, train_nature))

@@ -1,0 +1,136 @@
+"""Bad input: one line naming the flag, exit 2, nothing created. And the flag forms."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fast_dqn import cli
+from fast_dqn.hyperparameters import Config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def never_train(config):
+    raise AssertionError("training must not start on bad input")
+
+
+def run_main(argv, tmp_path, capsys):
+    code = cli.main("run_dqn.py", "dqn", "test", never_train, argv)
+    err = capsys.readouterr().err
+    return code, err
+
+
+BAD_INPUT = [
+    (["--game", "pongg"], "--game", "pong"),
+    (["--game", "not_a_game_at_all"], "--game", "unknown game"),
+    (["--timesteps", "0"], "--timesteps", "positive"),
+    (["--timesteps", "-5"], "--timesteps", "positive"),
+    (["--timesteps", "abc"], "--timesteps", "whole number"),
+    (["--replay-capacity", "1.5"], "--replay-capacity", "whole number"),
+    (["--batch-size", "0"], "--batch-size", "positive"),
+    (["--lr", "nan"], "--lr", "finite"),
+    (["--lr", "0"], "--lr", "positive"),
+    (["--eps-start", "1.5"], "--eps-start", "[0, 1]"),
+    (["--eps-end", "-0.1"], "--eps-end", "[0, 1]"),
+    (["--eval-epsilon", "2"], "--eval-epsilon", "[0, 1]"),
+    (["--sticky-actions", "1.01"], "--sticky-actions", "[0, 1]"),
+    (["--discount", "1.2"], "--discount", "[0, 1]"),
+    (["--evaluate", "-1"], "--evaluate", "0 or more"),
+    (["--batch-size", "64", "--replay-capacity", "32", "--prepopulate", "10"], "--batch-size",
+     "larger than --replay-capacity"),
+    (["--prepopulate", "2000", "--replay-capacity", "1000"], "--prepopulate", "warm-up"),
+    (["--prepopulate", "2"], "--prepopulate", "at least"),
+    (["--replay-capacity", "100_000_000"], "--replay-capacity", "GiB"),
+    (["--optimizer", "sgd"], "--optimizer", "invalid choice"),
+    (["--full-action-space=maybe"], "--full-action-space", "true/false"),
+    (["--interp", "bogus"], "--interp", "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("argv,flag,words", BAD_INPUT, ids=[" ".join(c[0]) for c in BAD_INPUT])
+def test_bad_input_is_one_line_naming_the_flag(argv, flag, words, tmp_path, capsys):
+    logdir = tmp_path / "run"
+    try:
+        code, err = run_main(argv + ["--logdir", str(logdir)], tmp_path, capsys)
+    except SystemExit as exit_:  # argparse's own errors exit from parse_args
+        code, err = exit_.code, capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert flag in lines[0] and words in lines[0] and "Traceback" not in err
+    assert not logdir.exists()
+
+
+def test_logdir_holding_files_is_never_touched(tmp_path, capsys):
+    run = tmp_path / "old-run"
+    run.mkdir()
+    (run / "episodes.csv").write_text("precious\n")
+    code, err = run_main(["--logdir", str(run)], tmp_path, capsys)
+    assert code == 2 and "--logdir" in err and "already holds files" in err
+    assert os.listdir(run) == ["episodes.csv"]
+    assert (run / "episodes.csv").read_text() == "precious\n"
+
+
+def test_logdir_that_is_a_file(tmp_path, capsys):
+    target = tmp_path / "afile"
+    target.write_text("x")
+    code, err = run_main(["--logdir", str(target / "run")], tmp_path, capsys)
+    assert code == 2 and "--logdir" in err and target.read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere chmod allows nothing")
+def test_unwritable_logdir(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    code, err = run_main(["--logdir", str(locked / "run")], tmp_path, capsys)
+    assert code == 2 and "--logdir" in err
+
+
+def test_unwritable_logdir_even_for_root(tmp_path, capsys):
+    # /proc refuses new files for everyone, root included.
+    code, err = run_main(["--logdir", "/proc/fast-dqn-run"], tmp_path, capsys)
+    assert code == 2 and "--logdir" in err and "cannot write" in err
+
+
+@pytest.mark.parametrize("form,value", [(["--xla"], True), (["--xla=False"], False),
+                                        (["--xla=0"], False), (["--xla=true"], True),
+                                        (["--no-xla"], False), ([], False)])
+def test_boolean_flag_forms(form, value):
+    parser = cli.build_parser("x", "y")
+    assert parser.parse_args(form).xla is value
+
+
+def test_counts_accept_readable_forms():
+    parser = cli.build_parser("x", "y")
+    assert parser.parse_args(["--timesteps", "5e6"]).timesteps == 5_000_000
+    assert parser.parse_args(["--timesteps", "10_000"]).timesteps == 10_000
+
+
+def test_game_names_resolve_in_both_cases(tmp_path):
+    for typed in ("space_invaders", "SpaceInvaders", "spaceinvaders"):
+        config = cli.validate_and_resolve(Config(game=typed, logdir=str(tmp_path / "r")), "dqn")
+        assert config.game == "space_invaders"
+
+
+def test_valid_input_creates_the_run_directory_with_config(tmp_path, capsys):
+    seen = []
+    logdir = tmp_path / "run"
+    code = cli.main("run_dqn.py", "dqn", "test", seen.append,
+                    ["--game", "Breakout", "--logdir", str(logdir), "--seed", "7"])
+    assert code == 0 and seen[0].game == "breakout" and seen[0].seed == 7
+    import json
+    saved = json.loads((logdir / "config.json").read_text())
+    assert saved["game"] == "breakout" and saved["loop"] == "dqn"
+    assert set(Config().to_dict()) <= set(saved)
+
+
+def test_help_lists_every_option_with_its_default():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "run_dqn.py"), "--help"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    flat = " ".join(out.split())
+    for name, value in Config().to_dict().items():
+        assert cli.flag_name(name) in out
+    assert "(default: 50_000_000 agent steps)" in flat
+    assert "(default: 10_000 agent steps)" in flat

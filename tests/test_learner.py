@@ -1,0 +1,101 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from fast_dqn.learner import DQNLearner, dqn_loss, huber, make_optimizer, td_targets
+from fast_dqn.q_network import nature_cnn
+
+
+def test_td_targets_by_hand():
+    rewards = tf.constant([1.0, 0.0, -1.0])
+    dones = tf.constant([0.0, 1.0, 0.0])
+    next_q = tf.constant([[1.0, 2.0], [3.0, 4.0], [-1.0, -5.0]])
+    got = td_targets(rewards, dones, next_q, 0.9).numpy()
+    np.testing.assert_allclose(got, [1 + 0.9 * 2, 0.0, -1 + 0.9 * -1], rtol=1e-6)
+
+
+def test_huber_is_quadratic_inside_and_linear_outside():
+    got = huber(tf.constant([0.5, -2.0, 1.0, 0.0, 3.5])).numpy()
+    np.testing.assert_allclose(got, [0.125, 1.5, 0.5, 0.0, 3.0], rtol=1e-6)
+
+
+def test_loss_uses_only_the_taken_actions():
+    q = tf.Variable([[1.0, 2.0], [0.0, 0.0], [3.0, -1.0]])
+    actions = tf.constant([1, 0, 1])
+    targets = tf.constant([2.5, 2.0, 0.0])
+    with tf.GradientTape() as tape:
+        loss = dqn_loss(q, actions, targets)
+    # TD errors 0.5, 2, 1 -> Huber 0.125, 1.5, 0.5 -> mean
+    assert loss.numpy() == pytest.approx((0.125 + 1.5 + 0.5) / 3, rel=1e-6)
+    grad = tape.gradient(loss, q).numpy()
+    # dL/dq = -clip(td, -1, 1) / batch on the taken action, zero elsewhere.
+    np.testing.assert_allclose(grad, [[0, -0.5 / 3], [-1 / 3, 0], [0, -1 / 3]], atol=1e-7)
+
+
+def linear_net():
+    inputs = keras.Input(shape=(2,), dtype="float32")
+    outputs = keras.layers.Dense(2, use_bias=False, kernel_initializer="identity")(inputs)
+    return keras.Model(inputs, outputs)
+
+
+def test_one_train_step_by_hand():
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9)
+    s = np.array([[1.0, 2.0]], np.float32)
+    s2 = np.array([[0.0, 3.0]], np.float32)
+    loss, mean_q = learner.train(s, [0], [1.0], s2, [0.0])
+    # Q(s) = [1, 2]; target = 1 + 0.9 * max(0, 3) = 3.7; TD error 2.7 -> Huber 2.2, clipped
+    # gradient -1 on Q(s, 0): kernel column 0 moves by +0.1 * s.
+    assert loss == pytest.approx(2.2, rel=1e-6) and mean_q == pytest.approx(1.5)
+    np.testing.assert_allclose(learner.main.get_weights()[0], [[1.1, 0.0], [0.2, 1.0]],
+                               rtol=1e-6)
+    np.testing.assert_allclose(learner.target.get_weights()[0], np.eye(2))  # not yet synced
+
+
+def test_dones_stop_bootstrapping():
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9)
+    s = np.array([[1.0, 2.0]], np.float32)
+    loss, _ = learner.train(s, [1], [3.0], np.array([[100.0, 100.0]], np.float32), [1.0])
+    assert loss == pytest.approx(0.5)  # target 3 exactly; TD error 1
+
+
+def test_update_target_copies_the_main_weights():
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9)
+    s = np.array([[1.0, 2.0]], np.float32)
+    learner.train(s, [0], [1.0], s, [0.0])
+    assert not np.allclose(learner.main.get_weights()[0], learner.target.get_weights()[0])
+    learner.update_target()
+    for m, t in zip(learner.main.get_weights(), learner.target.get_weights()):
+        np.testing.assert_array_equal(m, t)
+    np.testing.assert_array_equal(learner.q_values(s), learner.target_q_values(s))
+
+
+def test_nature_cnn_shape_and_uint8_input():
+    net = nature_cnn((4, 84, 84), 6)
+    assert net.inputs[0].dtype == "uint8"
+    assert net(np.zeros((3, 4, 84, 84), np.uint8)).shape == (3, 6)
+    # The Nature architecture has 1,686,630 parameters for 6 actions (conv + 3136*512 dense).
+    assert net.count_params() == (8 * 8 * 4 * 32 + 32) + (4 * 4 * 32 * 64 + 64) + (
+        3 * 3 * 64 * 64 + 64) + (3136 * 512 + 512) + (512 * 6 + 6)
+
+
+@pytest.mark.parametrize("name,cls", [("rmsprop", keras.optimizers.RMSprop),
+                                      ("adam", keras.optimizers.Adam)])
+def test_optimizers(name, cls):
+    opt = make_optimizer(name, 2.5e-4)
+    assert isinstance(opt, cls) and float(opt.learning_rate) == pytest.approx(2.5e-4)
+    if name == "rmsprop":
+        assert opt.centered and opt.rho == 0.95 and opt.epsilon == 0.01
+
+
+def test_nature_learner_reduces_loss_on_a_fixed_batch():
+    tf.keras.utils.set_random_seed(0)
+    learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3), make_optimizer("adam", 1e-3), 0.99)
+    rng = np.random.default_rng(0)
+    batch = (rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8), rng.integers(0, 3, 8),
+             rng.normal(size=8).astype(np.float32),
+             rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8), np.zeros(8, np.float32))
+    first, _ = learner.train(*batch)
+    for _ in range(30):
+        last, _ = learner.train(*batch)
+    assert last < 0.5 * first

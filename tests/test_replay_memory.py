@@ -1,0 +1,163 @@
+import numpy as np
+import pytest
+
+from fake_ale import FakeAtariEnv
+from fast_dqn.environment import wrap_atari
+from fast_dqn.errors import UsageError
+from fast_dqn.hyperparameters import Config
+from fast_dqn.replay_memory import (ReplayMemory, check_fits_in_memory, estimate_bytes)
+
+K = 4
+
+
+def fill(replay, episode_lengths, truncate_last=False):
+    """Add episodes whose frames are 1, 2, 3, ... (0 is reserved for padding).
+
+    Returns the logical record list [(frame, terminal, episode_end)] in write order.
+    """
+    records, t = [], 0
+    for n, length in enumerate(episode_lengths):
+        for i in range(length):
+            t += 1
+            last = i == length - 1
+            truncated = last and truncate_last and n == len(episode_lengths) - 1
+            terminal = last and not truncated
+            replay.add(np.array([t]), action=t % 3, reward=float(t), terminal=terminal,
+                       episode_end=last)
+            records.append((t, terminal, last))
+    return records
+
+
+def reference_stack(records, p):
+    """The state at logical record p, rebuilt by the obvious slow rule."""
+    out = []
+    for j in range(p - K + 1, p + 1):
+        crosses = any(records[m][2] for m in range(j, p))
+        out.append(0 if crosses else records[j][0])
+    return out
+
+
+def check_all_valid(replay, records):
+    """Every valid transition in the buffer gathers to exactly the reference stacks."""
+    live = records[-replay.size:]
+    oldest = (replay.pointer - replay.size) % replay.capacity
+    for p in range(K - 1, len(live) - 1):
+        if live[p][2] and not live[p][1]:
+            continue  # time-limit cut: never sampled
+        idx = np.array([(oldest + p) % replay.capacity])
+        states, actions, rewards, next_states, dones = replay.gather(idx)
+        assert list(states[0, :, 0]) == reference_stack(live, p)
+        assert rewards[0] == live[p][0] and actions[0] == live[p][0] % 3
+        assert dones[0] == float(live[p][1])
+        expected_next = [0] * K if live[p][1] else reference_stack(live, p + 1)
+        assert list(next_states[0, :, 0]) == expected_next
+
+
+def test_stacks_at_episode_boundaries_are_zero_padded():
+    replay = ReplayMemory(100, (1,), K)
+    records = fill(replay, [5, 1, 2, 6, 3])
+    check_all_valid(replay, records)
+    # Spot-check by hand: the 2nd frame of the 4th episode (frames 9..14) is frame 10.
+    states, *_ = replay.gather(np.array([9]))
+    assert list(states[0, :, 0]) == [0, 0, 9, 10]
+
+
+def test_stacks_are_exact_after_wrap_around():
+    replay = ReplayMemory(13, (1,), K)
+    records = fill(replay, [4, 7, 2, 9, 5, 3])  # 30 records into 13 slots
+    assert replay.size == 13 and replay.pointer == 30 % 13
+    check_all_valid(replay, records)
+
+
+@pytest.mark.parametrize("capacity,total", [(10, 7), (10, 10), (10, 23), (17, 100)])
+def test_no_sample_spans_the_write_pointer(capacity, total):
+    replay = ReplayMemory(capacity, (1,), K, seed=1)
+    fill(replay, [total])
+    oldest = (replay.pointer - replay.size) % capacity
+    idx = replay.sample_indices(5000)
+    logical = (idx - oldest) % capacity
+    # The state needs K-1 older records; the next state needs one newer record.
+    assert logical.min() >= K - 1 and logical.max() <= replay.size - 2
+    assert len(np.unique(logical)) == replay.size - K  # and all of them are reachable
+
+
+def test_time_limit_cuts_are_never_sampled():
+    replay = ReplayMemory(50, (1,), K, seed=3)
+    fill(replay, [6, 6], truncate_last=True)
+    replay.add(np.array([99]), 0, 0.0, False, False)  # so the cut record has a successor
+    cut_index = 11
+    assert replay.episode_ends[cut_index] and not replay.terminals[cut_index]
+    assert cut_index not in set(replay.sample_indices(5000).tolist())
+
+
+def test_sampling_needs_a_complete_transition():
+    replay = ReplayMemory(10, (1,), K)
+    fill(replay, [K])
+    assert not replay.can_sample()
+    with pytest.raises(ValueError):
+        replay.sample(1)
+    replay.add(np.array([9]), 0, 0.0, False, False)
+    assert replay.can_sample()
+
+
+def test_add_batch_matches_add():
+    a, b = ReplayMemory(7, (2,), K), ReplayMemory(7, (2,), K)
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 255, (11, 2), dtype=np.uint8)
+    ends = rng.random(11) < 0.3
+    for i in range(11):
+        a.add(frames[i], i, float(i), ends[i], ends[i])
+    b.add_batch(frames[:5], np.arange(5), np.arange(5.0), ends[:5], ends[:5])
+    b.add_batch(frames[5:], np.arange(5, 11), np.arange(5.0, 11), ends[5:], ends[5:])
+    for name in ("frames", "actions", "rewards", "terminals", "episode_ends"):
+        assert np.array_equal(getattr(a, name), getattr(b, name))
+    assert (a.pointer, a.size) == (b.pointer, b.size)
+
+
+def test_replay_rebuilds_exactly_the_states_the_env_showed():
+    fake = FakeAtariEnv(lives=3, life_loss_frames=(30, 60), game_over_frame=90)
+    env = wrap_atari(fake, Config(noop_max=0), training=True)
+    replay = ReplayMemory(40, (84, 84), K)
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    seen = []  # (state, next_state, terminal) in write order
+    for _ in range(60):
+        action = int(rng.integers(0, 4))
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        replay.add(obs[-1], action, reward, terminated, terminated or truncated)
+        seen.append((obs, next_obs, terminated))
+        obs = next_obs
+        if terminated or truncated:
+            obs, _ = env.reset()
+    live = seen[-replay.size:]
+    oldest = (replay.pointer - replay.size) % replay.capacity
+    for p in range(K - 1, len(live) - 1):
+        states, _, _, next_states, dones = replay.gather(np.array([(oldest + p) % 40]))
+        assert np.array_equal(states[0], live[p][0])
+        if not live[p][2]:
+            assert np.array_equal(next_states[0], live[p][1])
+        assert dones[0] == float(live[p][2])
+
+
+def test_memory_estimate_and_refusal():
+    one_million = estimate_bytes(1_000_000, (84, 84))
+    assert 7.06e9 < one_million < 7.08e9
+    with pytest.raises(UsageError) as error:
+        check_fits_in_memory(1_000_000, (84, 84), available=4 * 2**30)
+    assert error.value.flag == "--replay-capacity" and "GiB" in str(error.value)
+    assert check_fits_in_memory(1_000, (84, 84), available=4 * 2**30) == estimate_bytes(
+        1_000, (84, 84))
+
+
+def test_capacity_too_small_for_one_transition_is_refused():
+    with pytest.raises(UsageError):
+        ReplayMemory(K + 1, (1,), K)
+
+
+def test_a_replay_of_only_time_limit_cuts_fails_instead_of_spinning():
+    replay = ReplayMemory(20, (1,), K)
+    for t in range(K + 1):
+        cut = t == K - 1
+        replay.add(np.array([t + 1]), 0, 0.0, False, cut)
+    with pytest.raises(RuntimeError):
+        replay.sample(4)

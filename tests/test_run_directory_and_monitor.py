@@ -1,0 +1,71 @@
+import csv
+
+import pytest
+
+from fast_dqn.errors import UsageError
+from fast_dqn.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
+from fast_dqn.run_directory import check_logdir, create_run_directory, default_logdir
+
+
+def test_default_logdir_never_reuses_a_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = default_logdir("pong", "dqn", now=0)
+    create_run_directory(first, {})
+    second = default_logdir("pong", "dqn", now=0)
+    assert first.startswith("runs/pong-dqn-") and second == first + "-1"
+
+
+def test_config_json_is_never_overwritten(tmp_path):
+    create_run_directory(tmp_path / "r", {"a": 1})
+    with pytest.raises(UsageError):
+        create_run_directory(tmp_path / "r", {"a": 2})
+    assert '"a": 1' in (tmp_path / "r" / "config.json").read_text()
+
+
+def test_empty_existing_directory_is_accepted(tmp_path):
+    check_logdir(str(tmp_path))
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def read(path):
+    with open(path) as f:
+        return list(csv.reader(f))
+
+
+def test_monitor_writes_both_csvs_and_mean_of_last_100(tmp_path):
+    import io
+    clock, out = FakeClock(), io.StringIO()
+    monitor = Monitor(str(tmp_path), total_steps=1000, clock=clock, out=out)
+    for i in range(150):
+        clock.t = i * 36.0  # 0.01 h per game
+        monitor.record_game(step=i * 10, length=10, game_return=float(i), epsilon=0.5)
+    monitor.record_eval(1000, [1.0, 3.0])
+    monitor.close()
+    episodes = read(tmp_path / "episodes.csv")
+    assert tuple(episodes[0]) == EPISODE_COLUMNS and len(episodes) == 151
+    last = episodes[-1]
+    assert last[0] == "150" and float(last[3]) == 149.0
+    assert float(last[4]) == pytest.approx(sum(range(50, 150)) / 100)
+    assert float(last[6]) == pytest.approx(149 * 0.01)
+    evals = read(tmp_path / "eval.csv")
+    assert tuple(evals[0]) == EVAL_COLUMNS and evals[1] == ["1000", "2.0", "1.0", "2"]
+
+
+def test_console_line_at_least_every_interval(tmp_path):
+    import io
+    clock, out = FakeClock(), io.StringIO()
+    monitor = Monitor(str(tmp_path), total_steps=10_000, clock=clock, out=out, interval=10)
+    for step in range(1, 2001):
+        clock.t = step * 0.01  # 100 steps/s for 20 s
+        monitor.tick(step, epsilon=0.25)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert "100 steps/s" in lines[0] and "eps 0.250" in lines[0] and "1,000/10,000" in lines[0]
+    monitor.close()
