@@ -12,7 +12,12 @@ Rules the sampler keeps:
   must be bootstrapped, not zeroed;
 - the next state of a terminal transition is all zeros: the target ignores it anyway.
 
-Not thread-safe. The training loops write only when nothing samples (see fast_dqn.nature_loop).
+The memory is split into `num_shards` equal rings, one per sampler, so every sampler's
+trajectory stays contiguous and stacks never mix two games. Sampling is uniform over the valid
+transitions of all shards together. The Nature loop uses one shard.
+
+Not thread-safe. The loops write only while nothing samples (see fast_dqn.nature_loop and
+fast_dqn.background_trainer).
 """
 
 import numpy as np
@@ -49,74 +54,97 @@ def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=
 
 
 class ReplayMemory:
-    def __init__(self, capacity, frame_shape, history_length, frame_dtype=np.uint8, seed=0):
-        if capacity < history_length + 2:
+    def __init__(self, capacity, frame_shape, history_length, frame_dtype=np.uint8, seed=0,
+                 num_shards=1):
+        per_shard = capacity // num_shards
+        if per_shard < history_length + 2:
             raise UsageError("--replay-capacity",
-                             f"must be at least {history_length + 2} to hold one transition")
-        self.capacity = capacity
+                             f"must be at least {(history_length + 2) * num_shards} to hold one "
+                             f"transition per sampler")
+        self.num_shards = num_shards
+        self.shard_capacity = per_shard
+        self.capacity = per_shard * num_shards
         self.history_length = history_length
-        self.frames = np.zeros((capacity, *frame_shape), dtype=frame_dtype)
-        self.actions = np.zeros(capacity, dtype=np.int32)
-        self.rewards = np.zeros(capacity, dtype=np.float32)
-        self.terminals = np.zeros(capacity, dtype=bool)
-        self.episode_ends = np.zeros(capacity, dtype=bool)
-        self.pointer = 0  # the next record to write
-        self.size = 0
+        self.frames = np.zeros((num_shards, per_shard, *frame_shape), dtype=frame_dtype)
+        self.actions = np.zeros((num_shards, per_shard), dtype=np.int32)
+        self.rewards = np.zeros((num_shards, per_shard), dtype=np.float32)
+        self.terminals = np.zeros((num_shards, per_shard), dtype=bool)
+        self.episode_ends = np.zeros((num_shards, per_shard), dtype=bool)
+        self.pointers = np.zeros(num_shards, dtype=np.int64)  # the next record to write
+        self.sizes = np.zeros(num_shards, dtype=np.int64)
         self.rng = np.random.default_rng(seed)
         # Column offsets of one sample's frames, oldest first: the state's k frames + 1 more.
         self._offsets = np.arange(-history_length + 1, 2)
 
     def __len__(self):
-        return self.size
+        return int(self.sizes.sum())
 
-    def add(self, frame, action, reward, terminal, episode_end):
+    @property
+    def pointer(self):
+        return int(self.pointers[0])
+
+    @property
+    def size(self):
+        return int(self.sizes[0])
+
+    def add(self, frame, action, reward, terminal, episode_end, shard=0):
         """Store one step: the newest frame of s_t, a_t, r_t and how the step ended."""
-        i = self.pointer
-        self.frames[i] = frame
-        self.actions[i] = action
-        self.rewards[i] = reward
-        self.terminals[i] = terminal
-        self.episode_ends[i] = episode_end or terminal
-        self.pointer = (i + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
+        i = self.pointers[shard]
+        self.frames[shard, i] = frame
+        self.actions[shard, i] = action
+        self.rewards[shard, i] = reward
+        self.terminals[shard, i] = terminal
+        self.episode_ends[shard, i] = episode_end or terminal
+        self.pointers[shard] = (i + 1) % self.shard_capacity
+        self.sizes[shard] = min(self.sizes[shard] + 1, self.shard_capacity)
 
-    def add_batch(self, frames, actions, rewards, terminals, episode_ends):
-        """Store steps in order, as `add` would one at a time (used to flush held transitions)."""
+    def add_batch(self, frames, actions, rewards, terminals, episode_ends, shard=0):
+        """Store consecutive steps of one shard, as `add` would one at a time."""
         n = len(actions)
-        idx = (self.pointer + np.arange(n)) % self.capacity
-        self.frames[idx] = frames
-        self.actions[idx] = actions
-        self.rewards[idx] = rewards
-        self.terminals[idx] = terminals
-        self.episode_ends[idx] = np.logical_or(episode_ends, terminals)
-        self.pointer = (self.pointer + n) % self.capacity
-        self.size = min(self.size + n, self.capacity)
+        if n > self.shard_capacity:  # only the newest records would survive anyway
+            cut = n - self.shard_capacity
+            self.pointers[shard] = (self.pointers[shard] + cut) % self.shard_capacity
+            frames, actions, rewards = frames[cut:], actions[cut:], rewards[cut:]
+            terminals, episode_ends, n = terminals[cut:], episode_ends[cut:], self.shard_capacity
+        idx = (self.pointers[shard] + np.arange(n)) % self.shard_capacity
+        self.frames[shard, idx] = frames
+        self.actions[shard, idx] = actions
+        self.rewards[shard, idx] = rewards
+        self.terminals[shard, idx] = terminals
+        self.episode_ends[shard, idx] = np.logical_or(episode_ends, terminals)
+        self.pointers[shard] = (self.pointers[shard] + n) % self.shard_capacity
+        self.sizes[shard] = min(self.sizes[shard] + n, self.shard_capacity)
 
     def can_sample(self):
-        return self._num_candidates() > 0
+        return self._candidates().sum() > 0
 
-    def _num_candidates(self):
-        # Logical positions history_length-1 .. size-2 (oldest record is position 0): every
-        # stack has k real records behind it and a successor in front of it.
-        return self.size - self.history_length
+    def _candidates(self):
+        # Logical positions history_length-1 .. size-2 of each shard (its oldest record is
+        # position 0): every stack has k real records behind it and a successor in front.
+        return np.maximum(self.sizes - self.history_length, 0)
 
     def sample_indices(self, batch_size):
-        """Ring indices of `batch_size` valid transitions, uniformly at random."""
-        n = self._num_candidates()
-        if n <= 0:
+        """(shards, indices) of `batch_size` valid transitions, uniformly at random."""
+        counts = self._candidates()
+        total = int(counts.sum())
+        if total <= 0:
             raise ValueError("replay memory holds no complete transition yet")
-        oldest = (self.pointer - self.size) % self.capacity
+        starts = np.cumsum(counts) - counts
+        oldest = (self.pointers - self.sizes) % self.shard_capacity
+        shards = np.empty(batch_size, dtype=np.int64)
         chosen = np.empty(batch_size, dtype=np.int64)
         filled = 0
         for _ in range(1000):
             if filled == batch_size:
-                return chosen
-            logical = self.rng.integers(0, n, size=batch_size - filled) + self.history_length - 1
-            idx = (oldest + logical) % self.capacity
+                return shards, chosen
+            u = self.rng.integers(0, total, size=batch_size - filled)
+            s = np.searchsorted(starts, u, side="right") - 1
+            idx = (oldest[s] + u - starts[s] + self.history_length - 1) % self.shard_capacity
             # Time-limit cuts have no stored successor state; they are rare, so redraw them.
-            idx = idx[~(self.episode_ends[idx] & ~self.terminals[idx])]
-            chosen[filled:filled + len(idx)] = idx
-            filled += len(idx)
+            keep = ~(self.episode_ends[s, idx] & ~self.terminals[s, idx])
+            n = int(keep.sum())
+            shards[filled:filled + n], chosen[filled:filled + n] = s[keep], idx[keep]
+            filled += n
         raise RuntimeError("replay memory holds only time-limit cuts; cannot sample")
 
     def sample(self, batch_size):
@@ -124,21 +152,24 @@ class ReplayMemory:
 
         states and next_states are (B, k, *frame_shape) in the frame dtype.
         """
-        return self.gather(self.sample_indices(batch_size))
+        shards, idx = self.sample_indices(batch_size)
+        return self.gather(idx, shards)
 
-    def gather(self, idx):
+    def gather(self, idx, shards=None):
         k = self.history_length
-        cols = (idx[:, None] + self._offsets) % self.capacity         # (B, k + 1)
-        frames = self.frames[cols]                                     # one fancy-index copy
+        shards = np.zeros_like(idx) if shards is None else shards
+        cols = (idx[:, None] + self._offsets) % self.shard_capacity   # (B, k + 1)
+        rows = shards[:, None]
+        frames = self.frames[rows, cols]                                # one fancy-index copy
         # Frame j of the state is blanked if an episode ended at any record in [j, i-1].
-        ends = self.episode_ends[cols[:, :k - 1]]                      # (B, k - 1)
+        ends = self.episode_ends[rows, cols[:, :k - 1]]                 # (B, k - 1)
         blank = np.flip(np.logical_or.accumulate(np.flip(ends, 1), axis=1), 1)
         if blank.any():
             frames[:, :k - 1][blank] = 0
-        terminal = self.terminals[idx]
+        terminal = self.terminals[shards, idx]
         states = frames[:, :k]
         next_states = frames[:, 1:].copy()
         if terminal.any():
             next_states[terminal] = 0
-        return (states, self.actions[idx], self.rewards[idx], next_states,
+        return (states, self.actions[shards, idx], self.rewards[shards, idx], next_states,
                 terminal.astype(np.float32))

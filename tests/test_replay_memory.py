@@ -74,7 +74,7 @@ def test_no_sample_spans_the_write_pointer(capacity, total):
     replay = ReplayMemory(capacity, (1,), K, seed=1)
     fill(replay, [total])
     oldest = (replay.pointer - replay.size) % capacity
-    idx = replay.sample_indices(5000)
+    _, idx = replay.sample_indices(5000)
     logical = (idx - oldest) % capacity
     # The state needs K-1 older records; the next state needs one newer record.
     assert logical.min() >= K - 1 and logical.max() <= replay.size - 2
@@ -86,8 +86,8 @@ def test_time_limit_cuts_are_never_sampled():
     fill(replay, [6, 6], truncate_last=True)
     replay.add(np.array([99]), 0, 0.0, False, False)  # so the cut record has a successor
     cut_index = 11
-    assert replay.episode_ends[cut_index] and not replay.terminals[cut_index]
-    assert cut_index not in set(replay.sample_indices(5000).tolist())
+    assert replay.episode_ends[0, cut_index] and not replay.terminals[0, cut_index]
+    assert cut_index not in set(replay.sample_indices(5000)[1].tolist())
 
 
 def test_sampling_needs_a_complete_transition():
@@ -112,6 +112,9 @@ def test_add_batch_matches_add():
     for name in ("frames", "actions", "rewards", "terminals", "episode_ends"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
     assert (a.pointer, a.size) == (b.pointer, b.size)
+    c = ReplayMemory(7, (2,), K)
+    c.add_batch(frames, np.arange(11), np.arange(11.0), ends, ends)  # longer than the ring
+    assert np.array_equal(a.frames, c.frames) and (a.pointer, a.size) == (c.pointer, c.size)
 
 
 def test_replay_rebuilds_exactly_the_states_the_env_showed():
@@ -161,3 +164,25 @@ def test_a_replay_of_only_time_limit_cuts_fails_instead_of_spinning():
         replay.add(np.array([t + 1]), 0, 0.0, False, cut)
     with pytest.raises(RuntimeError):
         replay.sample(4)
+
+
+def test_shards_keep_each_samplers_trajectory_contiguous_and_sample_uniformly():
+    replay = ReplayMemory(3 * 30, (1,), K, seed=0, num_shards=3)
+    records = []
+    for shard in range(3):
+        # Shard s gets frames 100*s + 1, 100*s + 2, ... with its own episode boundaries.
+        recs = []
+        for t in range(1, 21 + 5 * shard):
+            end = t % (6 + shard) == 0
+            replay.add(np.array([100 * shard + t]), t % 3, float(t), end, end, shard=shard)
+            recs.append((100 * shard + t, end, end))
+        records.append(recs)
+    for shard in range(3):
+        live = records[shard]
+        for p in range(K - 1, len(live) - 1):
+            states, *_ = replay.gather(np.array([p]), np.array([shard]))
+            assert list(states[0, :, 0]) == reference_stack(live, p)
+    shards, idx = replay.sample_indices(60_000)
+    counts = np.bincount(shards, minlength=3)
+    expected = np.array([len(r) - K for r in records])  # valid transitions per shard
+    np.testing.assert_allclose(counts / counts.sum(), expected / expected.sum(), atol=0.01)
