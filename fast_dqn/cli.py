@@ -109,6 +109,33 @@ def config_from_args(args, config_class=hp.Config):
     return config_class(**{k: v for k, v in vars(args).items() if k in names})
 
 
+def validate_fast(config):
+    """The fast loop's own rules, on top of validate_numbers."""
+    for name in hp.FAST_POSITIVE:
+        if getattr(config, name) < 1:
+            raise UsageError(flag_name(name), f"must be a positive whole number, "
+                             f"got {getattr(config, name)}")
+    for name in hp.FAST_NON_NEGATIVE:
+        if getattr(config, name) < 0:
+            raise UsageError(flag_name(name), f"must be 0 or more, got {getattr(config, name)}")
+    if config.target_update_freq % config.train_freq:
+        raise UsageError("--target-update-freq", f"{config.target_update_freq} is not a "
+                         f"multiple of --train-freq {config.train_freq}; each training period "
+                         "must hold whole minibatches")
+    if config.synchronize and config.target_update_freq % config.workers:
+        raise UsageError("--target-update-freq", f"{config.target_update_freq} is not a "
+                         f"multiple of --workers {config.workers}; synchronized rounds must "
+                         "fill each period exactly (or use --no-synchronize)")
+    need = config.workers * (config.history_length + 2)
+    if config.replay_capacity < need:
+        raise UsageError("--replay-capacity", f"must be at least {need} (--workers × "
+                         "(--history-length + 2)) so every sampler's share holds a transition")
+    need = config.workers * (config.history_length + 1)
+    if config.prepopulate < need:
+        raise UsageError("--prepopulate", f"must be at least {need} (--workers × "
+                         "(--history-length + 1)) so the first minibatch can be drawn")
+
+
 def validate_numbers(config):
     """Sizes, probabilities and their relations; raises UsageError naming the flag."""
     for name in hp.POSITIVE:

@@ -75,3 +75,25 @@ POSITIVE = ("max_episode_steps", "action_repeat", "history_length", "timesteps",
             "replay_capacity", "batch_size", "train_freq", "target_update_freq", "eps_decay_steps")
 NON_NEGATIVE = ("evaluate", "prepopulate", "noop_max", "threads", "seed")
 PROBABILITIES = ("sticky_actions", "eval_epsilon", "eps_start", "eps_end")
+
+
+@dataclass
+class FastConfig(Config):
+    """The fast loop's extra settings (Daley & Amato 2021). Everything else is as in Config."""
+
+    workers: int = _opt(8, "samplers, each playing its own game", "samplers")
+    concurrent: bool = _opt(True, "train in a background thread while the samplers act; "
+                            "off = lockstep, one minibatch per train_freq agent steps")
+    synchronize: bool = _opt(True, "send all samplers' states through the target network in "
+                             "one batched call per round; off = one call per sampler")
+    env_backend: str = _opt("vector", "vector = ale-py's AtariVectorEnv (C++ threads, "
+                            "parallel); python = the Nature wrappers, stepped in turn",
+                            choices=("vector", "python"))
+    env_threads: int = _opt(0, "C++ threads of the vector backend; 0 = one per core, at most "
+                            "--workers", "threads")
+    prefetch: bool = _opt(True, "sample the next minibatch in a second thread while the "
+                          "current one trains")
+
+
+FAST_POSITIVE = ("workers",)
+FAST_NON_NEGATIVE = ("env_threads",)

@@ -24,16 +24,60 @@ def build_learner(config, observation_shape, num_actions):
                       xla=config.xla)
 
 
-def build_replay(config, frame_shape):
+def build_replay(config, frame_shape, num_shards=1):
     return ReplayMemory(config.replay_capacity, frame_shape, config.history_length,
-                        seed=rng_for(config.seed, REPLAY_RNG_STREAM).integers(2**31))
+                        seed=rng_for(config.seed, REPLAY_RNG_STREAM).integers(2**31),
+                        num_shards=num_shards)
+
+
+def start_tensorflow(config):
+    devices = configure_tensorflow(config.seed, config.threads)
+    print(f"TensorFlow devices: {', '.join(devices)}", flush=True)
+
+
+def build_samplers(config):
+    """The fast loop's W games: sampler i is seeded with seed + i."""
+    from fast_dqn.samplers import PythonSamplers, VectorSamplers
+    if config.env_backend == "vector":
+        return VectorSamplers(config, config.workers, config.seed, config.env_threads)
+    return PythonSamplers([make_atari_env(config, seed=config.seed + i, training=True)
+                           for i in range(config.workers)])
+
+
+def train_fast(config, samplers_factory=build_samplers):
+    from fast_dqn.background_trainer import BackgroundTrainer
+    from fast_dqn.fast_loop import make_evaluate_fn, run_fast_loop
+
+    start_tensorflow(config)
+    samplers = samplers_factory(config)
+    eval_env = make_atari_env(config, seed=config.seed + EVAL_ENV_SEED_OFFSET, training=False)
+    shape = (config.history_length, 84, 84)
+    learner = build_learner(config, shape, samplers.num_actions)
+    replay = build_replay(config, shape[1:], num_shards=config.workers)
+    monitor = Monitor(config.logdir, config.timesteps)
+    trainer = None
+    if config.concurrent:
+        trainer = BackgroundTrainer(learner.train,
+                                    lambda: replay.sample(config.batch_size),
+                                    on_loss=lambda result: monitor.record_train(result[0]),
+                                    prefetch=config.prefetch)
+    try:
+        run_fast_loop(config, samplers, learner.target_q_values, learner, replay, trainer,
+                      monitor, rng_for(config.seed, ACTION_RNG_STREAM),
+                      make_evaluate_fn(config, eval_env, learner.target_q_values, monitor,
+                                       rng_for(config.seed, EVAL_RNG_STREAM)))
+    finally:
+        if trainer is not None:
+            trainer.close()
+        monitor.close()
+        samplers.close()
+        eval_env.close()
 
 
 def train_nature(config):
     from fast_dqn.nature_loop import run_nature_loop
 
-    devices = configure_tensorflow(config.seed, config.threads)
-    print(f"TensorFlow devices: {', '.join(devices)}", flush=True)
+    start_tensorflow(config)
     env = make_atari_env(config, seed=config.seed, training=True)
     eval_env = make_atari_env(config, seed=config.seed + EVAL_ENV_SEED_OFFSET, training=False)
     shape = env.observation_space.shape

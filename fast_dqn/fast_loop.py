@@ -1,0 +1,148 @@
+"""The fast DQN loop of Daley & Amato (2021): concurrent training, synchronized sampling.
+
+W samplers advance in rounds: each round every sampler takes one agent step, acting
+epsilon-greedily through the *target* network. When synchronized, the W states of a round go
+through the network in one batched call; otherwise each sampler queries it alone.
+
+With C = target_update_freq, a *sync point* is the round in which the global agent step passes
+a multiple of C, and the last round. At a sync point, with concurrent training:
+1. wait for the trainer to finish its period;
+2. flush every sampler's held transitions into replay, sampler 0 first;
+3. copy main -> target, and evaluate if an evaluation is due;
+4. hand the trainer the minibatches the Nature loop would train in the coming period
+   (one per train_freq agent steps after warm-up), which it trains while the samplers act.
+Replay is written only in step 2, while the trainer is idle, and the samplers act with a
+network that is frozen for the whole period: so a seeded run is reproducible.
+
+Without concurrency, the same rounds run in lockstep: after each round its transitions are
+written and the minibatches due are trained at once.
+
+The Nature ratios hold in every mode: the same warm-up, epsilon by global agent step, and over
+the whole run exactly the minibatches the Nature loop would train.
+"""
+
+import numpy as np
+
+from fast_dqn.evaluation import evaluate
+from fast_dqn.policy import epsilon_greedy
+from fast_dqn.schedules import LinearSchedule
+
+
+def minibatches_due(start, end, prepopulate, train_freq):
+    """How many minibatches the Nature loop trains at agent steps s in (start, end]."""
+    low = max(start, prepopulate)
+    return max(0, end // train_freq - low // train_freq)
+
+
+def next_sync_point(step, period, round_size, total):
+    """The first round boundary after `step` that passes the next multiple of `period`."""
+    crossing = (step // period + 1) * period
+    return min(total, -(-crossing // round_size) * round_size)
+
+
+class HeldTransitions:
+    """What the samplers did since the last flush, one row per round."""
+
+    def __init__(self):
+        self.rounds = []
+
+    def append(self, frames, actions, rewards, terminated, episode_ends):
+        self.rounds.append((frames, actions, rewards, terminated, episode_ends))
+
+    def flush(self, replay):
+        """Write everything into replay, sampler 0's steps first, each in time order."""
+        if not self.rounds:
+            return
+        frames, actions, rewards, terminated, ends = (np.stack(column)
+                                                      for column in zip(*self.rounds))
+        for j in range(frames.shape[1]):
+            replay.add_batch(frames[:, j], actions[:, j], rewards[:, j], terminated[:, j],
+                             ends[:, j], shard=j)
+        self.rounds = []
+
+
+def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monitor, rng,
+                  evaluate_fn=None):
+    """Train for config.timesteps agent steps (rounded up to whole rounds of W).
+
+    q_values_fn: the samplers' network (the target network); learner: trains the main network
+    and copies it to the target; trainer: a BackgroundTrainer, or None for lockstep training;
+    evaluate_fn(step): runs an evaluation, or None when evaluation is off.
+    """
+    W = samplers.num_samplers
+    period = config.target_update_freq
+    total = -(-config.timesteps // W) * W
+    epsilon = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
+    held = HeldTransitions()
+    trained_through = 0  # minibatches due up to this step have been handed out
+    last_eval = 0
+    obs = samplers.reset()
+    step = 0
+    while step < total:
+        steps = step + np.arange(W)
+        eps = np.where(steps < config.prepopulate, 1.0, [epsilon(s) for s in steps])
+        actions = epsilon_greedy(_q_values(q_values_fn, obs, eps, config.synchronize,
+                                           samplers.num_actions), eps, rng)
+        result = samplers.step(actions)
+        held.append(obs[:, -1].copy(), actions, result.rewards, result.terminated,
+                    result.terminated | result.truncated)
+        for j in np.flatnonzero(result.game_over):
+            monitor.record_game(step + j + 1, int(result.game_lengths[j]),
+                                float(result.game_returns[j]), float(eps[j]))
+        obs = result.observations
+        previous, step = step, step + W
+        at_sync = step // period > previous // period or step >= total
+
+        if trainer is None:
+            held.flush(replay)
+            for _ in range(minibatches_due(previous, step, config.prepopulate,
+                                           config.train_freq)):
+                monitor.record_train(learner.train(*replay.sample(config.batch_size))[0])
+            if at_sync:
+                learner.update_target()
+        elif at_sync:
+            trainer.wait()
+            held.flush(replay)
+            learner.update_target()
+        else:
+            trainer.check()
+
+        if at_sync:
+            if evaluate_fn and (step // config.evaluate > last_eval // config.evaluate
+                                or step >= total):
+                evaluate_fn(step)
+                last_eval = step
+            if trainer is not None and step < total:
+                end = next_sync_point(step, period, W, total)
+                trainer.start(minibatches_due(trained_through, end, config.prepopulate,
+                                              config.train_freq))
+                trained_through = end
+        monitor.tick(step, float(eps[-1]))
+    return step
+
+
+def _q_values(q_values_fn, obs, eps, synchronize, num_actions):
+    """Q-values for the round: one batched call, or one call per sampler.
+
+    Samplers that will surely explore (epsilon 1, as in warm-up) skip the network.
+    """
+    if not (eps < 1.0).any():
+        return np.zeros((len(obs), num_actions), np.float32)
+    if synchronize:
+        return q_values_fn(obs)
+    q = np.zeros((len(obs), num_actions), np.float32)
+    for j in np.flatnonzero(eps < 1.0):
+        q[j] = q_values_fn(obs[j:j + 1])[0]
+    return q
+
+
+def make_evaluate_fn(config, eval_env, q_values_fn, monitor, rng):
+    """Full-game evaluation of the network behind q_values_fn, logged at the given step."""
+    if not config.evaluate:
+        return None
+
+    def evaluate_at(step):
+        returns = evaluate(eval_env, q_values_fn, config.eval_episodes, config.eval_epsilon,
+                           rng)
+        monitor.record_eval(step, returns)
+    return evaluate_at

@@ -1,0 +1,147 @@
+"""W Atari games stepped together: the sampler backends of the fast loop.
+
+Both backends take one action per sampler and return one `SamplerStep`. Finished episodes are
+reset automatically: the returned observation of a sampler whose episode just ended is the
+first state of its next one, and that state is zero-padded exactly as the replay rebuilds it.
+
+- `VectorSamplers` (default): ale-py's AtariVectorEnv. The games step and preprocess in C++
+  threads that run outside the GIL, so they really run in parallel, also with TensorFlow.
+- `PythonSamplers`: the Nature wrappers of fast_dqn.atari_wrappers, one env per sampler,
+  stepped one after another by the calling thread. Python threads would not help: ale-py's
+  act() holds the GIL, so two threads stepping two games run no faster than one.
+
+Neither backend starts a Python thread; the fast loop calls `step` from its main thread.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class SamplerStep:
+    observations: np.ndarray   # (W, k, H, W) uint8: each sampler's next state
+    rewards: np.ndarray        # (W,) float32, clipped to their sign, for the learner
+    terminated: np.ndarray     # (W,) bool: the learner's episode ended (a life lost counts)
+    truncated: np.ndarray      # (W,) bool: cut by the time limit
+    game_over: np.ndarray      # (W,) bool: a whole game ended this step
+    game_returns: np.ndarray   # (W,) float: the unclipped score of each game that ended
+    game_lengths: np.ndarray   # (W,) int: its length in agent steps
+
+
+class PythonSamplers:
+    """One Nature-wrapped env per sampler (see fast_dqn.environment.make_atari_env)."""
+
+    def __init__(self, envs):
+        self.envs = envs
+        self.num_samplers = len(envs)
+        self.num_actions = envs[0].action_space.n
+
+    def reset(self):
+        return np.stack([env.reset()[0] for env in self.envs])
+
+    def step(self, actions):
+        n = self.num_samplers
+        obs = [None] * n
+        rewards = np.zeros(n, np.float32)
+        terminated, truncated, game_over = (np.zeros(n, bool) for _ in range(3))
+        game_returns, game_lengths = np.zeros(n), np.zeros(n, np.int64)
+        for i, (env, action) in enumerate(zip(self.envs, actions)):
+            obs[i], rewards[i], terminated[i], truncated[i], info = env.step(action)
+            if terminated[i] or truncated[i]:
+                if info["game_over"]:
+                    game_over[i] = True
+                    game_returns[i], game_lengths[i] = info["game_return"], info["game_length"]
+                obs[i], _ = env.reset()
+        return SamplerStep(np.stack(obs), rewards, terminated, truncated, game_over,
+                           game_returns, game_lengths)
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+class VectorSamplers:
+    """ale-py's AtariVectorEnv, configured as close to the Nature wrappers as it allows.
+
+    Differences from PythonSamplers, all from ale-py's C++ preprocessing:
+    - grayscale comes from the ALE palette, not opencv's luma of the RGB screen, and the
+      resize is ale-py's own (`--interp` does not apply);
+    - max-pooling is over the grayscale frames, not the RGB ones;
+    - no FIRE after a lost life, only at the start of a game;
+    - game lengths count the agent's own steps, not the reset no-ops and FIRE.
+    What it shares: action repeat with max-pooling of the last two frames, 0..noop_max no-op
+    frames at reset, a lost life is terminal for the learner but the game goes on, unclipped
+    full-game returns in the logs, the same time limit, sticky actions and action set.
+    """
+
+    def __init__(self, config, num_samplers, seed, num_threads=0):
+        from ale_py.vector_env import AtariVectorEnv
+        self.env = AtariVectorEnv(
+            config.game, num_samplers,
+            num_threads=num_threads or min(num_samplers, _cpu_count()),
+            autoreset_mode="SameStep",
+            frameskip=config.action_repeat, stack_num=config.history_length,
+            img_height=84, img_width=84, grayscale=True, maxpool=True,
+            noop_max=config.noop_max, use_fire_reset=True,
+            episodic_life=False, life_loss_info=True, reward_clipping=False,
+            max_num_frames_per_episode=config.max_episode_steps * config.action_repeat,
+            repeat_action_probability=config.sticky_actions,
+            full_action_space=config.full_action_space)
+        self.num_samplers = num_samplers
+        self.num_actions = int(self.env.single_action_space.n)
+        self.history_length = config.history_length
+        self.seed = seed
+        self.returns = np.zeros(num_samplers)
+        self.lengths = np.zeros(num_samplers, np.int64)
+        self.frame_numbers = np.zeros(num_samplers, np.int64)
+        self.since_start = np.zeros(num_samplers, np.int64)
+
+    def reset(self):
+        obs, info = self.env.reset(seed=self.seed)
+        self.returns[:] = 0
+        self.lengths[:] = 0
+        self.frame_numbers[:] = info["episode_frame_number"]
+        self.since_start[:] = 0
+        return self._pad(obs)
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = self.env.step(
+            np.asarray(actions, dtype=np.int32))
+        rewards = np.asarray(rewards, dtype=np.float64)
+        self.returns += rewards
+        self.lengths += 1
+        # With SameStep autoreset a finished game comes back already reset, so its episode
+        # frame counter falls; after a lost life it keeps counting.
+        frame_numbers = np.asarray(info["episode_frame_number"], np.int64)
+        game_over = truncated | (terminated & (frame_numbers < self.frame_numbers))
+        self.frame_numbers = frame_numbers
+        game_returns = np.where(game_over, self.returns, 0.0)
+        game_lengths = np.where(game_over, self.lengths, 0)
+        self.returns[game_over] = 0
+        self.lengths[game_over] = 0
+        ended = terminated | truncated
+        self.since_start = np.where(ended, 0, self.since_start + 1)
+        return SamplerStep(self._pad(obs), np.sign(rewards).astype(np.float32),
+                           np.asarray(terminated, bool), np.asarray(truncated, bool),
+                           game_over, game_returns, game_lengths)
+
+    def _pad(self, obs):
+        """Zero the frames from before each sampler's episode start, like FrameHistory.
+
+        ale-py keeps stacking frames across a lost life; the learner's episode starts afresh.
+        """
+        k = self.history_length
+        blank = np.arange(k - 1)[None, :] < (k - 1 - self.since_start)[:, None]
+        if blank.any():
+            obs = np.array(obs)
+            obs[:, :k - 1][blank] = 0
+        return obs
+
+    def close(self):
+        self.env.close()
+
+
+def _cpu_count():
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -1,0 +1,78 @@
+import threading
+import time
+
+import pytest
+
+from fast_dqn.background_trainer import BackgroundTrainer
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_trains_exactly_the_minibatches_asked_in_sample_order(prefetch):
+    drawn, trained = [], []
+    counter = iter(range(10_000))
+
+    def sample():
+        drawn.append(next(counter))
+        return (drawn[-1],)
+
+    trainer = BackgroundTrainer(lambda b: trained.append(b) or 0.0, sample, prefetch=prefetch)
+    for n in (5, 0, 7):
+        trainer.start(n)
+        trainer.wait()
+    trainer.close()
+    assert trained == list(range(12)) and drawn == list(range(12))
+
+
+def test_no_sampling_happens_between_periods():
+    # Rule 1: after wait() returns, replay is not read until the next start().
+    drawn = []
+    trainer = BackgroundTrainer(lambda b: 0.0, lambda: drawn.append(1) or (0,), prefetch=True)
+    trainer.start(3)
+    trainer.wait()
+    time.sleep(0.3)
+    assert len(drawn) == 3
+    trainer.close()
+
+
+def fail(*args):
+    raise ValueError("boom in the background")
+
+
+@pytest.mark.parametrize("where", ["train", "sample"])
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_a_background_failure_reaches_the_caller(where, prefetch):
+    train = fail if where == "train" else (lambda b: 0.0)
+    sample = fail if where == "sample" else (lambda: (0,))
+    trainer = BackgroundTrainer(train, sample, prefetch=prefetch)
+    trainer.start(100)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="boom in the background") as error:
+        trainer.wait()
+    assert time.monotonic() - started < 5
+    # The original traceback is kept: it ends in the function that raised.
+    tb = error.value.__traceback__
+    while tb.tb_next:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_code.co_name == "fail"
+    with pytest.raises(ValueError):
+        trainer.check()
+    trainer.close(timeout=5)
+    assert not any(t.name.startswith("fast-dqn") and t.is_alive() for t in threading.enumerate())
+
+
+def test_close_ends_threads_even_mid_period():
+    trainer = BackgroundTrainer(lambda b: time.sleep(0.01), lambda: (0,), prefetch=True)
+    trainer.start(10_000)
+    time.sleep(0.1)
+    trainer.close(timeout=5)
+    assert not any(t.name.startswith("fast-dqn") and t.is_alive() for t in threading.enumerate())
+
+
+def test_losses_are_reported():
+    seen = []
+    trainer = BackgroundTrainer(lambda b: b * 2.0, iter([(1,), (2,)]).__next__,
+                                on_loss=seen.append)
+    trainer.start(2)
+    trainer.wait()
+    trainer.close()
+    assert seen == [2.0, 4.0]

@@ -1,0 +1,118 @@
+"""Real runs of run_fast_dqn.py on the Pong ROM, with tiny budgets."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from test_end_to_end import ROOT, rows, run
+
+TINY_FAST = ["--game=pong", "--workers=4", "--timesteps=2400", "--prepopulate=400",
+             "--replay-capacity=2000", "--target-update-freq=400", "--evaluate=1200",
+             "--eval-episodes=1", "--max-episode-steps=300", "--eps-decay-steps=800",
+             "--eps-end=0.05"]
+
+
+def logs(logdir):
+    return ([{k: v for k, v in e.items() if k != "hours"} for e in rows(logdir / "episodes.csv")],
+            rows(logdir / "eval.csv"))
+
+
+def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
+    outputs = []
+    for name, seed in (("a", 5), ("b", 5), ("c", 6)):
+        logdir = tmp_path / name
+        result = run("run_fast_dqn.py", TINY_FAST + [f"--seed={seed}", f"--logdir={logdir}"])
+        assert result.returncode == 0, result.stderr[-3000:]
+        outputs.append(logs(logdir))
+    episodes, evals = outputs[0]
+    # 4 samplers x 600 steps with a 300-step limit: every sampler ends at least 2 games.
+    assert len(episodes) >= 8
+    assert [int(e["agent_step"]) for e in evals] == [1200, 2400]
+    assert outputs[0] == outputs[1]  # concurrent + synchronized, yet identical
+    assert outputs[0] != outputs[2]
+
+
+@pytest.mark.parametrize("flags", [["--env-backend=python", "--concurrent=False"],
+                                   ["--synchronize=0", "--no-prefetch"]])
+def test_fast_other_modes_run(tmp_path, flags):
+    logdir = tmp_path / "run"
+    result = run("run_fast_dqn.py", TINY_FAST + flags + [f"--logdir={logdir}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(rows(logdir / "episodes.csv")) >= 8
+
+
+FAULTY_RUN = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+    from fake_ale import FakeAtariEnv
+    from fast_dqn import cli, training
+    from fast_dqn.environment import SeedOnFirstReset, wrap_atari
+    from fast_dqn.hyperparameters import FastConfig
+    from fast_dqn.samplers import PythonSamplers
+
+    class FaultyAle(FakeAtariEnv):
+        def step(self, action):
+            if len(self.actions) > 2000:  # every frame since the start, across games
+                raise OSError("injected emulator fault")
+            return super().step(action)
+
+    def samplers(config):
+        return PythonSamplers([SeedOnFirstReset(wrap_atari(FaultyAle(game_over_frame=500),
+                               config, True), i) for i in range(config.workers)])
+
+    sys.exit(cli.main("run_fast_dqn.py", "fast", "", lambda c: training.train_fast(c, samplers),
+             sys.argv[1:], config_class=FastConfig, validate_extra=cli.validate_fast))
+""")
+
+
+def test_a_sampler_fault_in_a_real_run_exits_non_zero_with_the_traceback(tmp_path):
+    script = tmp_path / "faulty.py"
+    script.write_text(FAULTY_RUN.format(root=ROOT, tests=os.path.join(ROOT, "tests")))
+    result = subprocess.run(
+        [sys.executable, str(script), "--workers=2", "--timesteps=100000", "--prepopulate=100",
+         "--replay-capacity=5000", "--target-update-freq=200", "--evaluate=0",
+         f"--logdir={tmp_path / 'run'}"],
+        capture_output=True, text=True, timeout=180)
+    assert result.returncode != 0
+    assert "injected emulator fault" in result.stderr and "Traceback" in result.stderr
+
+
+BAD_FAST = [
+    (["--workers=0"], "--workers"),
+    (["--workers=3", "--target-update-freq=10000"], "--workers 3"),
+    (["--target-update-freq=10002"], "--train-freq"),
+    (["--workers=8", "--prepopulate=20"], "--prepopulate"),
+    (["--workers=8", "--replay-capacity=40", "--prepopulate=40", "--batch-size=8"],
+     "--replay-capacity"),
+    (["--env-backend=gpu"], "--env-backend"),
+    (["--concurrent=maybe"], "--concurrent"),
+]
+
+
+@pytest.mark.parametrize("argv,words", BAD_FAST, ids=[" ".join(a) for a, _ in BAD_FAST])
+def test_fast_bad_input_is_one_line(argv, words, tmp_path):
+    result = run("run_fast_dqn.py", argv + [f"--logdir={tmp_path / 'run'}"], timeout=60)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_unsynchronized_allows_any_worker_count(tmp_path):
+    logdir = tmp_path / "run"
+    result = run("run_fast_dqn.py", ["--workers=3", "--no-synchronize", "--timesteps=600",
+                                     "--prepopulate=300", "--replay-capacity=600",
+                                     "--target-update-freq=200", "--evaluate=0",
+                                     f"--logdir={logdir}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_fast_help_explains_each_mode():
+    result = run("run_fast_dqn.py", ["--help"], timeout=60)
+    flat = " ".join(result.stdout.split())
+    for flag in ("--workers", "--concurrent", "--no-concurrent", "--synchronize",
+                 "--no-synchronize", "--env-backend", "--prefetch", "--timesteps", "--game"):
+        assert flag in flat
+    assert "(default: 8 samplers)" in flat

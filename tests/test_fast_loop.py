@@ -1,0 +1,149 @@
+import dataclasses
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from fake_samplers import K, FakeLearner, FakeSamplers, NullMonitor
+from fast_dqn.background_trainer import BackgroundTrainer
+from fast_dqn.fast_loop import minibatches_due, next_sync_point, run_fast_loop
+from fast_dqn.hyperparameters import FastConfig
+from fast_dqn.replay_memory import ReplayMemory
+
+BASE = FastConfig(timesteps=960, prepopulate=100, replay_capacity=4000, target_update_freq=96,
+                  train_freq=4, batch_size=8, eps_decay_steps=400, eps_end=0.1, evaluate=0)
+
+
+def run(config, samplers=None, learner=None, prefetch=True):
+    samplers = samplers or FakeSamplers(config.workers)
+    learner = learner or FakeLearner()
+    replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
+                          num_shards=config.workers)
+    monitor = NullMonitor()
+    trainer = None
+    if config.concurrent:
+        trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
+                                    on_loss=lambda r: monitor.record_train(r[0]),
+                                    prefetch=prefetch)
+    try:
+        steps = run_fast_loop(config, samplers, learner.target_q_values, learner, replay,
+                              trainer, monitor, np.random.default_rng(0))
+    finally:
+        if trainer:
+            trainer.close()
+    return steps, samplers, learner, replay, monitor
+
+
+def test_minibatches_due_counts_nature_train_steps():
+    # Nature trains at every step s > prepopulate with s % 4 == 0.
+    brute = lambda a, b: sum(1 for s in range(a + 1, b + 1) if s > 10 and s % 4 == 0)
+    for a, b in [(0, 10), (0, 12), (8, 30), (12, 13), (11, 100), (50, 50)]:
+        assert minibatches_due(a, b, 10, 4) == brute(a, b)
+
+
+def test_next_sync_point():
+    assert next_sync_point(0, 100, 8, 10_000) == 104    # the first round at or past 100
+    assert next_sync_point(104, 100, 8, 10_000) == 200
+    assert next_sync_point(0, 96, 8, 10_000) == 96
+    assert next_sync_point(9_990, 100, 8, 10_000) == 10_000
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_one_batched_target_call_per_synchronized_round(workers):
+    config = dataclasses.replace(BASE, workers=workers, concurrent=False)
+    _, samplers, learner, *_ = run(config)
+    acting_rounds = sum(1 for r in range(samplers.rounds)
+                        if r * workers + workers - 1 >= config.prepopulate)
+    # Warm-up rounds (epsilon 1 for every sampler) skip the network entirely.
+    assert learner.q_calls == [workers] * acting_rounds
+
+
+def test_unsynchronized_samplers_query_alone():
+    config = dataclasses.replace(BASE, workers=4, synchronize=False, concurrent=False)
+    _, samplers, learner, *_ = run(config)
+    assert set(learner.q_calls) == {1}
+    assert len(learner.q_calls) == 4 * samplers.rounds - config.prepopulate
+
+
+@pytest.mark.parametrize("concurrent", [True, False])
+@pytest.mark.parametrize("synchronize", [True, False])
+@pytest.mark.parametrize("workers", [1, 3, 4])
+def test_nature_ratios_hold_in_every_mode(concurrent, synchronize, workers):
+    config = dataclasses.replace(BASE, workers=workers, concurrent=concurrent,
+                                 synchronize=synchronize)
+    if synchronize and config.target_update_freq % workers:
+        pytest.skip("not a valid synchronized configuration")
+    steps, samplers, learner, _, monitor = run(config)
+    assert steps == -(-config.timesteps // workers) * workers
+    assert learner.trained == minibatches_due(0, steps, config.prepopulate, config.train_freq)
+    assert monitor.losses == learner.trained
+    sync_rounds = [s for s in range(workers, steps + 1, workers)
+                   if s // 96 > (s - workers) // 96 or s == steps]
+    assert learner.target_updates == len(sync_rounds)
+
+
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_every_step_lands_in_replay_once_in_sampler_order(concurrent):
+    config = dataclasses.replace(BASE, workers=3, concurrent=concurrent, timesteps=600)
+    steps, samplers, learner, replay, _ = run(config)
+    for j in range(3):
+        n = int(replay.sizes[j])
+        assert n == steps // 3  # every step of sampler j, nothing else
+        oldest = (replay.pointers[j] - n) % replay.shard_capacity
+        order = (oldest + np.arange(n)) % replay.shard_capacity
+        frames = [tuple(f) for f in replay.frames[j, order]]
+        assert frames == samplers.history[j][:n]  # s_0 .. s_{n-1}, in time order
+        assert replay.actions[j, order].tolist() == samplers.actions[j]
+        # Learner episodes of sampler j last 3 + j steps.
+        ends = np.flatnonzero(replay.terminals[j, order]) + 1
+        assert ends.tolist() == list(range(3 + j, n + 1, 3 + j))
+
+
+def test_replay_stacks_match_what_the_samplers_showed():
+    config = dataclasses.replace(BASE, workers=2, concurrent=True, timesteps=400)
+    samplers = FakeSamplers(2)
+    seen = []
+    original_step = samplers.step
+
+    def recording_step(actions):
+        seen.append(samplers._obs())
+        return original_step(actions)
+    samplers.step = recording_step
+    _, _, _, replay, _ = run(config, samplers=samplers)
+    for j in range(2):
+        n = int(replay.sizes[j])
+        for t in range(K - 1, n - 1):
+            states, *_ = replay.gather(np.array([t]), np.array([j]))
+            assert np.array_equal(states[0], seen[t][j])
+
+
+def test_games_are_logged_with_global_steps_in_sampler_order():
+    config = dataclasses.replace(BASE, workers=2, concurrent=False, timesteps=40)
+    _, _, _, _, monitor = run(config)
+    # Sampler 0 ends a game every 6 of its steps, sampler 1 every 8.
+    expected = sorted([(2 * t - 1, 6, 10.0) for t in range(6, 21, 6)] +
+                      [(2 * t, 8, 11.0) for t in range(8, 21, 8)])
+    assert monitor.games == expected
+
+
+def test_reproducible_with_threads():
+    config = dataclasses.replace(BASE, workers=4, concurrent=True)
+    a = run(config)[3]
+    b = run(config)[3]
+    assert np.array_equal(a.frames, b.frames) and np.array_equal(a.actions, b.actions)
+
+
+@pytest.mark.parametrize("fault", ["sampler", "trainer"])
+def test_a_fault_ends_the_run_quickly_and_leaves_no_thread(fault):
+    config = dataclasses.replace(BASE, workers=4, concurrent=True, timesteps=100_000,
+                                 target_update_freq=400)
+    samplers = FakeSamplers(4, fail_at_round=300 if fault == "sampler" else None)
+    learner = FakeLearner(fail_on_train=5 if fault == "trainer" else None)
+    started = time.monotonic()
+    error = RuntimeError if fault == "sampler" else FloatingPointError
+    with pytest.raises(error, match="injected"):
+        run(config, samplers=samplers, learner=learner)
+    assert time.monotonic() - started < 30
+    time.sleep(0.2)
+    assert not any(t.name.startswith("fast-dqn") and t.is_alive() for t in threading.enumerate())

@@ -1,0 +1,64 @@
+import numpy as np
+
+from fake_ale import FakeAtariEnv
+from fast_dqn.environment import SeedOnFirstReset, wrap_atari
+from fast_dqn.hyperparameters import FastConfig
+from fast_dqn.samplers import PythonSamplers, VectorSamplers
+
+
+def test_python_samplers_reset_finished_episodes_and_report_games():
+    config = FastConfig(noop_max=0)
+    envs = [SeedOnFirstReset(wrap_atari(FakeAtariEnv(lives=2, life_loss_frames=(12, 24),
+                                                     reward_fn=lambda f, a: 3.0),
+                                        config, training=True), seed=i) for i in range(2)]
+    samplers = PythonSamplers(envs)
+    obs = samplers.reset()
+    assert obs.shape == (2, 4, 84, 84) and samplers.num_actions == 4
+    results = [samplers.step(np.array([2, 3])) for _ in range(6)]
+    terminated = [r.terminated[0] for r in results]
+    game_over = [r.game_over[0] for r in results]
+    # Reset: FIRE on frames 1-4. Steps: 5-8; 9-12 (life lost; the reset then plays a no-op
+    # on 13-16 and FIRE on 17-20); 21-24 (game over); and the same again in the next game.
+    assert terminated == [False, True, True, False, True, True]
+    assert game_over == [False, False, True, False, False, True]
+    assert results[1].rewards[0] == 1.0  # clipped for the learner
+    assert results[2].game_returns[0] == 3.0 * 24  # every frame of the game, unclipped
+    assert results[2].game_lengths[0] == 6  # agent steps, the wrappers' own included
+    for r in results[1:3]:
+        assert not r.observations[0, :3].any() and r.observations[0, 3].any()
+
+
+def test_vector_samplers_on_breakout_detect_lives_games_and_pad_stacks():
+    config = FastConfig(game="breakout")
+    samplers = VectorSamplers(config, 2, seed=0, num_threads=1)
+    obs = samplers.reset()
+    assert obs.shape == (2, 4, 84, 84) and samplers.num_actions == 4
+    rng = np.random.default_rng(0)
+    life_ends, games, since_start, total = 0, 0, 0, 0.0
+    while games < 2:
+        r = samplers.step(rng.integers(0, 4, 2))
+        since_start = 0 if (r.terminated[0] or r.truncated[0]) else since_start + 1
+        # The history is zero-padded at every learner-episode start, lost lives included.
+        if since_start < 3:
+            assert not r.observations[0, :3 - since_start].any()
+        assert r.observations[0, 3].any()
+        assert r.rewards[0] in (0.0, 1.0)
+        if r.terminated[0] and not r.game_over[0]:
+            life_ends += 1
+        if r.game_over[0]:
+            games += 1
+            assert r.terminated[0] or r.truncated[0]
+            assert r.game_returns[0] >= 0 and r.game_lengths[0] > 0
+    assert life_ends == 4 * games  # Breakout: 5 lives, the last one ends the game
+    samplers.close()
+
+
+def test_vector_samplers_are_reproducible_with_a_seed():
+    def trajectory():
+        samplers = VectorSamplers(FastConfig(game="pong"), 2, seed=7, num_threads=2)
+        obs = [samplers.reset()]
+        for a in range(50):
+            obs.append(samplers.step(np.array([a % 6, (a * 5) % 6])).observations)
+        samplers.close()
+        return np.stack(obs)
+    assert np.array_equal(trajectory(), trajectory())
