@@ -85,15 +85,13 @@ def add_config_flags(parser, config_class=hp.Config):
         meta = f.metadata
         default = getattr(defaults, f.name)
         unit = f" {meta['unit']}" if meta.get("unit") else ""
-        shown = f"{default:_}" if isinstance(default, int) and not isinstance(default, bool) \
-            else default
+        shown = f"{default:_}" if f.type is int else default
         text = f"{meta['help']} (default: {shown}{unit})"
         kwargs = dict(meta.get("argparse", {}))
-        if f.type in (bool, "bool"):
+        if f.type is bool:
             parser.add_argument(flag_name(f.name), action=BoolFlag, default=default, help=text)
             continue
-        convert = {"int": parse_count, "float": parse_real}.get(f.type if isinstance(f.type, str)
-                                                               else f.type.__name__, str)
+        convert = {int: parse_count, float: parse_real}.get(f.type, str)
         parser.add_argument(flag_name(f.name), type=convert, default=default, help=text,
                             **kwargs)
 
@@ -167,16 +165,19 @@ def validate_numbers(config):
                          f"({config.history_length}) so the first minibatch can be drawn")
 
 
-def validate_and_resolve(config, loop_name):
+def validate_and_resolve(config, loop_name, validate_extra=None):
     """Full validation in order of cheapness; returns the config with game and logdir resolved.
 
-    Creates nothing: the caller makes the run directory only after this returns.
+    `validate_extra` holds a loop's own rules; it runs after the basic number checks, so it may
+    divide by any size. Creates nothing: the caller makes the run directory afterwards.
     """
     from fast_dqn.games import resolve_game
     from fast_dqn.replay_memory import check_fits_in_memory
     from fast_dqn.run_directory import check_logdir, default_logdir
 
     validate_numbers(config)
+    if validate_extra:
+        validate_extra(config)
     game = resolve_game(config.game)
     check_fits_in_memory(config.replay_capacity, (84, 84))
     logdir = config.logdir or default_logdir(game, loop_name)
@@ -198,10 +199,8 @@ def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
     parser = build_parser(prog, description, config_class)
     args = parser.parse_args(argv)
     try:
-        config = config_from_args(args, config_class)
-        if validate_extra:
-            validate_extra(config)
-        config = validate_and_resolve(config, loop_name)
+        config = validate_and_resolve(config_from_args(args, config_class), loop_name,
+                                      validate_extra)
         from fast_dqn.run_directory import create_run_directory
         create_run_directory(config.logdir, {"loop": loop_name, **config.to_dict()})
     except UsageError as error:

@@ -1,8 +1,9 @@
 """The fast DQN loop of Daley & Amato (2021): concurrent training, synchronized sampling.
 
 W samplers advance in rounds: each round every sampler takes one agent step, acting
-epsilon-greedily through the *target* network. When synchronized, the W states of a round go
-through the network in one batched call; otherwise each sampler queries it alone.
+epsilon-greedily through the *target* network. When synchronized, the states of the round's
+greedy samplers go through the network in one batched call; otherwise each queries it alone.
+Samplers that explore this step skip the network, as the Nature loop's single agent does.
 
 With C = target_update_freq, a *sync point* is the round in which the global agent step passes
 a multiple of C, and the last round. At a sync point, with concurrent training:
@@ -24,7 +25,7 @@ the whole run exactly the minibatches the Nature loop would train.
 import numpy as np
 
 from fast_dqn.evaluation import evaluate
-from fast_dqn.policy import epsilon_greedy
+from fast_dqn.policy import epsilon_greedy_rows
 from fast_dqn.schedules import LinearSchedule
 
 
@@ -81,8 +82,8 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
     while step < total:
         steps = step + np.arange(W)
         eps = np.where(steps < config.prepopulate, 1.0, [epsilon(s) for s in steps])
-        actions = epsilon_greedy(_q_values(q_values_fn, obs, eps, config.synchronize,
-                                           samplers.num_actions), eps, rng)
+        actions = epsilon_greedy_rows(obs, eps, q_values_fn, samplers.num_actions, rng,
+                                      batched=config.synchronize)
         result = samplers.step(actions)
         held.append(obs[:, -1].copy(), actions, result.rewards, result.terminated,
                     result.terminated | result.truncated)
@@ -119,21 +120,6 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
                 trained_through = end
         monitor.tick(step, float(eps[-1]))
     return step
-
-
-def _q_values(q_values_fn, obs, eps, synchronize, num_actions):
-    """Q-values for the round: one batched call, or one call per sampler.
-
-    Samplers that will surely explore (epsilon 1, as in warm-up) skip the network.
-    """
-    if not (eps < 1.0).any():
-        return np.zeros((len(obs), num_actions), np.float32)
-    if synchronize:
-        return q_values_fn(obs)
-    q = np.zeros((len(obs), num_actions), np.float32)
-    for j in np.flatnonzero(eps < 1.0):
-        q[j] = q_values_fn(obs[j:j + 1])[0]
-    return q
 
 
 def make_evaluate_fn(config, eval_env, q_values_fn, monitor, rng):

@@ -1,4 +1,4 @@
-"""Building the components of a run from its Config, and running the Nature loop with them."""
+"""Building the components of a run from its Config, and running either loop with them."""
 
 import numpy as np
 

@@ -82,6 +82,8 @@ def test_a_sampler_fault_in_a_real_run_exits_non_zero_with_the_traceback(tmp_pat
 
 BAD_FAST = [
     (["--workers=0"], "--workers"),
+    (["--train-freq=0"], "--train-freq"),
+    (["--target-update-freq=0"], "--target-update-freq"),
     (["--workers=3", "--target-update-freq=10000"], "--workers 3"),
     (["--target-update-freq=10002"], "--train-freq"),
     (["--workers=8", "--prepopulate=20"], "--prepopulate"),

@@ -51,16 +51,29 @@ def test_next_sync_point():
 
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
 def test_one_batched_target_call_per_synchronized_round(workers):
-    config = dataclasses.replace(BASE, workers=workers, concurrent=False)
+    # Greedy after warm-up, so every sampler needs the network every round.
+    config = dataclasses.replace(BASE, workers=workers, concurrent=False, eps_start=0.0,
+                                 eps_end=0.0)
     _, samplers, learner, *_ = run(config)
-    acting_rounds = sum(1 for r in range(samplers.rounds)
-                        if r * workers + workers - 1 >= config.prepopulate)
-    # Warm-up rounds (epsilon 1 for every sampler) skip the network entirely.
-    assert learner.q_calls == [workers] * acting_rounds
+    # Warm-up steps explore, so rounds before its end skip the network and the round that
+    # straddles it sends only its post-warm-up samplers.
+    greedy = [sum(r * workers + j >= config.prepopulate for j in range(workers))
+              for r in range(samplers.rounds)]
+    assert learner.q_calls == [g for g in greedy if g]
+    assert learner.q_calls.count(workers) >= len(learner.q_calls) - 1
+
+
+def test_exploring_samplers_skip_the_network():
+    config = dataclasses.replace(BASE, workers=4, concurrent=False)
+    _, samplers, learner, *_ = run(config)
+    assert len(learner.q_calls) <= samplers.rounds and max(learner.q_calls) <= 4
+    # epsilon ends at 0.1: most late rounds query with most samplers, early ones hardly.
+    assert sum(learner.q_calls) < 4 * samplers.rounds - config.prepopulate
 
 
 def test_unsynchronized_samplers_query_alone():
-    config = dataclasses.replace(BASE, workers=4, synchronize=False, concurrent=False)
+    config = dataclasses.replace(BASE, workers=4, synchronize=False, concurrent=False,
+                                 eps_start=0.0, eps_end=0.0)
     _, samplers, learner, *_ = run(config)
     assert set(learner.q_calls) == {1}
     assert len(learner.q_calls) == 4 * samplers.rounds - config.prepopulate

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fast_dqn.policy import epsilon_greedy, select_action
+from fast_dqn.policy import epsilon_greedy_rows, select_action
 from fast_dqn.schedules import LinearSchedule
 
 
@@ -13,12 +13,39 @@ def test_linear_schedule_nature_values():
     assert eps(50_000_000) == pytest.approx(0.1)
 
 
+class RecordingQ:
+    """Q-values that prefer action 1; records the batch size of every call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, states):
+        self.calls.append(len(states))
+        return np.tile([0.0, 5.0, 1.0], (len(states), 1))
+
+
 def test_epsilon_zero_is_greedy_and_one_is_uniform():
-    rng = np.random.default_rng(0)
-    q = np.array([[0.0, 5.0, 1.0]] * 3000)
-    assert set(epsilon_greedy(q, 0.0, rng)) == {1}
-    counts = np.bincount(epsilon_greedy(q, 1.0, rng), minlength=3)
-    assert counts.min() > 900  # about 1000 each
+    rng, q = np.random.default_rng(0), RecordingQ()
+    states = np.zeros((3000, 2))
+    assert set(epsilon_greedy_rows(states, 0.0, q, 3, rng)) == {1} and q.calls == [3000]
+    counts = np.bincount(epsilon_greedy_rows(states, 1.0, q, 3, rng), minlength=3)
+    assert counts.min() > 900 and q.calls == [3000]  # all explored: no call at all
+
+
+def test_only_greedy_rows_reach_the_network_in_one_call():
+    q = RecordingQ()
+    eps = np.array([1.0, 0.0, 1.0, 0.0, 0.0])
+    actions = epsilon_greedy_rows(np.zeros((5, 2)), eps, q, 3, np.random.default_rng(1))
+    assert q.calls == [3] and list(actions[[1, 3, 4]]) == [1, 1, 1]
+
+
+def test_batched_and_per_row_queries_choose_the_same_actions():
+    eps = np.linspace(0, 1, 64)
+    a = epsilon_greedy_rows(np.zeros((64, 2)), eps, RecordingQ(), 3, np.random.default_rng(3))
+    per_row = RecordingQ()
+    b = epsilon_greedy_rows(np.zeros((64, 2)), eps, per_row, 3, np.random.default_rng(3),
+                            batched=False)
+    assert np.array_equal(a, b) and set(per_row.calls) == {1}
 
 
 def test_select_action_skips_the_network_when_exploring():

@@ -1,0 +1,303 @@
+"""The speed test of Daley & Amato (2021), on this machine.
+
+Workload: Pong at Nature ratios (one minibatch of 32 per 4 agent steps), replay 100k, warm-up
+5k uniform-random steps, then N measured agent steps (default 20k). Each configuration runs in
+its own process, so TF thread pools and peak RSS are its own, and reports steady-state agent
+steps/s, CPU% (of one core) and peak RSS:
+
+- run_dqn.py's loop (Nature);
+- run_fast_dqn.py's loop for W in {1, 2, 4, 8} x concurrent {off, on} x synchronize {off, on};
+- two ceilings: the learner alone (updates/s x train_freq, no env, with the prefetch thread)
+  and the samplers alone (W=8, acting through the target network at epsilon 0.1 or --epsilon,
+  no training).
+
+Epsilon follows the Nature schedule unless --epsilon holds it fixed. Both loops query the
+network only for greedy steps, so the schedule's ~0.98 in this window spares them most
+inference; --epsilon 0.1 measures the steady state that fills most of a 50M-step run.
+
+Steady state: the Nature loop is timed from the end of warm-up. The fast loop trains, at its
+first sync point after warm-up, the minibatches of the warm-up's tail too (so totals match the
+Nature loop); it is therefore timed from the sync point after that one. The rate shown is the
+median over the window's segments (5k steps for the Nature loop, one 10k target period for the
+fast loop); min and max are in the CSV.
+
+    python benchmarks/speedtest.py                 # the full grid (about an hour here)
+    python benchmarks/speedtest.py --quick         # a one-minute smoke run (CI)
+    python benchmarks/speedtest.py --only nature,fast-8-on-on,learner --repeats 3
+"""
+
+import argparse
+import csv
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+# --------------------------------------------------------------------------- the measured side
+
+class TimingMonitor:
+    """Stands in for fast_dqn.monitor.Monitor: records (step, wall, cpu) at segment marks."""
+
+    def __init__(self, start, segment, end):
+        self.marks = list(range(start, end + 1, segment))
+        self.points = []
+
+    def tick(self, step, epsilon):
+        if self.marks and step >= self.marks[0]:
+            self.points.append((step, time.perf_counter(), _cpu_seconds()))
+            while self.marks and step >= self.marks[0]:
+                self.marks.pop(0)
+
+    def record_game(self, *args):
+        pass
+
+    def record_train(self, loss):
+        pass
+
+    def record_eval(self, *args):
+        pass
+
+    def rates(self):
+        return [(b[0] - a[0]) / (b[1] - a[1]) for a, b in zip(self.points, self.points[1:])]
+
+    def cpu_percent(self):
+        (s0, w0, c0), (s1, w1, c1) = self.points[0], self.points[-1]
+        return 100 * (c1 - c0) / (w1 - w0)
+
+
+def _cpu_seconds():
+    times = os.times()
+    return times.user + times.system
+
+
+def _peak_rss_mb():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _config(case, args):
+    from fast_dqn.hyperparameters import FastConfig
+    config = FastConfig(game="pong", replay_capacity=args.replay, prepopulate=args.warmup,
+                        target_update_freq=args.period, evaluate=0, seed=0,
+                        workers=case.get("workers", 1), concurrent=case.get("concurrent", True),
+                        synchronize=case.get("synchronize", True), threads=args.threads)
+    if args.epsilon is not None:
+        config = dataclasses.replace(config, eps_start=args.epsilon, eps_end=args.epsilon)
+    return config
+
+
+def measure(case, args):
+    """Run one configuration in this process; return its figures as a dict."""
+    import numpy as np
+
+    from fast_dqn import training
+    from fast_dqn.tf_setup import configure_tensorflow
+
+    config = _config(case, args)
+    configure_tensorflow(config.seed, config.threads)
+    kind = case["kind"]
+    shape = (config.history_length, 84, 84)
+    if kind == "learner":
+        return _measure_learner(config, args, shape)
+
+    if kind == "nature":
+        from fast_dqn.environment import make_atari_env
+        from fast_dqn.nature_loop import run_nature_loop
+        start, segment = args.warmup, args.nature_segment
+        config = dataclasses.replace(config, timesteps=start + args.steps)
+        env = make_atari_env(config, seed=0)
+        learner = training.build_learner(config, shape, env.action_space.n)
+        replay = training.build_replay(config, shape[1:])
+        monitor = TimingMonitor(start, segment, start + args.steps)
+        run_nature_loop(config, env, None, learner, replay, monitor,
+                        np.random.default_rng(0), None)
+    else:
+        from fast_dqn.background_trainer import BackgroundTrainer
+        from fast_dqn.fast_loop import run_fast_loop
+        samplers_only = kind == "samplers"
+        if samplers_only:
+            # Act through the network every round (epsilon 0.1 throughout), never train.
+            eps = 0.1 if args.epsilon is None else args.epsilon
+            config = dataclasses.replace(config, prepopulate=0, eps_start=eps, eps_end=eps,
+                                         train_freq=10**9, concurrent=False)
+            start, segment = config.workers * 50, args.samplers_segment
+        else:
+            first_sync = -(-args.warmup // args.period) * args.period
+            start, segment = first_sync + args.period, args.period
+        config = dataclasses.replace(config, timesteps=start + args.steps)
+        samplers = training.build_samplers(config)
+        learner = training.build_learner(config, shape, samplers.num_actions)
+        replay = training.build_replay(config, shape[1:], num_shards=config.workers)
+        trainer = None
+        if config.concurrent:
+            trainer = BackgroundTrainer(learner.train,
+                                        lambda: replay.sample(config.batch_size))
+        monitor = TimingMonitor(start, segment, start + args.steps)
+        try:
+            run_fast_loop(config, samplers, learner.target_q_values, learner, replay, trainer,
+                          monitor, np.random.default_rng(0))
+        finally:
+            if trainer is not None:
+                trainer.close()
+            samplers.close()
+    rates = monitor.rates()
+    return {"steps_per_s": statistics.median(rates), "min": min(rates), "max": max(rates),
+            "segments": len(rates), "cpu_percent": monitor.cpu_percent(),
+            "peak_rss_mb": _peak_rss_mb()}
+
+
+def _measure_learner(config, args, shape):
+    """The learner's ceiling: the fast loop's trainer with prefetch, on a full replay."""
+    import numpy as np
+
+    from fast_dqn import training
+    from fast_dqn.background_trainer import BackgroundTrainer
+    replay = training.build_replay(config, shape[1:])
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (1000, 84, 84), dtype=np.uint8)
+    for start in range(0, args.replay, 1000):
+        ends = rng.random(1000) < 1e-3
+        replay.add_batch(frames, rng.integers(0, 6, 1000), rng.normal(size=1000), ends, ends)
+    learner = training.build_learner(config, shape, 6)
+    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
+    trainer.start(20)  # compile and warm up
+    trainer.wait()
+    updates = args.steps // config.train_freq
+    per_segment = max(1, updates // 5)
+    rates, cpu0, t0 = [], _cpu_seconds(), time.perf_counter()
+    for _ in range(5):
+        t = time.perf_counter()
+        trainer.start(per_segment)
+        trainer.wait()
+        rates.append(per_segment * config.train_freq / (time.perf_counter() - t))
+    cpu = 100 * (_cpu_seconds() - cpu0) / (time.perf_counter() - t0)
+    trainer.close()
+    return {"steps_per_s": statistics.median(rates), "min": min(rates), "max": max(rates),
+            "segments": len(rates), "cpu_percent": cpu, "peak_rss_mb": _peak_rss_mb()}
+
+
+# --------------------------------------------------------------------------- the driving side
+
+def cases(quick):
+    worker_counts = (2,) if quick else (1, 2, 4, 8)
+    modes = ((True, True), (False, False)) if quick else (
+        (False, False), (False, True), (True, False), (True, True))
+    out = [{"name": "nature", "kind": "nature", "label": "run_dqn.py (Nature loop)"}]
+    for w in worker_counts:
+        for concurrent, synchronize in modes:
+            flag = lambda b: "on" if b else "off"
+            out.append({"name": f"fast-{w}-{flag(concurrent)}-{flag(synchronize)}",
+                        "kind": "fast", "workers": w, "concurrent": concurrent,
+                        "synchronize": synchronize,
+                        "label": f"run_fast_dqn.py W={w} concurrent={flag(concurrent)} "
+                                 f"synchronize={flag(synchronize)}"})
+    out.append({"name": "learner", "kind": "learner",
+                "label": "ceiling: learner only (updates/s x 4)"})
+    w = 2 if quick else 8
+    out.append({"name": "samplers", "kind": "samplers", "workers": w, "concurrent": False,
+                "label": f"ceiling: samplers only, W={w}"})
+    return out
+
+
+def run_case(case, args):
+    command = [sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)]
+    command += [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
+                if k in ("steps", "warmup", "replay", "period", "threads", "nature_segment",
+                         "samplers_segment", "epsilon") and v is not None]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr[-4000:])
+        raise SystemExit(f"speedtest: case {case['name']} failed")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (CI)")
+    parser.add_argument("--steps", type=int, default=20_000, help="measured agent steps")
+    parser.add_argument("--warmup", type=int, default=5_000, help="warm-up agent steps")
+    parser.add_argument("--replay", type=int, default=100_000, help="replay capacity")
+    parser.add_argument("--period", type=int, default=10_000, help="target update period")
+    parser.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0 = auto)")
+    parser.add_argument("--epsilon", type=float, default=None,
+                        help="hold epsilon at this value after warm-up (default: the Nature "
+                             "schedule, about 0.98 in the measured window; 0.1 is the steady "
+                             "state of a long run)")
+    parser.add_argument("--nature-segment", type=int, default=5_000, help=argparse.SUPPRESS)
+    parser.add_argument("--samplers-segment", type=int, default=5_000, help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, default=1, help="times to run the whole list")
+    parser.add_argument("--only", help="comma-separated case names (see the table)")
+    parser.add_argument("--csv", default=None, help="CSV path (default benchmarks/results/)")
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.case:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        print(json.dumps(measure(json.loads(args.case), args)))
+        return
+    if args.quick:
+        args.steps, args.warmup, args.replay, args.period = 2_000, 500, 5_000, 1_000
+        args.nature_segment, args.samplers_segment = 500, 500
+
+    selected = cases(args.quick)
+    if args.only:
+        wanted = set(args.only.split(","))
+        selected = [c for c in selected if c["name"] in wanted]
+    rows = []
+    for repeat in range(args.repeats):
+        for case in selected:
+            figures = run_case(case, args)
+            rows.append({"repeat": repeat, "name": case["name"], "label": case["label"],
+                         **figures})
+            print(f"  {case['name']}: {figures['steps_per_s']:.1f} agent steps/s",
+                  file=sys.stderr, flush=True)
+    print_table(rows, args)
+    write_csv(rows, args)
+
+
+def print_table(rows, args):
+    learner = [r["steps_per_s"] for r in rows if r["name"] == "learner"]
+    nature = [r["steps_per_s"] for r in rows if r["name"] == "nature"]
+    ceiling = statistics.median(learner) if learner else None
+    baseline = statistics.median(nature) if nature else None
+    print(f"\nspeedtest {datetime.date.today()} on {platform.node() or 'this machine'}: "
+          f"{os.cpu_count()} CPUs, Pong, replay {args.replay:,}, warm-up {args.warmup:,}, "
+          f"{args.steps:,} measured agent steps, repeats {args.repeats}, epsilon "
+          f"{'Nature schedule' if args.epsilon is None else args.epsilon}\n")
+    print("| configuration | agent steps/s | × learner ceiling | × run_dqn.py | CPU % | "
+          "peak RSS (MB) |")
+    print("|---|---|---|---|---|---|")
+    for name in dict.fromkeys(r["name"] for r in rows):
+        group = [r for r in rows if r["name"] == name]
+        rate = statistics.median(r["steps_per_s"] for r in group)
+        vs_ceiling = f"{rate / ceiling:.2f}" if ceiling and name != "learner" else "—"
+        vs_nature = f"{rate / baseline:.2f}" if baseline and name != "nature" else "—"
+        print(f"| {group[0]['label']} | {rate:,.1f} | {vs_ceiling} | {vs_nature} | "
+              f"{statistics.median(r['cpu_percent'] for r in group):.0f} | "
+              f"{max(r['peak_rss_mb'] for r in group):,.0f} |")
+
+
+def write_csv(rows, args):
+    path = args.csv or os.path.join(
+        ROOT, "benchmarks", "results",
+        f"speedtest-{'quick-' if args.quick else ''}{time.strftime('%Y%m%d-%H%M%S')}.csv")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""benchmarks/speedtest.py --quick: every configuration runs and reports sane figures."""
+
+import csv
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_speedtest_quick(tmp_path):
+    out = tmp_path / "speed.csv"
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "speedtest.py"), "--quick",
+         f"--csv={out}"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + 5  # header + nature, two fast modes, two ceilings
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert {r["name"] for r in rows} == {"nature", "fast-2-on-on", "fast-2-off-off", "learner",
+                                         "samplers"}
+    for r in rows:
+        assert float(r["steps_per_s"]) > 1 and float(r["peak_rss_mb"]) > 100
+        assert float(r["min"]) <= float(r["steps_per_s"]) <= float(r["max"])
