@@ -65,6 +65,8 @@ class Config:
                        "must not hold another run")
     xla: bool = _opt(False, "compile the train step with XLA (tf.function(jit_compile=True))")
     threads: int = _opt(0, "TensorFlow intra-op threads; 0 lets TensorFlow choose", "threads")
+    mixed_precision: bool = _opt(False, "float16 compute, float32 weights, loss scaling: for "
+                                 "GPUs with tensor cores (slower on most CPUs)")
 
     def to_dict(self):
         return dataclasses.asdict(self)

@@ -28,13 +28,17 @@ def dqn_loss(q_values, actions, targets):
     return tf.reduce_mean(huber(tf.stop_gradient(targets) - taken))
 
 
-def make_optimizer(name, lr):
+def make_optimizer(name, lr, loss_scaling=False):
+    """loss_scaling wraps it for mixed precision, so small float16 gradients do not vanish."""
     if name == "rmsprop":
         # Centered RMSProp with epsilon inside the square root, as in the Nature code.
-        return keras.optimizers.RMSprop(learning_rate=lr, rho=0.95, epsilon=0.01, centered=True)
-    if name == "adam":
-        return keras.optimizers.Adam(learning_rate=lr, epsilon=1.5e-4)
-    raise ValueError(f"unknown optimizer {name!r}")
+        optimizer = keras.optimizers.RMSprop(learning_rate=lr, rho=0.95, epsilon=0.01,
+                                             centered=True)
+    elif name == "adam":
+        optimizer = keras.optimizers.Adam(learning_rate=lr, epsilon=1.5e-4)
+    else:
+        raise ValueError(f"unknown optimizer {name!r}")
+    return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scaling else optimizer
 
 
 class DQNLearner:
@@ -63,7 +67,8 @@ class DQNLearner:
         with tf.GradientTape() as tape:
             q = self.main(states, training=True)
             loss = dqn_loss(q, actions, targets)
-        grads = tape.gradient(loss, self.main.trainable_variables)
+            scaled_loss = self.optimizer.scale_loss(loss)  # the loss itself without scaling
+        grads = tape.gradient(scaled_loss, self.main.trainable_variables)
         self.optimizer.apply(grads, self.main.trainable_variables)
         return loss, tf.reduce_mean(q)
 

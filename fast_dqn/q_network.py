@@ -21,15 +21,20 @@ def _torch_default_init():
                                               distribution="uniform")
 
 
-def nature_cnn(input_shape, num_actions):
-    """conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512, dense |A|; ReLU between."""
+def nature_cnn(input_shape, num_actions, dtype_policy=None):
+    """conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512, dense |A|; ReLU between.
+
+    dtype_policy "mixed_float16" computes in float16 with float32 weights (fast on GPUs with
+    tensor cores); the Q-value layer stays float32 so the TD error is not rounded.
+    """
     init = _torch_default_init
+    kw = {"dtype": dtype_policy} if dtype_policy else {}
     inputs = keras.Input(shape=input_shape, dtype="uint8")
     x = ScaleFrames()(inputs)
-    x = layers.Conv2D(32, 8, strides=4, activation="relu", kernel_initializer=init())(x)
-    x = layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init())(x)
-    x = layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init())(x)
-    x = layers.Flatten()(x)
-    x = layers.Dense(512, activation="relu", kernel_initializer=init())(x)
-    outputs = layers.Dense(int(num_actions), kernel_initializer=init())(x)
+    x = layers.Conv2D(32, 8, strides=4, activation="relu", kernel_initializer=init(), **kw)(x)
+    x = layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init(), **kw)(x)
+    x = layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init(), **kw)(x)
+    x = layers.Flatten(**kw)(x)
+    x = layers.Dense(512, activation="relu", kernel_initializer=init(), **kw)(x)
+    outputs = layers.Dense(int(num_actions), kernel_initializer=init(), dtype="float32")(x)
     return keras.Model(inputs, outputs, name="nature_cnn")

@@ -19,9 +19,10 @@ def rng_for(seed, stream):
 def build_learner(config, observation_shape, num_actions):
     from fast_dqn.learner import DQNLearner, make_optimizer
     from fast_dqn.q_network import nature_cnn
-    return DQNLearner(lambda: nature_cnn(observation_shape, num_actions),
-                      make_optimizer(config.optimizer, config.lr), config.discount,
-                      xla=config.xla)
+    policy = "mixed_float16" if config.mixed_precision else None
+    return DQNLearner(lambda: nature_cnn(observation_shape, num_actions, policy),
+                      make_optimizer(config.optimizer, config.lr, config.mixed_precision),
+                      config.discount, xla=config.xla)
 
 
 def build_replay(config, frame_shape, num_shards=1):

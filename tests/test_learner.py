@@ -99,3 +99,20 @@ def test_nature_learner_reduces_loss_on_a_fixed_batch():
     for _ in range(30):
         last, _ = learner.train(*batch)
     assert last < 0.5 * first
+
+
+def test_mixed_precision_learner_trains_and_keeps_float32_q_values():
+    learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3, "mixed_float16"),
+                         make_optimizer("adam", 1e-3, loss_scaling=True), 0.99)
+    conv = next(layer for layer in learner.main.layers
+                if isinstance(layer, keras.layers.Conv2D))
+    assert conv.compute_dtype == "float16" and conv.variable_dtype == "float32"
+    rng = np.random.default_rng(0)
+    batch = (rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8), rng.integers(0, 3, 8),
+             rng.normal(size=8).astype(np.float32),
+             rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8), np.zeros(8, np.float32))
+    first, _ = learner.train(*batch)
+    for _ in range(30):
+        last, _ = learner.train(*batch)
+    assert np.isfinite(last) and last < 0.5 * first
+    assert learner.q_values(batch[0]).dtype == np.float32
