@@ -109,13 +109,7 @@ def config_from_args(args, config_class=hp.Config):
 
 def validate_fast(config):
     """The fast loop's own rules, on top of validate_numbers."""
-    for name in hp.FAST_POSITIVE:
-        if getattr(config, name) < 1:
-            raise UsageError(flag_name(name), f"must be a positive whole number, "
-                             f"got {getattr(config, name)}")
-    for name in hp.FAST_NON_NEGATIVE:
-        if getattr(config, name) < 0:
-            raise UsageError(flag_name(name), f"must be 0 or more, got {getattr(config, name)}")
+    check_ranges(config, hp.FAST_POSITIVE, hp.FAST_NON_NEGATIVE)
     if config.target_update_freq % config.train_freq:
         raise UsageError("--target-update-freq", f"{config.target_update_freq} is not a "
                          f"multiple of --train-freq {config.train_freq}; each training period "
@@ -134,15 +128,19 @@ def validate_fast(config):
                          "(--history-length + 1)) so the first minibatch can be drawn")
 
 
-def validate_numbers(config):
-    """Sizes, probabilities and their relations; raises UsageError naming the flag."""
-    for name in hp.POSITIVE:
+def check_ranges(config, positive, non_negative):
+    for name in positive:
         if getattr(config, name) < 1:
             raise UsageError(flag_name(name), f"must be a positive whole number, "
                              f"got {getattr(config, name)}")
-    for name in hp.NON_NEGATIVE:
+    for name in non_negative:
         if getattr(config, name) < 0:
             raise UsageError(flag_name(name), f"must be 0 or more, got {getattr(config, name)}")
+
+
+def validate_numbers(config):
+    """Sizes, probabilities and their relations; raises UsageError naming the flag."""
+    check_ranges(config, hp.POSITIVE, hp.NON_NEGATIVE)
     for name in hp.PROBABILITIES:
         if not 0.0 <= getattr(config, name) <= 1.0:
             raise UsageError(flag_name(name), f"must be in [0, 1], got {getattr(config, name)}")

@@ -84,8 +84,9 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
         eps = np.where(steps < config.prepopulate, 1.0, [epsilon(s) for s in steps])
         actions = epsilon_greedy_rows(obs, eps, q_values_fn, samplers.num_actions, rng,
                                       batched=config.synchronize)
+        newest_frames = obs[:, -1].copy()  # before stepping: a backend may reuse its buffers
         result = samplers.step(actions)
-        held.append(obs[:, -1].copy(), actions, result.rewards, result.terminated,
+        held.append(newest_frames, actions, result.rewards, result.terminated,
                     result.terminated | result.truncated)
         for j in np.flatnonzero(result.game_over):
             monitor.record_game(step + j + 1, int(result.game_lengths[j]),

@@ -88,16 +88,24 @@ def test_optimizers(name, cls):
         assert opt.centered and opt.rho == 0.95 and opt.epsilon == 0.01
 
 
+def random_batch(n=8, num_actions=3):
+    rng = np.random.default_rng(0)
+    return (rng.integers(0, 255, (n, 4, 84, 84), dtype=np.uint8),
+            rng.integers(0, num_actions, n), rng.normal(size=n).astype(np.float32),
+            rng.integers(0, 255, (n, 4, 84, 84), dtype=np.uint8), np.zeros(n, np.float32))
+
+
+def loss_before_and_after(learner, batch, steps=30):
+    first, _ = learner.train(*batch)
+    for _ in range(steps):
+        last, _ = learner.train(*batch)
+    return first, last
+
+
 def test_nature_learner_reduces_loss_on_a_fixed_batch():
     tf.keras.utils.set_random_seed(0)
     learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3), make_optimizer("adam", 1e-3), 0.99)
-    rng = np.random.default_rng(0)
-    batch = (rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8), rng.integers(0, 3, 8),
-             rng.normal(size=8).astype(np.float32),
-             rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8), np.zeros(8, np.float32))
-    first, _ = learner.train(*batch)
-    for _ in range(30):
-        last, _ = learner.train(*batch)
+    first, last = loss_before_and_after(learner, random_batch())
     assert last < 0.5 * first
 
 
@@ -107,12 +115,7 @@ def test_mixed_precision_learner_trains_and_keeps_float32_q_values():
     conv = next(layer for layer in learner.main.layers
                 if isinstance(layer, keras.layers.Conv2D))
     assert conv.compute_dtype == "float16" and conv.variable_dtype == "float32"
-    rng = np.random.default_rng(0)
-    batch = (rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8), rng.integers(0, 3, 8),
-             rng.normal(size=8).astype(np.float32),
-             rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8), np.zeros(8, np.float32))
-    first, _ = learner.train(*batch)
-    for _ in range(30):
-        last, _ = learner.train(*batch)
+    batch = random_batch()
+    first, last = loss_before_and_after(learner, batch)
     assert np.isfinite(last) and last < 0.5 * first
     assert learner.q_values(batch[0]).dtype == np.float32
