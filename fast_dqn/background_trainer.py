@@ -22,10 +22,6 @@ import threading
 _POLL_SECONDS = 0.05
 
 
-class TrainerFailed(RuntimeError):
-    """Raised in the caller's thread when a background thread raised."""
-
-
 class BackgroundTrainer:
     def __init__(self, train_fn, sample_fn, on_loss=None, prefetch=True):
         """train_fn(*batch) -> loss; sample_fn() -> batch; on_loss(loss) sees every loss."""
@@ -74,14 +70,11 @@ class BackgroundTrainer:
 
     def close(self, timeout=10.0):
         self._stop.set()
+        self._idle.set()  # nothing will train any more; a late wait() must not block
         self._jobs.put(None)
         self._prefetch_jobs.put(None)
         for thread in self._threads:
             thread.join(timeout)
-
-    @property
-    def num_threads(self):
-        return len(self._threads)
 
     # --- the threads' side
 
