@@ -14,10 +14,9 @@ def run_nature_loop(config, env, eval_env, learner, replay, monitor, rng, eval_r
     num_actions = env.action_space.n
     obs, _ = env.reset()
     for step in range(config.timesteps):
-        eps = epsilon(step)
-        # Warm-up acts uniformly (epsilon 1); the draws keep the RNG stream the same either way.
-        action = select_action(obs, 1.0 if step < config.prepopulate else eps,
-                               learner.q_values, num_actions, rng)
+        # Warm-up acts uniformly (epsilon 1); the logs show the epsilon really acted with.
+        eps = 1.0 if step < config.prepopulate else epsilon(step)
+        action = select_action(obs, eps, learner.q_values, num_actions, rng)
         next_obs, reward, terminated, truncated, info = env.step(action)
         replay.add(obs[-1], action, reward, terminated, terminated or truncated)
         obs = next_obs
