@@ -81,7 +81,7 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
     step = 0
     while step < total:
         steps = step + np.arange(W)
-        eps = np.where(steps < config.prepopulate, 1.0, [epsilon(s) for s in steps])
+        eps = np.where(steps < config.prepopulate, 1.0, epsilon(steps))
         actions = epsilon_greedy_rows(obs, eps, q_values_fn, samplers.num_actions, rng,
                                       batched=config.synchronize)
         newest_frames = obs[:, -1].copy()  # before stepping: a backend may reuse its buffers

@@ -79,14 +79,6 @@ class ReplayMemory:
     def __len__(self):
         return int(self.sizes.sum())
 
-    @property
-    def pointer(self):
-        return int(self.pointers[0])
-
-    @property
-    def size(self):
-        return int(self.sizes[0])
-
     def add(self, frame, action, reward, terminal, episode_end, shard=0):
         """Store one step: the newest frame of s_t, a_t, r_t and how the step ended."""
         i = self.pointers[shard]

@@ -39,8 +39,8 @@ def reference_stack(records, p):
 
 def check_all_valid(replay, records):
     """Every valid transition in the buffer gathers to exactly the reference stacks."""
-    live = records[-replay.size:]
-    oldest = (replay.pointer - replay.size) % replay.capacity
+    live = records[-replay.sizes[0]:]
+    oldest = (replay.pointers[0] - replay.sizes[0]) % replay.capacity
     for p in range(K - 1, len(live) - 1):
         if live[p][2] and not live[p][1]:
             continue  # time-limit cut: never sampled
@@ -65,7 +65,7 @@ def test_stacks_at_episode_boundaries_are_zero_padded():
 def test_stacks_are_exact_after_wrap_around():
     replay = ReplayMemory(13, (1,), K)
     records = fill(replay, [4, 7, 2, 9, 5, 3])  # 30 records into 13 slots
-    assert replay.size == 13 and replay.pointer == 30 % 13
+    assert replay.sizes[0] == 13 and replay.pointers[0] == 30 % 13
     check_all_valid(replay, records)
 
 
@@ -73,12 +73,12 @@ def test_stacks_are_exact_after_wrap_around():
 def test_no_sample_spans_the_write_pointer(capacity, total):
     replay = ReplayMemory(capacity, (1,), K, seed=1)
     fill(replay, [total])
-    oldest = (replay.pointer - replay.size) % capacity
+    oldest = (replay.pointers[0] - replay.sizes[0]) % capacity
     _, idx = replay.sample_indices(5000)
     logical = (idx - oldest) % capacity
     # The state needs K-1 older records; the next state needs one newer record.
-    assert logical.min() >= K - 1 and logical.max() <= replay.size - 2
-    assert len(np.unique(logical)) == replay.size - K  # and all of them are reachable
+    assert logical.min() >= K - 1 and logical.max() <= replay.sizes[0] - 2
+    assert len(np.unique(logical)) == replay.sizes[0] - K  # and all of them are reachable
 
 
 def test_time_limit_cuts_are_never_sampled():
@@ -111,10 +111,10 @@ def test_add_batch_matches_add():
     b.add_batch(frames[5:], np.arange(5, 11), np.arange(5.0, 11), ends[5:], ends[5:])
     for name in ("frames", "actions", "rewards", "terminals", "episode_ends"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
-    assert (a.pointer, a.size) == (b.pointer, b.size)
+    assert (a.pointers[0], a.sizes[0]) == (b.pointers[0], b.sizes[0])
     c = ReplayMemory(7, (2,), K)
     c.add_batch(frames, np.arange(11), np.arange(11.0), ends, ends)  # longer than the ring
-    assert np.array_equal(a.frames, c.frames) and (a.pointer, a.size) == (c.pointer, c.size)
+    assert np.array_equal(a.frames, c.frames) and (a.pointers[0], a.sizes[0]) == (c.pointers[0], c.sizes[0])
 
 
 def test_replay_rebuilds_exactly_the_states_the_env_showed():
@@ -132,8 +132,8 @@ def test_replay_rebuilds_exactly_the_states_the_env_showed():
         obs = next_obs
         if terminated or truncated:
             obs, _ = env.reset()
-    live = seen[-replay.size:]
-    oldest = (replay.pointer - replay.size) % replay.capacity
+    live = seen[-replay.sizes[0]:]
+    oldest = (replay.pointers[0] - replay.sizes[0]) % replay.capacity
     for p in range(K - 1, len(live) - 1):
         states, _, _, next_states, dones = replay.gather(np.array([(oldest + p) % 40]))
         assert np.array_equal(states[0], live[p][0])

@@ -11,6 +11,7 @@ def test_linear_schedule_nature_values():
     assert eps(500_000) == pytest.approx(0.55)
     assert eps(1_000_000) == pytest.approx(0.1)
     assert eps(50_000_000) == pytest.approx(0.1)
+    np.testing.assert_allclose(eps(np.array([0, 500_000, 2_000_000])), [1.0, 0.55, 0.1])
 
 
 class RecordingQ:
