@@ -11,7 +11,9 @@ The rules that make this safe and reproducible:
    copies main -> target only after `wait()` returns, when both threads are idle.
 2. Exactly n minibatches are sampled per period, in order, from replay's own RNG, so a seeded
    run draws the same minibatches whatever the thread timing.
-3. An exception in either thread is kept and re-raised, with its original traceback, in the
+3. `interrupt()` ends a period early, after the minibatch in progress, and says how many were
+   trained; batches prefetched beyond that are dropped (the caller rewinds replay's RNG).
+4. An exception in either thread is kept and re-raised, with its original traceback, in the
    caller's thread by `check()` or `wait()`. Every blocking call inside the threads polls, so
    `close()` always ends them: nothing can hang on a dead partner.
 """
@@ -34,7 +36,11 @@ class BackgroundTrainer:
         self._batches = queue.Queue(maxsize=2)
         self._idle = threading.Event()
         self._idle.set()
+        self._prefetch_idle = threading.Event()
+        self._prefetch_idle.set()
+        self._cancel = threading.Event()
         self._stop = threading.Event()
+        self._trained = 0
         self._error = None
         self._threads = [threading.Thread(target=self._guard, args=(self._train_loop,),
                                           name="fast-dqn-trainer", daemon=True)]
@@ -52,9 +58,12 @@ class BackgroundTrainer:
         self.check()
         if not self._idle.is_set():
             raise RuntimeError("start() called while the previous period is still training")
+        self._trained = 0
         if num_minibatches <= 0:
             return
         self._idle.clear()
+        if self.prefetch:
+            self._prefetch_idle.clear()
         self._jobs.put(num_minibatches)
 
     def check(self):
@@ -68,9 +77,24 @@ class BackgroundTrainer:
             self.check()
         self.check()
 
+    def interrupt(self):
+        """End the current period after the minibatch in progress; returns how many of its
+        minibatches were trained. The trainer is idle afterwards and ready for start()."""
+        self._cancel.set()
+        try:
+            self.wait()
+            while not self._prefetch_idle.wait(_POLL_SECONDS):
+                self.check()
+            while not self._batches.empty():
+                self._batches.get_nowait()
+        finally:
+            self._cancel.clear()
+        return self._trained
+
     def close(self, timeout=10.0):
         self._stop.set()
         self._idle.set()  # nothing will train any more; a late wait() must not block
+        self._prefetch_idle.set()
         self._jobs.put(None)
         self._prefetch_jobs.put(None)
         for thread in self._threads:
@@ -86,6 +110,7 @@ class BackgroundTrainer:
                 self._error = error
             self._stop.set()
             self._idle.set()  # wake a waiting caller, who then sees the error
+            self._prefetch_idle.set()
 
     def _get(self, q):
         """q.get() that gives up when the run is stopping, so no thread waits forever."""
@@ -97,12 +122,27 @@ class BackgroundTrainer:
                     raise _Stopped
 
     def _put(self, q, item):
+        """Returns False, dropping the item, when the period is interrupted."""
         while True:
             try:
-                return q.put(item, timeout=_POLL_SECONDS)
+                q.put(item, timeout=_POLL_SECONDS)
+                return True
             except queue.Full:
                 if self._stop.is_set():
                     raise _Stopped
+                if self._cancel.is_set():
+                    return False
+
+    def _next_batch(self):
+        """The prefetched batch, or None when the period is interrupted."""
+        while True:
+            try:
+                return self._batches.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                if self._stop.is_set():
+                    raise _Stopped
+                if self._cancel.is_set():
+                    return None
 
     def _train_loop(self):
         try:
@@ -115,8 +155,13 @@ class BackgroundTrainer:
                 for _ in range(n):
                     if self._stop.is_set():
                         return
-                    batch = self._get(self._batches) if self.prefetch else self.sample_fn()
+                    if self._cancel.is_set():
+                        break
+                    batch = self._next_batch() if self.prefetch else self.sample_fn()
+                    if batch is None:
+                        break
                     self.on_loss(self.train_fn(*batch))
+                    self._trained += 1
                 self._idle.set()
         except _Stopped:
             return
@@ -130,7 +175,9 @@ class BackgroundTrainer:
                 for _ in range(n):
                     if self._stop.is_set():
                         return
-                    self._put(self._batches, self.sample_fn())
+                    if self._cancel.is_set() or not self._put(self._batches, self.sample_fn()):
+                        break
+                self._prefetch_idle.set()
         except _Stopped:
             return
 

@@ -53,7 +53,7 @@ def parse_real(text):
 class BoolFlag(argparse.Action):
     """--flag, --no-flag, and the original fast-dqn's --flag=False / --flag=0 forms."""
 
-    def __init__(self, option_strings, dest, default=False, help=None, **kwargs):
+    def __init__(self, option_strings, dest, default=None, help=None, **kwargs):
         negatives = [f"--no-{s[2:]}" for s in option_strings if s.startswith("--")]
         super().__init__(option_strings + negatives, dest, nargs="?", default=default,
                          help=help, metavar="BOOL")
@@ -89,22 +89,68 @@ def add_config_flags(parser, config_class=hp.Config):
         text = f"{meta['help']} (default: {shown}{unit})"
         kwargs = dict(meta.get("argparse", {}))
         if f.type is bool:
-            parser.add_argument(flag_name(f.name), action=BoolFlag, default=default, help=text)
+            parser.add_argument(flag_name(f.name), action=BoolFlag, help=text)
             continue
         convert = {int: parse_count, float: parse_real}.get(f.type, str)
-        parser.add_argument(flag_name(f.name), type=convert, default=default, help=text,
-                            **kwargs)
+        parser.add_argument(flag_name(f.name), type=convert, help=text, **kwargs)
+
+
+# Flags that may differ from the saved config when resuming: they change speed, budget or
+# bookkeeping, never what the agent has learned so far or how it learns.
+RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "save_replay",
+                    "xla", "prefetch")
 
 
 def build_parser(prog, description, config_class=hp.Config):
-    parser = OneLineParser(prog=prog, description=description)
+    """Every default is SUPPRESS, so parse_args returns only what the user typed.
+
+    The defaults are shown in each flag's help instead; knowing the explicit flags is what
+    lets a preset sit between the defaults and the command line, and --resume spot conflicts.
+    """
+    parser = OneLineParser(prog=prog, description=description,
+                           argument_default=argparse.SUPPRESS)
     add_config_flags(parser, config_class)
+    parser.add_argument("--resume", metavar="RUN_DIR",
+                        help="continue the run in RUN_DIR from its latest complete checkpoint, "
+                        "with its saved config; only " + ", ".join(
+                            flag_name(n) for n in RESUME_OVERRIDES
+                            if n in {f.name for f in dataclasses.fields(config_class)})
+                        + " may change")
+    parser.add_argument("--list-games", action="store_true",
+                        help="print the Atari games of the installed ROMs and exit")
     return parser
 
 
-def config_from_args(args, config_class=hp.Config):
+def explicit_values(args, config_class=hp.Config):
     names = {f.name for f in dataclasses.fields(config_class)}
-    return config_class(**{k: v for k, v in vars(args).items() if k in names})
+    return {k: v for k, v in vars(args).items() if k in names}
+
+
+def build_config(explicit, config_class=hp.Config):
+    """Defaults, then the preset, then the explicit flags."""
+    from fast_dqn.presets import preset_values
+    if explicit.get("env") is not None and "game" in explicit:
+        raise UsageError("--env", "--env and --game are exclusive; give only one of them")
+    preset = explicit.get("preset") or ("classic" if explicit.get("env") else "nature")
+    names = {f.name for f in dataclasses.fields(config_class)}
+    values = {k: v for k, v in preset_values(preset).items() if k in names}
+    values.update(explicit)
+    values["preset"] = preset
+    if values.get("env") is not None:
+        if "game" in preset_values(preset):
+            raise UsageError("--preset", f"'{preset}' is for Atari games; use --game with it, "
+                             "or another --preset with --env")
+        values["game"] = None
+        if "env_backend" in names:
+            if explicit.get("env_backend", "python") != "python":
+                raise UsageError("--env-backend", "the vector backend runs Atari games only; "
+                                 "drop it with --env (the python backend is used)")
+            values["env_backend"] = "python"
+    return config_class(**values)
+
+
+def config_from_args(args, config_class=hp.Config):
+    return build_config(explicit_values(args, config_class), config_class)
 
 
 def validate_fast(config):
@@ -169,18 +215,90 @@ def validate_and_resolve(config, loop_name, validate_extra=None):
     `validate_extra` holds a loop's own rules; it runs after the basic number checks, so it may
     divide by any size. Creates nothing: the caller makes the run directory afterwards.
     """
-    from fast_dqn.games import resolve_game
-    from fast_dqn.replay_memory import check_fits_in_memory
     from fast_dqn.run_directory import check_logdir, default_logdir
 
     validate_numbers(config)
     if validate_extra:
         validate_extra(config)
+    config = resolve_environment(config)
+    logdir = config.logdir or default_logdir(config.game or config.env.replace("/", "_"),
+                                             loop_name)
+    check_logdir(logdir)
+    return dataclasses.replace(config, logdir=logdir)
+
+
+def resolve_environment(config):
+    """Check the game or env exists and its replay fits in RAM; returns the resolved config."""
+    from fast_dqn.environment import check_gym_env
+    from fast_dqn.games import resolve_game
+    from fast_dqn.replay_memory import check_fits_in_memory
+
+    if config.env is not None:
+        shape, dtype = check_gym_env(config.env)
+        check_fits_in_memory(config.replay_capacity, shape, dtype)
+        return config
     game = resolve_game(config.game)
     check_fits_in_memory(config.replay_capacity, (84, 84))
-    logdir = config.logdir or default_logdir(game, loop_name)
-    check_logdir(logdir)
-    return dataclasses.replace(config, game=game, logdir=logdir)
+    return dataclasses.replace(config, game=game)
+
+
+def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate_extra=None):
+    """The saved config of RUN_DIR with the allowed overrides, and its latest checkpoint.
+
+    Raises UsageError for anything that would make the resumed run not the same run.
+    """
+    import json
+
+    from fast_dqn.array_file import CorruptFile
+    from fast_dqn.checkpoint import CheckpointStore
+    from fast_dqn.run_directory import check_writable
+
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        raise UsageError("--resume", f"'{run_dir}' is not a fast-dqn run (it has no "
+                         "config.json); give the run directory printed when the run started")
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, ValueError) as error:
+        raise UsageError("--resume", f"cannot read {path} ({error}); it is not a usable run")
+    if saved.get("loop") != loop_name:
+        raise UsageError("--resume", f"'{run_dir}' is a {saved.get('loop')!r} run; resume it "
+                         f"with the script that made it, not this one ({loop_name!r})")
+    names = {f.name for f in dataclasses.fields(config_class)}
+    values = {k: v for k, v in saved.items() if k in names}
+    if "logdir" in explicit and os.path.abspath(explicit["logdir"]) != os.path.abspath(run_dir):
+        raise UsageError("--logdir", "a resumed run stays in its own directory; drop --logdir")
+    for name, value in explicit.items():
+        if name in RESUME_OVERRIDES or name == "logdir":
+            values[name] = value
+            continue
+        if name == "game" and values.get("game") is not None:
+            from fast_dqn.games import resolve_game
+            value = resolve_game(value)
+        if values.get(name) != value:
+            raise UsageError(flag_name(name), f"{value} conflicts with this run's saved "
+                             f"{values.get(name)}; drop {flag_name(name)} to resume, or start "
+                             "a new run to change it")
+    values["logdir"] = run_dir
+    config = config_class(**values)
+    validate_numbers(config)
+    if validate_extra:
+        validate_extra(config)
+    config = resolve_environment(config)
+    check_writable(run_dir, "--resume")
+    try:
+        checkpoint = CheckpointStore(run_dir).latest()
+    except CorruptFile as error:
+        raise UsageError("--resume", f"no usable checkpoint in '{run_dir}' ({error}); "
+                         "start a new run")
+    if checkpoint is None:
+        raise UsageError("--resume", f"'{run_dir}' has no checkpoint yet, so it cannot be "
+                         "resumed; start a new run")
+    if config.timesteps < checkpoint.step:
+        raise UsageError("--timesteps", f"{config.timesteps:,} is below the checkpoint's step "
+                         f"{checkpoint.step:,}; raise it or drop it")
+    return config, checkpoint
 
 
 def fail(prog, error):
@@ -190,23 +308,49 @@ def fail(prog, error):
 
 def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
          validate_extra=None):
-    """Parse, validate, create the run directory, then hand over to `train(config)`.
+    """Parse, validate, create (or reopen) the run directory, then `train(config, ...)`.
 
-    Returns the process exit status.
+    Returns the process exit status: 0 when the budget is done, 2 for bad input, 128 + the
+    signal number when a signal stopped the run after a checkpoint, 130 when a second Ctrl-C
+    aborted it, 1 when a checkpoint could not be written.
     """
+    from fast_dqn.checkpoint import CheckpointError
+    from fast_dqn.interrupts import StopSignals
+
     parser = build_parser(prog, description, config_class)
     args = parser.parse_args(argv)
+    if getattr(args, "list_games", False):
+        from fast_dqn.games import available_games
+        print("\n".join(available_games()))
+        return 0
+    explicit = explicit_values(args, config_class)
+    checkpoint = None
     try:
-        config = validate_and_resolve(config_from_args(args, config_class), loop_name,
-                                      validate_extra)
-        from fast_dqn.run_directory import create_run_directory
-        create_run_directory(config.logdir, {"loop": loop_name, **config.to_dict()})
+        if getattr(args, "resume", None):
+            config, checkpoint = resume_config(args.resume, explicit, loop_name, config_class,
+                                               validate_extra)
+        else:
+            config = validate_and_resolve(build_config(explicit, config_class), loop_name,
+                                          validate_extra)
+            from fast_dqn.run_directory import create_run_directory
+            create_run_directory(config.logdir, {"loop": loop_name, **config.to_dict()})
     except UsageError as error:
         return fail(prog, error)
     print(f"{prog}: run directory {os.path.abspath(config.logdir)}", flush=True)
-    try:
-        train(config)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; logs so far are in {config.logdir}", file=sys.stderr)
-        return 130
+    with StopSignals() as stop:
+        try:
+            train(config, resume=checkpoint, stop=stop)
+        except KeyboardInterrupt:
+            print(f"{prog}: aborted; logs so far are in {config.logdir}, and --resume "
+                  "continues from its last checkpoint", file=sys.stderr)
+            return 130
+        except UsageError as error:  # found only once the checkpoint is read
+            return fail(prog, error)
+        except CheckpointError as error:
+            print(f"{prog}: error: {error}", file=sys.stderr)
+            return 1
+    if stop.requested:
+        print(f"{prog}: stopped after a checkpoint; continue with: {prog} --resume "
+              f"{config.logdir}", file=sys.stderr)
+        return 128 + stop.signum
     return 0

@@ -1,8 +1,13 @@
-"""Building the preprocessed Atari environment from a Config."""
+"""Building a run's environment from its Config: an Atari game, or any gymnasium env."""
+
+import difflib
+import pickle
 
 import gymnasium
+import numpy as np
 
 from fast_dqn import atari_wrappers as w
+from fast_dqn.errors import UsageError
 from fast_dqn.games import env_id
 
 
@@ -26,7 +31,8 @@ def wrap_atari(env, config, training):
     env = w.MaxAndSkip(env, skip=config.action_repeat)
     env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=config.max_episode_steps)
     env = w.FullGameStats(env)
-    env = w.EpisodicLife(env)
+    if config.episodic_life:
+        env = w.EpisodicLife(env)
     env = w.FireReset(env)
     if training:
         env = w.ClipReward(env)
@@ -57,3 +63,63 @@ def make_atari_env(config, seed, training=True):
     """A preprocessed env that seeds itself with `seed` at its first reset()."""
     env = make_raw_atari_env(config.game, config.sticky_actions, config.full_action_space)
     return SeedOnFirstReset(wrap_atari(env, config, training), seed)
+
+
+def make_env(config, seed, training=True):
+    """The run's env: Atari with the Nature wrappers, or the --env one with stats and history."""
+    if config.env is None:
+        return make_atari_env(config, seed, training)
+    env = gymnasium.make(config.env, disable_env_checker=True)
+    env = w.FrameHistory(w.FullGameStats(env), k=config.history_length)
+    return SeedOnFirstReset(env, seed)
+
+
+def check_gym_env(name):
+    """Raise UsageError unless `name` is a registered env with discrete actions and vector
+    observations, which is what the MLP Q-network handles. Returns its observation shape."""
+    if name not in gymnasium.registry:
+        close = difflib.get_close_matches(name, list(gymnasium.registry), n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}?" if close else "see gymnasium's env list"
+        raise UsageError("--env", f"unknown gymnasium env '{name}'; {hint}")
+    if name.startswith("ALE/"):
+        raise UsageError("--env", f"'{name}' is an Atari game; use --game "
+                         f"{name[4:].split('-')[0]} for the Atari preprocessing and CNN")
+    try:
+        env = gymnasium.make(name, disable_env_checker=True)
+    except Exception as error:  # an env that cannot even be built is the user's input error
+        raise UsageError("--env", f"cannot create '{name}' ({error}); choose another --env")
+    try:
+        actions, observations = env.action_space, env.observation_space
+    finally:
+        env.close()
+    if not isinstance(actions, gymnasium.spaces.Discrete):
+        raise UsageError("--env", f"'{name}' has {type(actions).__name__} actions; DQN needs "
+                         "discrete ones")
+    if not isinstance(observations, gymnasium.spaces.Box) or len(observations.shape) != 1:
+        raise UsageError("--env", f"'{name}' observations are not a flat vector; the MLP "
+                         "Q-network needs one")
+    return observations.shape, np.dtype(observations.dtype)
+
+
+def snapshot_env(env):
+    """The complete state of a built env, as bytes, mid-game included.
+
+    The wrappers pickle as plain objects. ale-py's AtariEnv pickles only its constructor
+    arguments, so the emulator (with its RNG, which drives sticky actions) and the env's
+    np_random (which draws the no-op starts) are saved beside it.
+    """
+    raw = env.unwrapped
+    emulator = None
+    if hasattr(raw, "ale"):
+        emulator = (raw.ale.cloneState(include_rng=True), raw.np_random.bit_generator.state)
+    return pickle.dumps((env, emulator), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def restore_env(blob):
+    """A new env in exactly the state `snapshot_env` saw."""
+    env, emulator = pickle.loads(blob)
+    if emulator is not None:
+        ale_state, np_random_state = emulator
+        env.unwrapped.ale.restoreState(ale_state)
+        env.unwrapped.np_random.bit_generator.state = np_random_state
+    return env

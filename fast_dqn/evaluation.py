@@ -3,15 +3,22 @@
 from fast_dqn.policy import select_action
 
 
-def evaluate(env, q_values_fn, num_games, epsilon, rng):
+class EvaluationInterrupted(Exception):
+    """A stop was requested mid-evaluation; the evaluator is back in its state from before."""
+
+
+def evaluate(env, q_values_fn, num_games, epsilon, rng, should_stop=None):
     """Full-game (all lives, unclipped) returns of `num_games` games.
 
     `env` must be built with training=False and be at a game boundary; this leaves it at one.
+    should_stop() is polled every step; when true, EvaluationInterrupted is raised.
     """
     returns = []
     num_actions = env.action_space.n
     obs, _ = env.reset()
     while len(returns) < num_games:
+        if should_stop is not None and should_stop():
+            raise EvaluationInterrupted
         action = select_action(obs, epsilon, q_values_fn, num_actions, rng)
         obs, _, terminated, truncated, info = env.step(action)
         if terminated or truncated:
@@ -19,3 +26,43 @@ def evaluate(env, q_values_fn, num_games, epsilon, rng):
                 returns.append(info["game_return"])
             obs, _ = env.reset()
     return returns
+
+
+class Evaluator:
+    """The periodic evaluation of a training run, on its own env and RNG.
+
+    An interrupted evaluation rolls both back, so the checkpoint written next holds the state
+    from before it, and a resumed run plays the very same evaluation games.
+    """
+
+    def __init__(self, env, q_values_fn, num_games, epsilon, rng, monitor, should_stop=None):
+        self.env = env
+        self.q_values_fn = q_values_fn
+        self.num_games = num_games
+        self.epsilon = epsilon
+        self.rng = rng
+        self.monitor = monitor
+        self.should_stop = should_stop
+
+    def __call__(self, step):
+        before = self.state_dict()
+        try:
+            returns = evaluate(self.env, self.q_values_fn, self.num_games, self.epsilon,
+                               self.rng, self.should_stop)
+        except EvaluationInterrupted:
+            self.load_state_dict(before)
+            raise
+        self.monitor.record_eval(step, returns)
+
+    def state_dict(self):
+        from fast_dqn.environment import snapshot_env
+        return {"env": snapshot_env(self.env), "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state):
+        from fast_dqn.environment import restore_env
+        self.env.close()
+        self.env = restore_env(state["env"])
+        self.rng.bit_generator.state = state["rng"]
+
+    def close(self):
+        self.env.close()

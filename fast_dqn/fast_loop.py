@@ -24,7 +24,7 @@ the whole run exactly the minibatches the Nature loop would train.
 
 import numpy as np
 
-from fast_dqn.evaluation import evaluate
+from fast_dqn.evaluation import EvaluationInterrupted
 from fast_dqn.policy import epsilon_greedy_rows
 from fast_dqn.schedules import LinearSchedule
 
@@ -63,23 +63,80 @@ class HeldTransitions:
 
 
 def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monitor, rng,
-                  evaluate_fn=None):
+                  evaluator=None, checkpoints=None, resume=None):
     """Train for config.timesteps agent steps (rounded up to whole rounds of W).
 
     q_values_fn: the samplers' network (the target network); learner: trains the main network
     and copies it to the target; trainer: a BackgroundTrainer, or None for lockstep training;
-    evaluate_fn(step): runs an evaluation, or None when evaluation is off.
+    evaluator(step): an Evaluator, or None when evaluation is off; checkpoints: a
+    Checkpointer, or None; resume: the loop state of a checkpoint to continue from.
+
+    Periodic checkpoints are written at sync points, where the trainer is idle and nothing is
+    held. A stop request is served after the current round: the trainer stops after its
+    current minibatch, and the checkpoint keeps the held transitions, the minibatches still
+    owed for this period, and replay's RNG as it will be when they are drawn.
+    Returns the step reached.
     """
     W = samplers.num_samplers
     period = config.target_update_freq
     total = -(-config.timesteps // W) * W
     epsilon = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
     held = HeldTransitions()
-    trained_through = 0  # minibatches due up to this step have been handed out
-    last_eval = 0
-    obs = samplers.reset()
-    step = 0
-    while step < total:
+    if resume:
+        step, trained_through = resume["step"], resume["trained_through"]
+        last_eval, train_start = resume["last_eval"], resume["train_start"]
+        eval_pending, owed = resume["eval_pending"], resume["owed"]
+        held.rounds = resume["held"]
+        obs = resume["obs"] if resume["obs"] is not None else samplers.reset()
+    else:
+        step, trained_through, last_eval, train_start = 0, 0, 0, config.prepopulate
+        eval_pending, owed = False, 0
+        obs = samplers.reset()
+    period_rng = None  # replay's RNG state when the trainer's current period began
+    eps = np.ones(W)
+
+    def loop_state():
+        return {"step": step, "trained_through": trained_through, "last_eval": last_eval,
+                "train_start": train_start, "eval_pending": eval_pending, "owed": owed,
+                "held": held.rounds, "obs": obs}
+
+    def start_training():
+        nonlocal period_rng
+        period_rng = replay.rng.bit_generator.state
+        trainer.start(owed)
+
+    def checkpoint_or_stop(at_sync):
+        """Saves when due or asked to; True when the run must stop here."""
+        nonlocal owed
+        stop = checkpoints is not None and checkpoints.stop_requested()
+        if not stop and not (at_sync and checkpoints is not None
+                             and (checkpoints.due(step) or step >= total)):
+            return False
+        if trainer is not None and not at_sync and owed:
+            # The trainer is mid-period: end it early and owe the rest, drawn from replay's
+            # RNG exactly where an uninterrupted run would draw them.
+            done = trainer.interrupt()
+            owed -= done
+            replay.rng.bit_generator.state = period_rng
+            replay.skip_samples(done, config.batch_size)
+        checkpoints.save(step, loop_state())
+        return stop
+
+    if trainer is not None and owed and not eval_pending:
+        start_training()
+    while step < total or eval_pending:
+        if eval_pending:
+            try:
+                evaluator(step)
+                eval_pending, last_eval = False, step
+            except EvaluationInterrupted:
+                checkpoint_or_stop(at_sync=True)
+                return step
+            if checkpoint_or_stop(at_sync=True):
+                return step
+            if trainer is not None and owed:
+                start_training()
+            continue
         steps = step + np.arange(W)
         eps = np.where(steps < config.prepopulate, 1.0, epsilon(steps))
         actions = epsilon_greedy_rows(obs, eps, q_values_fn, samplers.num_actions, rng,
@@ -97,39 +154,31 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
 
         if trainer is None:
             held.flush(replay)
-            for _ in range(minibatches_due(previous, step, config.prepopulate,
-                                           config.train_freq)):
-                monitor.record_train(learner.train(*replay.sample(config.batch_size))[0])
+            for _ in range(minibatches_due(previous, step, train_start, config.train_freq)):
+                monitor.record_train(*learner.train(*replay.sample(config.batch_size)))
             if at_sync:
                 learner.update_target()
         elif at_sync:
             trainer.wait()
+            owed = 0
             held.flush(replay)
             learner.update_target()
         else:
             trainer.check()
+        monitor.tick(step, float(eps[-1]), len(replay) / replay.capacity)
 
-        if at_sync:
-            if evaluate_fn and (step // config.evaluate > last_eval // config.evaluate
-                                or step >= total):
-                evaluate_fn(step)
-                last_eval = step
-            if trainer is not None and step < total:
-                end = next_sync_point(step, period, W, total)
-                trainer.start(minibatches_due(trained_through, end, config.prepopulate,
-                                              config.train_freq))
-                trained_through = end
-        monitor.tick(step, float(eps[-1]))
+        if at_sync and step < total:
+            end = next_sync_point(step, period, W, total)
+            owed = minibatches_due(trained_through, end, train_start, config.train_freq)
+            trained_through = end
+            if trainer is None:
+                owed = 0
+        if at_sync and evaluator and (step // config.evaluate > last_eval // config.evaluate
+                                      or step >= total):
+            eval_pending = True
+            continue  # evaluate, checkpoint if due, then train the next period
+        if checkpoint_or_stop(at_sync):
+            return step
+        if at_sync and trainer is not None and owed:
+            start_training()
     return step
-
-
-def make_evaluate_fn(config, eval_env, q_values_fn, monitor, rng):
-    """Full-game evaluation of the network behind q_values_fn, logged at the given step."""
-    if not config.evaluate:
-        return None
-
-    def evaluate_at(step):
-        returns = evaluate(eval_env, q_values_fn, config.eval_episodes, config.eval_epsilon,
-                           rng)
-        monitor.record_eval(step, returns)
-    return evaluate_at

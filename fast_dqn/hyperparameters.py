@@ -20,7 +20,15 @@ def _opt(default, help, unit=None, **argparse_kwargs):
 @dataclass
 class Config:
     # --- what to play
+    preset: str = _opt("nature", "protocol whose values replace the defaults below; explicit "
+                       "flags still win (see README)", choices=("nature", "machado", "pong-quick",
+                                                                "classic"))
     game: str = _opt("pong", "Atari game, snake_case (space_invaders) or CamelCase (SpaceInvaders)")
+    env: str = _opt(None, "any gymnasium env id with discrete actions and vector observations "
+                    "(e.g. CartPole-v1) instead of --game: an MLP Q-network, no Atari "
+                    "preprocessing, and the 'classic' preset unless --preset is given")
+    episodic_life: bool = _opt(True, "a lost life ends the learner's episode (the game goes "
+                               "on); Machado et al. 2018 turn this off")
     sticky_actions: float = _opt(0.0, "probability the emulator repeats the previous action "
                                  "(0.0 for Nature, 0.25 for Machado et al. 2018)")
     full_action_space: bool = _opt(False, "use all 18 actions instead of the game's minimal set")
@@ -59,6 +67,12 @@ class Config:
     eps_decay_steps: int = _opt(1_000_000, "epsilon decays linearly over this many steps, "
                                 "counted from step 0", "agent steps")
 
+    # --- checkpoints
+    checkpoint_freq: int = _opt(250_000, "save a checkpoint every this many steps (and on "
+                                "Ctrl-C/SIGTERM and at the end); 0 = only those", "agent steps")
+    save_replay: bool = _opt(False, "include the replay memory in checkpoints (zstd-compressed), "
+                             "so a resumed run continues exactly")
+
     # --- bookkeeping
     seed: int = _opt(0, "seeds numpy, TensorFlow, every env and action sampling")
     logdir: str = _opt(None, "run directory (default: runs/<game>-<loop>-<timestamp>); "
@@ -75,7 +89,7 @@ class Config:
 # Fields that must be >= 1; `evaluate` and `threads` may be 0, `prepopulate` and `noop_max` too.
 POSITIVE = ("max_episode_steps", "action_repeat", "history_length", "timesteps", "eval_episodes",
             "replay_capacity", "batch_size", "train_freq", "target_update_freq", "eps_decay_steps")
-NON_NEGATIVE = ("evaluate", "prepopulate", "noop_max", "threads", "seed")
+NON_NEGATIVE = ("evaluate", "prepopulate", "noop_max", "threads", "seed", "checkpoint_freq")
 PROBABILITIES = ("sticky_actions", "eval_epsilon", "eps_start", "eps_end")
 
 

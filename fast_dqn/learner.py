@@ -91,3 +91,18 @@ class DQNLearner:
 
     def update_target(self):
         self._sync()
+
+    def state_dict(self):
+        """Both networks and the optimizer's slots, as numpy: all a checkpoint needs."""
+        return {"main": self.main.get_weights(), "target": self.target.get_weights(),
+                "optimizer": [v.numpy() for v in self.optimizer.variables]}
+
+    def load_state_dict(self, state):
+        self.main.set_weights(state["main"])
+        self.target.set_weights(state["target"])
+        variables = self.optimizer.variables
+        if len(variables) != len(state["optimizer"]):
+            raise ValueError(f"the checkpoint's optimizer has {len(state['optimizer'])} "
+                             f"variables, this one {len(variables)}")
+        for variable, value in zip(variables, state["optimizer"]):
+            variable.assign(value)

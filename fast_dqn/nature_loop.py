@@ -1,39 +1,66 @@
 """The Nature DQN training loop (Mnih et al. 2015): act, store, and every 4 steps train.
 
-Single-threaded: acting, replay writes and training strictly alternate.
+Single-threaded: acting, replay writes and training strictly alternate, so every step boundary
+is a consistent point for a checkpoint.
 """
 
-from fast_dqn.evaluation import evaluate
+from fast_dqn.evaluation import EvaluationInterrupted
 from fast_dqn.policy import select_action
 from fast_dqn.schedules import LinearSchedule
 
 
-def run_nature_loop(config, env, eval_env, learner, replay, monitor, rng, eval_rng):
-    """Train for config.timesteps agent steps. All components are built by the caller."""
+def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,
+                    checkpoints=None, resume=None):
+    """Train up to config.timesteps agent steps; returns the step reached.
+
+    evaluator(step): an Evaluator, or None when evaluation is off. checkpoints: a
+    Checkpointer, or None. resume: the loop state of a checkpoint to continue from.
+    It returns early, after a checkpoint, when checkpoints.stop_requested() turns true.
+    """
     epsilon = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
     num_actions = env.action_space.n
-    obs, _ = env.reset()
-    for step in range(config.timesteps):
+    if resume:
+        step, obs, eval_pending = resume["step"], resume["obs"], resume["eval_pending"]
+        train_start = resume["train_start"]
+    else:
+        step, eval_pending, train_start = 0, False, config.prepopulate
+        obs, _ = env.reset()
+
+    def loop_state():
+        return {"step": step, "obs": obs, "eval_pending": eval_pending,
+                "train_start": train_start}
+
+    while True:
+        if eval_pending:
+            try:
+                evaluator(step)
+                eval_pending = False
+            except EvaluationInterrupted:
+                pass  # the stop below saves it as still pending
+        if checkpoints:
+            stop = checkpoints.stop_requested()
+            if stop or checkpoints.due(step) or step == config.timesteps:
+                checkpoints.save(step, loop_state())
+            if stop:
+                return step
+        if step >= config.timesteps:
+            return step
         # Warm-up acts uniformly (epsilon 1); the logs show the epsilon really acted with.
         eps = 1.0 if step < config.prepopulate else epsilon(step)
         action = select_action(obs, eps, learner.q_values, num_actions, rng)
         next_obs, reward, terminated, truncated, info = env.step(action)
         replay.add(obs[-1], action, reward, terminated, terminated or truncated)
         obs = next_obs
+        step += 1
         if terminated or truncated:
             if info["game_over"]:
-                monitor.record_game(step + 1, info["game_length"], info["game_return"], eps)
+                monitor.record_game(step, info["game_length"], info["game_return"], eps)
             obs, _ = env.reset()
 
-        done_steps = step + 1
-        if done_steps > config.prepopulate and done_steps % config.train_freq == 0:
-            loss, _ = learner.train(*replay.sample(config.batch_size))
-            monitor.record_train(loss)
-        if done_steps % config.target_update_freq == 0:
+        if step > train_start and step % config.train_freq == 0:
+            monitor.record_train(*learner.train(*replay.sample(config.batch_size)))
+        if step % config.target_update_freq == 0:
             learner.update_target()
-        if config.evaluate and (done_steps % config.evaluate == 0
-                                or done_steps == config.timesteps):
-            returns = evaluate(eval_env, learner.q_values, config.eval_episodes,
-                               config.eval_epsilon, eval_rng)
-            monitor.record_eval(done_steps, returns)
-        monitor.tick(done_steps, eps)
+        if evaluator and (step % config.evaluate == 0 or step == config.timesteps):
+            eval_pending = True
+        monitor.tick(step, eps, len(replay) / replay.capacity)

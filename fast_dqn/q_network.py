@@ -1,4 +1,4 @@
-"""The Nature DQN convolutional Q-network, in Keras."""
+"""Q-networks in Keras: the Nature DQN CNN for Atari, an MLP for vector observations."""
 
 import keras
 from keras import layers, ops
@@ -38,3 +38,14 @@ def nature_cnn(input_shape, num_actions, dtype_policy=None):
     x = layers.Dense(512, activation="relu", kernel_initializer=init(), **kw)(x)
     outputs = layers.Dense(int(num_actions), kernel_initializer=init(), dtype="float32")(x)
     return keras.Model(inputs, outputs, name="nature_cnn")
+
+
+def mlp(input_shape, num_actions, hidden=(64, 64), dtype_policy=None):
+    """Flatten, ReLU hidden layers, linear Q-values: for classic-control observations."""
+    kw = {"dtype": dtype_policy} if dtype_policy else {}
+    inputs = keras.Input(shape=input_shape, dtype="float32")
+    x = layers.Flatten(**kw)(inputs)
+    for units in hidden:
+        x = layers.Dense(units, activation="relu", **kw)(x)
+    outputs = layers.Dense(int(num_actions), dtype="float32")(x)
+    return keras.Model(inputs, outputs, name="mlp")

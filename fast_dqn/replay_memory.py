@@ -107,6 +107,35 @@ class ReplayMemory:
         self.pointers[shard] = (self.pointers[shard] + n) % self.shard_capacity
         self.sizes[shard] = min(self.sizes[shard] + n, self.shard_capacity)
 
+    def arrays(self):
+        """The big arrays, by name, for a checkpoint to write or to fill in place."""
+        return {"frames": self.frames, "actions": self.actions, "rewards": self.rewards,
+                "terminals": self.terminals, "episode_ends": self.episode_ends}
+
+    def state_dict(self):
+        """Everything but the arrays: write positions, fill and the sampling RNG."""
+        return {"pointers": self.pointers.copy(), "sizes": self.sizes.copy(),
+                "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state):
+        self.pointers[:] = state["pointers"]
+        self.sizes[:] = state["sizes"]
+        self.rng.bit_generator.state = state["rng"]
+
+    def cut_episodes(self):
+        """End every shard's stored trajectory as a time-limit cut would.
+
+        For a resume whose games restart: no stack may join the old game to the new one, and
+        the last stored transition, whose successor is lost, must never be sampled.
+        """
+        for shard in np.flatnonzero(self.sizes):
+            self.episode_ends[shard, (self.pointers[shard] - 1) % self.shard_capacity] = True
+
+    def skip_samples(self, count, batch_size):
+        """Advance the RNG exactly as `count` calls of sample(batch_size) would."""
+        for _ in range(count):
+            self.sample_indices(batch_size)
+
     def can_sample(self):
         return self._candidates().sum() > 0
 

@@ -35,13 +35,17 @@ def check_logdir(path):
         if not os.path.isdir(existing):
             raise UsageError("--logdir", f"'{existing}' is a file, so '{path}' cannot be "
                              "created; choose another --logdir")
-    # A real write, not os.access: root passes access checks on read-only mounts and /proc.
+    check_writable(existing, "--logdir")
+
+
+def check_writable(directory, flag):
+    """A real write, not os.access: root passes access checks on read-only mounts and /proc."""
     try:
-        with tempfile.TemporaryFile(dir=existing):
+        with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as error:
-        raise UsageError("--logdir", f"cannot write in '{existing}' ({error.strerror}); "
-                         "choose a --logdir you can write to")
+        raise UsageError(flag, f"cannot write in '{directory}' ({error.strerror}); "
+                         f"{flag} needs a directory you can write to")
 
 
 def create_run_directory(path, config_dict):

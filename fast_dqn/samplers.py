@@ -15,6 +15,7 @@ Neither backend starts a Python thread; the fast loop calls `step` from its main
 
 from dataclasses import dataclass
 
+import gymnasium
 import numpy as np
 
 
@@ -36,6 +37,7 @@ class PythonSamplers:
         self.envs = envs
         self.num_samplers = len(envs)
         self.num_actions = envs[0].action_space.n
+        self.observation_space = envs[0].observation_space
 
     def reset(self):
         return np.stack([env.reset()[0] for env in self.envs])
@@ -55,6 +57,19 @@ class PythonSamplers:
                 obs[i], _ = env.reset()
         return SamplerStep(np.stack(obs), rewards, terminated, truncated, game_over,
                            game_returns, game_lengths)
+
+    def state_dict(self):
+        from fast_dqn.environment import snapshot_env
+        return {"backend": "python", "envs": [snapshot_env(env) for env in self.envs]}
+
+    def load_state_dict(self, state, step):
+        """Continue every game exactly where the checkpoint left it. Returns True."""
+        from fast_dqn.environment import restore_env
+        if state.get("backend") != "python" or len(state["envs"]) != self.num_samplers:
+            return False
+        self.close()
+        self.envs = [restore_env(blob) for blob in state["envs"]]
+        return True
 
     def close(self):
         for env in self.envs:
@@ -84,12 +99,14 @@ class VectorSamplers:
             frameskip=config.action_repeat, stack_num=config.history_length,
             img_height=84, img_width=84, grayscale=True, maxpool=True,
             noop_max=config.noop_max, use_fire_reset=True,
-            episodic_life=False, life_loss_info=True, reward_clipping=False,
+            episodic_life=False, life_loss_info=config.episodic_life, reward_clipping=False,
             max_num_frames_per_episode=config.max_episode_steps * config.action_repeat,
             repeat_action_probability=config.sticky_actions,
             full_action_space=config.full_action_space)
         self.num_samplers = num_samplers
         self.num_actions = int(self.env.single_action_space.n)
+        self.observation_space = gymnasium.spaces.Box(0, 255, (config.history_length, 84, 84),
+                                                      np.uint8)
         self.history_length = config.history_length
         self.seed = seed
         self.returns = np.zeros(num_samplers)
@@ -125,6 +142,15 @@ class VectorSamplers:
         return SamplerStep(self._pad(obs), np.sign(rewards).astype(np.float32),
                            np.asarray(terminated, bool), np.asarray(truncated, bool),
                            game_over, game_returns, game_lengths)
+
+    def state_dict(self):
+        return {"backend": "vector"}
+
+    def load_state_dict(self, state, step):
+        """AtariVectorEnv cannot save its emulators: the games restart, from a seed that
+        depends on the step so a resumed run does not replay its first games. Returns False."""
+        self.seed = (self.seed + step) % 2**31
+        return False
 
     def _pad(self, obs):
         """Zero the frames from before each sampler's episode start, like FrameHistory.

@@ -1,9 +1,13 @@
-"""Building the components of a run from its Config, and running either loop with them."""
+"""Building the components of a run from its Config, restoring them from a checkpoint, and
+running either loop with them."""
 
 import numpy as np
 
-from fast_dqn.environment import make_atari_env
+from fast_dqn.checkpoint import Checkpointer, CheckpointStore
+from fast_dqn.environment import make_env, restore_env, snapshot_env
+from fast_dqn.evaluation import Evaluator
 from fast_dqn.monitor import Monitor
+from fast_dqn.progress import make_console
 from fast_dqn.replay_memory import ReplayMemory
 from fast_dqn.tf_setup import configure_tensorflow
 
@@ -18,15 +22,22 @@ def rng_for(seed, stream):
 
 def build_learner(config, observation_shape, num_actions):
     from fast_dqn.learner import DQNLearner, make_optimizer
-    from fast_dqn.q_network import nature_cnn
+    from fast_dqn.q_network import mlp, nature_cnn
     policy = "mixed_float16" if config.mixed_precision else None
-    return DQNLearner(lambda: nature_cnn(observation_shape, num_actions, policy),
-                      make_optimizer(config.optimizer, config.lr, config.mixed_precision),
+    if config.env is None:
+        def network():
+            return nature_cnn(observation_shape, num_actions, policy)
+    else:
+        def network():
+            return mlp(observation_shape, num_actions, dtype_policy=policy)
+    return DQNLearner(network, make_optimizer(config.optimizer, config.lr,
+                                              config.mixed_precision),
                       config.discount, xla=config.xla)
 
 
-def build_replay(config, frame_shape, num_shards=1):
+def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
     return ReplayMemory(config.replay_capacity, frame_shape, config.history_length,
+                        frame_dtype=frame_dtype,
                         seed=rng_for(config.seed, REPLAY_RNG_STREAM).integers(2**31),
                         num_shards=num_shards)
 
@@ -39,57 +50,148 @@ def start_tensorflow(config):
 def build_samplers(config):
     """The fast loop's W games: sampler i is seeded with seed + i."""
     from fast_dqn.samplers import PythonSamplers, VectorSamplers
-    if config.env_backend == "vector":
+    if config.env_backend == "vector" and config.env is None:
         return VectorSamplers(config, config.workers, config.seed, config.env_threads)
-    return PythonSamplers([make_atari_env(config, seed=config.seed + i, training=True)
+    return PythonSamplers([make_env(config, seed=config.seed + i, training=True)
                            for i in range(config.workers)])
 
 
-def train_fast(config, samplers_factory=build_samplers):
+class RunParts:
+    """What both loops share: learner, replay, monitor, evaluator, RNGs and checkpoints.
+
+    `collect` gathers their state for a checkpoint; `restore` puts a checkpoint back, and
+    returns the loop's own state. The loop-specific parts (one env, or the samplers) are
+    added by the train_* functions through `extra_state` and `restore_extra`.
+    """
+
+    def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
+                 q_values_of, resume=None, stop=None):
+        self.config = config
+        self.learner = build_learner(config, observation_shape, num_actions)
+        self.replay = build_replay(config, observation_shape[1:], num_shards, frame_dtype)
+        self.rng = rng_for(config.seed, ACTION_RNG_STREAM)
+        self.resume = resume
+        self.state = resume.load_state() if resume else None
+        step = self.state["loop"]["step"] if resume else 0
+        console = make_console(config.timesteps, initial=step)
+        from fast_dqn.tensorboard_log import TensorBoardLog
+        self.monitor = Monitor(config.logdir, config.timesteps, console=console,
+                               scalars=TensorBoardLog(config.logdir),
+                               resume=self.state["monitor"] if resume else None)
+        self.evaluator = None
+        if config.evaluate:
+            self.evaluator = Evaluator(
+                make_env(config, seed=config.seed + EVAL_ENV_SEED_OFFSET, training=False),
+                q_values_of(self.learner), config.eval_episodes, config.eval_epsilon,
+                rng_for(config.seed, EVAL_RNG_STREAM), self.monitor, should_stop=stop)
+        self.extra_state = lambda: {}
+        self.checkpoints = Checkpointer(
+            CheckpointStore(config.logdir, warn=self.monitor.message), config.checkpoint_freq,
+            self.collect, replay=self.replay if config.save_replay else None, stop=stop,
+            message=self.monitor.message, last_saved=step if resume else None)
+
+    def collect(self, step):
+        return {"learner": self.learner.state_dict(), "replay": self.replay.state_dict(),
+                "monitor": self.monitor.state_dict(step),
+                # No TensorFlow RNG: it only initialises the weights, which are saved, and the
+                # train step draws no random numbers.
+                "rngs": {"action": self.rng.bit_generator.state},
+                "evaluator": self.evaluator.state_dict() if self.evaluator else None,
+                **self.extra_state()}
+
+    def restore(self):
+        """Load the checkpoint into the parts; returns the loop state, or None."""
+        if not self.resume:
+            return None
+        state, loop = self.state, dict(self.state["loop"])
+        self.learner.load_state_dict(state["learner"])
+        self.rng.bit_generator.state = state["rngs"]["action"]
+        if self.evaluator and state["evaluator"]:
+            self.evaluator.load_state_dict(state["evaluator"])
+        if self.resume.has_replay:
+            self.resume.load_replay(self.replay.arrays())
+            self.replay.load_state_dict(state["replay"])
+        else:
+            self.replay.rng.bit_generator.state = state["replay"]["rng"]
+            loop["train_start"] = max(loop["train_start"],
+                                      loop["step"] + self.config.prepopulate)
+            self.monitor.message(f"the checkpoint holds no replay (--save-replay was off): "
+                                 f"training pauses for {self.config.prepopulate:,} steps "
+                                 "while replay refills")
+        self.monitor.message(f"resumed from {self.resume.path} at step {loop['step']:,}")
+        return loop
+
+    def close(self):
+        self.monitor.close()
+        if self.evaluator:
+            self.evaluator.close()
+
+
+def train_fast(config, samplers_factory=build_samplers, resume=None, stop=None):
+    """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
     from fast_dqn.background_trainer import BackgroundTrainer
-    from fast_dqn.fast_loop import make_evaluate_fn, run_fast_loop
+    from fast_dqn.fast_loop import HeldTransitions, run_fast_loop
 
     start_tensorflow(config)
     samplers = samplers_factory(config)
-    eval_env = make_atari_env(config, seed=config.seed + EVAL_ENV_SEED_OFFSET, training=False)
-    shape = (config.history_length, 84, 84)
-    learner = build_learner(config, shape, samplers.num_actions)
-    replay = build_replay(config, shape[1:], num_shards=config.workers)
-    monitor = Monitor(config.logdir, config.timesteps)
-    trainer = None
-    if config.concurrent:
-        trainer = BackgroundTrainer(learner.train,
-                                    lambda: replay.sample(config.batch_size),
-                                    on_loss=lambda result: monitor.record_train(result[0]),
-                                    prefetch=config.prefetch)
+    space = samplers.observation_space
     try:
-        run_fast_loop(config, samplers, learner.target_q_values, learner, replay, trainer,
-                      monitor, rng_for(config.seed, ACTION_RNG_STREAM),
-                      make_evaluate_fn(config, eval_env, learner.target_q_values, monitor,
-                                       rng_for(config.seed, EVAL_RNG_STREAM)))
+        parts = RunParts(config, space.shape, space.dtype, samplers.num_actions,
+                         config.workers, lambda learner: learner.target_q_values, resume, stop)
+    except BaseException:
+        samplers.close()
+        raise
+    parts.extra_state = lambda: {"samplers": samplers.state_dict()}
+    learner, replay, monitor = parts.learner, parts.replay, parts.monitor
+    trainer = None
+    try:
+        loop = parts.restore()
+        if loop and not samplers.load_state_dict(parts.state["samplers"], loop["step"]):
+            held = HeldTransitions()
+            held.rounds = loop["held"]
+            held.flush(replay)
+            replay.cut_episodes()
+            loop.update(held=[], obs=None)
+            monitor.message("the vector backend cannot save its games: each sampler starts "
+                            "a new game; the unfinished ones are not logged")
+        if config.concurrent:
+            trainer = BackgroundTrainer(learner.train,
+                                        lambda: replay.sample(config.batch_size),
+                                        on_loss=lambda result: monitor.record_train(*result),
+                                        prefetch=config.prefetch)
+        return run_fast_loop(config, samplers, learner.target_q_values, learner, replay,
+                             trainer, monitor, parts.rng, parts.evaluator, parts.checkpoints,
+                             loop)
     finally:
         if trainer is not None:
             trainer.close()
-        monitor.close()
+        parts.close()
         samplers.close()
-        eval_env.close()
 
 
-def train_nature(config):
+def train_nature(config, resume=None, stop=None):
+    """The Nature loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
     from fast_dqn.nature_loop import run_nature_loop
 
     start_tensorflow(config)
-    env = make_atari_env(config, seed=config.seed, training=True)
-    eval_env = make_atari_env(config, seed=config.seed + EVAL_ENV_SEED_OFFSET, training=False)
-    shape = env.observation_space.shape
-    learner = build_learner(config, shape, env.action_space.n)
-    replay = build_replay(config, shape[1:])
-    monitor = Monitor(config.logdir, config.timesteps)
+    env = make_env(config, seed=config.seed, training=True)
     try:
-        run_nature_loop(config, env, eval_env, learner, replay, monitor,
-                        rng_for(config.seed, ACTION_RNG_STREAM),
-                        rng_for(config.seed, EVAL_RNG_STREAM))
-    finally:
-        monitor.close()
+        shape = env.observation_space.shape
+        parts = RunParts(config, shape, env.observation_space.dtype, env.action_space.n, 1,
+                         lambda learner: learner.q_values, resume, stop)
+    except BaseException:
         env.close()
-        eval_env.close()
+        raise
+    holder = {"env": env}
+    parts.extra_state = lambda: {"env": snapshot_env(holder["env"])}
+    try:
+        loop = parts.restore()
+        if loop:
+            env.close()
+            holder["env"] = restore_env(parts.state["env"])
+        return run_nature_loop(config, holder["env"], parts.learner, parts.replay,
+                               parts.monitor, parts.rng, parts.evaluator, parts.checkpoints,
+                               loop)
+    finally:
+        parts.close()
+        holder["env"].close()

@@ -1,0 +1,241 @@
+"""Checkpoints on disk: atomic, verified, the newest two kept.
+
+Layout, inside the run directory:
+
+    checkpoints/step-000000250000/
+        state.pkl.zst   everything but the replay frames: weights, optimizer, RNGs, envs,
+                        log positions, the loop's own counters and held transitions
+        replay.zst      the replay memory's arrays (only with --save-replay)
+        manifest.json   the size and CRC-32 of each file above, written last
+
+A checkpoint is written into a `.partial-*` directory, every file is fsync'ed, and only then
+is the directory renamed to its final name, so a crash or a full disk at any moment leaves
+either a complete checkpoint or none: a `.partial-*` directory is never read, and it is
+deleted by the next save. Loading verifies the manifest and falls back to the previous
+checkpoint, with a warning, when the newest one is damaged.
+"""
+
+import json
+import os
+import pickle
+import re
+import shutil
+import sys
+import time
+import zlib
+
+import zstandard
+
+from fast_dqn.array_file import CorruptFile, read_arrays, write_arrays
+
+STATE_FILE, REPLAY_FILE, MANIFEST_FILE = "state.pkl.zst", "replay.zst", "manifest.json"
+_NAME = re.compile(r"^step-(\d{12})$")
+
+
+class CheckpointError(Exception):
+    """A checkpoint could not be written; the previous ones are untouched."""
+
+
+class _ChecksumWriter:
+    """A binary file that keeps the CRC-32 and size of what went through it."""
+
+    def __init__(self, file):
+        self.file = file
+        self.crc = 0
+        self.size = 0
+
+    def write(self, data):
+        self.crc = zlib.crc32(data, self.crc)
+        self.size += len(data)
+        return self.file.write(data)
+
+    def flush(self):
+        self.file.flush()
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Checkpoint:
+    """One complete, verified checkpoint on disk."""
+
+    def __init__(self, path, step, manifest):
+        self.path = path
+        self.step = step
+        self.manifest = manifest
+
+    @property
+    def has_replay(self):
+        return REPLAY_FILE in self.manifest["files"]
+
+    def load_state(self):
+        with open(os.path.join(self.path, STATE_FILE), "rb") as f:
+            return pickle.loads(zstandard.ZstdDecompressor().decompress(f.read()))
+
+    def load_replay(self, arrays):
+        """Fill the given {name: array} in place from replay.zst."""
+        with open(os.path.join(self.path, REPLAY_FILE), "rb") as f:
+            read_arrays(f, into=arrays)
+
+
+class CheckpointStore:
+    def __init__(self, run_dir, keep=2, warn=None):
+        self.dir = os.path.join(run_dir, "checkpoints")
+        self.keep = keep
+        self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
+
+    # --- writing
+
+    def save(self, step, state, replay_arrays=None):
+        """Write a checkpoint for agent step `step`; returns its path.
+
+        state: any picklable object; replay_arrays: {name: ndarray} or None.
+        Raises CheckpointError (disk full, unwritable path); older checkpoints stay intact.
+        """
+        final = os.path.join(self.dir, f"step-{step:012d}")
+        if os.path.exists(final):
+            # Only a run resumed and stopped again before its next step gets here, and then the
+            # state is the one already on disk. Replacing it would open a window with no copy.
+            return final
+        partial = os.path.join(self.dir, f".partial-step-{step:012d}-{os.getpid()}")
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            self._remove_partials()
+            os.makedirs(partial)
+            files = {STATE_FILE: self._write(
+                partial, STATE_FILE, lambda f: f.write(zstandard.ZstdCompressor(level=3).compress(
+                    pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))))}
+            if replay_arrays is not None:
+                files[REPLAY_FILE] = self._write(partial, REPLAY_FILE,
+                                                 lambda f: write_arrays(f, replay_arrays))
+            manifest = {"step": step, "files": files}
+            with open(os.path.join(partial, MANIFEST_FILE), "w") as f:
+                json.dump(manifest, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            _fsync_dir(partial)
+            os.rename(partial, final)
+            _fsync_dir(self.dir)
+        except (OSError, zstandard.ZstdError) as error:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise CheckpointError(f"could not write the checkpoint of step {step:,} in "
+                                  f"{self.dir} ({error.strerror or error}); the previous "
+                                  "checkpoints are intact") from error
+        self._prune()
+        return final
+
+    @staticmethod
+    def _write(directory, name, write):
+        with open(os.path.join(directory, name), "wb") as raw:
+            f = _ChecksumWriter(raw)
+            write(f)
+            raw.flush()
+            os.fsync(raw.fileno())
+        return {"size": f.size, "crc32": f.crc}
+
+    def _remove_partials(self):
+        for name in os.listdir(self.dir):
+            if name.startswith(".partial-"):
+                shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
+
+    def _prune(self):
+        for step, name in self._complete()[:-self.keep]:
+            shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
+
+    # --- reading
+
+    def _complete(self):
+        """(step, name) of every finished checkpoint directory, oldest first."""
+        if not os.path.isdir(self.dir):
+            return []
+        found = [(int(m.group(1)), name) for name in os.listdir(self.dir)
+                 if (m := _NAME.match(name))]
+        return sorted(found)
+
+    def steps(self):
+        return [step for step, _ in self._complete()]
+
+    def latest(self):
+        """The newest checkpoint that verifies, warning about each damaged newer one.
+
+        Returns None when there is no checkpoint at all; raises CorruptFile when there are
+        some but none is usable.
+        """
+        problems = []
+        for step, name in reversed(self._complete()):
+            path = os.path.join(self.dir, name)
+            try:
+                checkpoint = Checkpoint(path, step, self._verify(path))
+            except CorruptFile as error:
+                problems.append(f"{name}: {error}")
+                continue
+            for problem in problems:
+                self.warn(f"warning: skipping damaged checkpoint {problem}; using {name}")
+            return checkpoint
+        if problems:
+            raise CorruptFile("; ".join(problems))
+        return None
+
+    @staticmethod
+    def _verify(path):
+        try:
+            with open(os.path.join(path, MANIFEST_FILE)) as f:
+                manifest = json.load(f)
+            files = manifest["files"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise CorruptFile(f"no readable manifest ({error})")
+        for name, expected in files.items():
+            crc, size = 0, 0
+            try:
+                with open(os.path.join(path, name), "rb") as f:
+                    while chunk := f.read(16 << 20):
+                        crc = zlib.crc32(chunk, crc)
+                        size += len(chunk)
+            except OSError as error:
+                raise CorruptFile(f"{name} cannot be read ({error.strerror})")
+            if size != expected["size"] or crc != expected["crc32"]:
+                raise CorruptFile(f"{name} is damaged ({size:,} bytes, expected "
+                                  f"{expected['size']:,}, or a checksum mismatch)")
+        return manifest
+
+
+class Checkpointer:
+    """When a loop checkpoints, and what goes in: the loop calls due(), save() and
+    stop_requested(); collect(step) gathers the state of every component but the loop.
+
+    Periodic checkpoints come at the first opportunity at or after each multiple of `freq`
+    agent steps (0: none); the loops also save at the end and when a stop is requested.
+    """
+
+    def __init__(self, store, freq, collect, replay=None, stop=None, message=None,
+                 last_saved=None, clock=time.monotonic):
+        self.store = store
+        self.freq = freq
+        self.collect = collect
+        self.replay = replay
+        self.stop = stop
+        self.message = message or print
+        self.last_saved = last_saved
+        self.clock = clock
+
+    def stop_requested(self):
+        return bool(self.stop and self.stop())
+
+    def due(self, step):
+        last = self.last_saved or 0
+        return bool(self.freq) and step // self.freq > last // self.freq
+
+    def save(self, step, loop_state):
+        if step == self.last_saved:
+            return  # nothing happened since: a resumed run asked to stop at once, say
+        start = self.clock()
+        state = self.collect(step)
+        state["loop"] = loop_state
+        path = self.store.save(step, state, self.replay.arrays() if self.replay else None)
+        self.last_saved = step
+        self.message(f"checkpoint at step {step:,} in {self.clock() - start:.1f} s: {path}")

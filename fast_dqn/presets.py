@@ -1,0 +1,61 @@
+"""Named protocols: sets of Config values that replace the defaults as a whole.
+
+Precedence, lowest first: Config's defaults (Nature), then the chosen preset, then each flag
+the user typed. config.json records the final values, so a run never depends on this table.
+"""
+
+PRESETS = {
+    # Mnih et al. 2015: the Config defaults themselves.
+    "nature": {},
+    # Machado et al. 2018, "Revisiting the ALE": sticky actions instead of no-op starts, all 18
+    # actions, no life-loss signal, and the score reported is the mean of the last 100 training
+    # games (episodes.csv's mean_100) rather than a separate evaluation phase.
+    "machado": {
+        "sticky_actions": 0.25,
+        "full_action_space": True,
+        "episodic_life": False,
+        "noop_max": 0,
+        "evaluate": 0,
+    },
+    # Small replay, short exploration, Adam and frequent target updates: the settings of
+    # Lapan's Pong DQN (Deep Reinforcement Learning Hands-On, ch. 6), which solve Pong in well
+    # under 1M agent steps. Training every step is the expensive part on a CPU.
+    "pong-quick": {
+        "game": "pong",
+        "timesteps": 1_000_000,
+        "replay_capacity": 100_000,
+        "prepopulate": 10_000,
+        "eps_end": 0.01,
+        "eps_decay_steps": 100_000,
+        "optimizer": "adam",
+        "lr": 1e-4,
+        "train_freq": 1,
+        "target_update_freq": 1_000,
+        "evaluate": 50_000,
+        "eval_episodes": 10,
+        "checkpoint_freq": 50_000,
+    },
+    # Classic-control envs given with --env (CartPole-v1 and the like): raw vector observations,
+    # an MLP, and a budget of minutes. Chosen when --env is given and --preset is not.
+    "classic": {
+        "history_length": 1,
+        "timesteps": 50_000,
+        "replay_capacity": 50_000,
+        "prepopulate": 1_000,
+        "batch_size": 64,
+        "train_freq": 1,
+        "target_update_freq": 400,
+        "optimizer": "adam",
+        "lr": 1e-3,
+        "eps_end": 0.05,
+        "eps_decay_steps": 10_000,
+        "evaluate": 5_000,
+        "eval_episodes": 10,
+        "eval_epsilon": 0.0,
+        "checkpoint_freq": 25_000,
+    },
+}
+
+
+def preset_values(name):
+    return dict(PRESETS[name])
