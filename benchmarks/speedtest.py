@@ -51,7 +51,7 @@ class TimingMonitor:
         self.marks = list(range(start, end + 1, segment))
         self.points = []
 
-    def tick(self, step, epsilon):
+    def tick(self, step, epsilon, replay_fill=None):
         if self.marks and step >= self.marks[0]:
             self.points.append((step, time.perf_counter(), _cpu_seconds()))
             while self.marks and step >= self.marks[0]:
@@ -60,7 +60,7 @@ class TimingMonitor:
     def record_game(self, *args):
         pass
 
-    def record_train(self, loss):
+    def record_train(self, loss, mean_q=None):
         pass
 
     def record_eval(self, *args):
@@ -118,8 +118,7 @@ def measure(case, args):
         learner = training.build_learner(config, shape, env.action_space.n)
         replay = training.build_replay(config, shape[1:])
         monitor = TimingMonitor(start, segment, start + args.steps)
-        run_nature_loop(config, env, None, learner, replay, monitor,
-                        np.random.default_rng(0), None)
+        run_nature_loop(config, env, learner, replay, monitor, np.random.default_rng(0))
     else:
         from fast_dqn.background_trainer import BackgroundTrainer
         from fast_dqn.fast_loop import run_fast_loop

@@ -71,11 +71,17 @@ class BackgroundTrainer:
         if self._error is not None:
             raise self._error
 
-    def wait(self):
-        """Block until the current period is trained, re-raising any background failure."""
+    def wait(self, abort=None):
+        """Block until the current period is trained, re-raising any background failure.
+
+        Returns True when it is; False, at once, if abort() turns true first.
+        """
         while not self._idle.wait(_POLL_SECONDS):
             self.check()
+            if abort is not None and abort():
+                return False
         self.check()
+        return True
 
     def interrupt(self):
         """End the current period after the minibatch in progress; returns how many of its

@@ -82,61 +82,80 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
     total = -(-config.timesteps // W) * W
     epsilon = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
     held = HeldTransitions()
+    stop_requested = checkpoints.stop_requested if checkpoints else (lambda: False)
     if resume:
         step, trained_through = resume["step"], resume["trained_through"]
         last_eval, train_start = resume["last_eval"], resume["train_start"]
-        eval_pending, owed = resume["eval_pending"], resume["owed"]
-        held.rounds = resume["held"]
+        owed, held.rounds = resume["owed"], resume["held"]
+        sync_pending, eval_pending = resume["sync_pending"], resume["eval_pending"]
+        boundary = resume["boundary"]
         obs = resume["obs"] if resume["obs"] is not None else samplers.reset()
     else:
-        step, trained_through, last_eval, train_start = 0, 0, 0, config.prepopulate
-        eval_pending, owed = False, 0
+        step, trained_through, last_eval, train_start, owed = 0, 0, 0, config.prepopulate, 0
+        sync_pending = eval_pending = False
+        boundary = True  # a consistent point: trainer idle, nothing held
         obs = samplers.reset()
     period_rng = None  # replay's RNG state when the trainer's current period began
-    eps = np.ones(W)
 
     def loop_state():
         return {"step": step, "trained_through": trained_through, "last_eval": last_eval,
-                "train_start": train_start, "eval_pending": eval_pending, "owed": owed,
-                "held": held.rounds, "obs": obs}
+                "train_start": train_start, "owed": owed, "held": held.rounds,
+                "sync_pending": sync_pending, "eval_pending": eval_pending,
+                "boundary": boundary, "obs": obs}
 
     def start_training():
         nonlocal period_rng
         period_rng = replay.rng.bit_generator.state
         trainer.start(owed)
 
-    def checkpoint_or_stop(at_sync):
-        """Saves when due or asked to; True when the run must stop here."""
+    def stop_mid_period():
+        """Stop the trainer after its current minibatch and save what it still owes, with
+        replay's RNG where an uninterrupted run would draw those minibatches."""
         nonlocal owed
-        stop = checkpoints is not None and checkpoints.stop_requested()
-        if not stop and not (at_sync and checkpoints is not None
-                             and (checkpoints.due(step) or step >= total)):
-            return False
-        if trainer is not None and not at_sync and owed:
-            # The trainer is mid-period: end it early and owe the rest, drawn from replay's
-            # RNG exactly where an uninterrupted run would draw them.
+        if trainer is not None and owed:
             done = trainer.interrupt()
             owed -= done
             replay.rng.bit_generator.state = period_rng
             replay.skip_samples(done, config.batch_size)
         checkpoints.save(step, loop_state())
-        return stop
+        return step
 
-    if trainer is not None and owed and not eval_pending:
+    if resume and trainer is not None and owed and not boundary:
         start_training()
-    while step < total or eval_pending:
+    while True:
+        if sync_pending:
+            if trainer is not None:
+                if not trainer.wait(abort=stop_requested):
+                    return stop_mid_period()
+                owed = 0
+                held.flush(replay)
+                learner.update_target()
+            sync_pending = False
+            if trainer is not None and step < total:
+                end = next_sync_point(step, period, W, total)
+                owed = minibatches_due(trained_through, end, train_start, config.train_freq)
+                trained_through = end
+            eval_pending = bool(evaluator) and (
+                step // config.evaluate > last_eval // config.evaluate or step >= total)
+            boundary = True
         if eval_pending:
             try:
                 evaluator(step)
                 eval_pending, last_eval = False, step
             except EvaluationInterrupted:
-                checkpoint_or_stop(at_sync=True)
+                pass  # saved below as still pending
+        if boundary:
+            stop = stop_requested()
+            if checkpoints and (stop or checkpoints.due(step) or step >= total):
+                checkpoints.save(step, loop_state())
+            if stop or step >= total:
                 return step
-            if checkpoint_or_stop(at_sync=True):
-                return step
+            boundary = False
             if trainer is not None and owed:
                 start_training()
-            continue
+        elif stop_requested():
+            return stop_mid_period()
+
         steps = step + np.arange(W)
         eps = np.where(steps < config.prepopulate, 1.0, epsilon(steps))
         actions = epsilon_greedy_rows(obs, eps, q_values_fn, samplers.num_actions, rng,
@@ -150,35 +169,13 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
                                 float(result.game_returns[j]), float(eps[j]))
         obs = result.observations
         previous, step = step, step + W
-        at_sync = step // period > previous // period or step >= total
-
+        sync_pending = step // period > previous // period or step >= total
         if trainer is None:
             held.flush(replay)
             for _ in range(minibatches_due(previous, step, train_start, config.train_freq)):
                 monitor.record_train(*learner.train(*replay.sample(config.batch_size)))
-            if at_sync:
+            if sync_pending:
                 learner.update_target()
-        elif at_sync:
-            trainer.wait()
-            owed = 0
-            held.flush(replay)
-            learner.update_target()
         else:
             trainer.check()
         monitor.tick(step, float(eps[-1]), len(replay) / replay.capacity)
-
-        if at_sync and step < total:
-            end = next_sync_point(step, period, W, total)
-            owed = minibatches_due(trained_through, end, train_start, config.train_freq)
-            trained_through = end
-            if trainer is None:
-                owed = 0
-        if at_sync and evaluator and (step // config.evaluate > last_eval // config.evaluate
-                                      or step >= total):
-            eval_pending = True
-            continue  # evaluate, checkpoint if due, then train the next period
-        if checkpoint_or_stop(at_sync):
-            return step
-        if at_sync and trainer is not None and owed:
-            start_training()
-    return step

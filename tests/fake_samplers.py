@@ -4,6 +4,7 @@ Sampler j's frame at its own step t is [j, t]; its learner episodes last 3 + j s
 every second episode ends the game (so some ends are lost lives, some game overs).
 """
 
+import gymnasium
 import numpy as np
 
 from fast_dqn.samplers import SamplerStep
@@ -15,6 +16,7 @@ class FakeSamplers:
     def __init__(self, num_samplers, num_actions=3, fail_at_round=None):
         self.num_samplers = num_samplers
         self.num_actions = num_actions
+        self.observation_space = gymnasium.spaces.Box(0, 2**31, (K, 2), np.int64)
         self.fail_at_round = fail_at_round
         self.rounds = 0
         self.t = np.zeros(num_samplers, np.int64)          # steps taken by each sampler
@@ -95,11 +97,14 @@ class NullMonitor:
     def record_game(self, step, length, game_return, epsilon):
         self.games.append((step, length, game_return))
 
-    def record_train(self, loss):
+    def record_train(self, loss, mean_q=None):
         self.losses += 1
 
     def record_eval(self, step, returns):
         pass
 
-    def tick(self, step, epsilon):
+    def tick(self, step, epsilon, replay_fill=None):
+        pass
+
+    def message(self, line):
         pass

@@ -99,7 +99,7 @@ def test_unwritable_logdir_even_for_root(tmp_path, capsys):
                                         (["--no-xla"], False), ([], False)])
 def test_boolean_flag_forms(form, value):
     parser = cli.build_parser("x", "y")
-    assert parser.parse_args(form).xla is value
+    assert cli.config_from_args(parser.parse_args(form)).xla is value
 
 
 def test_counts_accept_readable_forms():
@@ -117,7 +117,7 @@ def test_game_names_resolve_in_both_cases(tmp_path):
 def test_valid_input_creates_the_run_directory_with_config(tmp_path, capsys):
     seen = []
     logdir = tmp_path / "run"
-    code = cli.main("run_dqn.py", "dqn", "test", seen.append,
+    code = cli.main("run_dqn.py", "dqn", "test", lambda config, **kw: seen.append(config),
                     ["--game", "Breakout", "--logdir", str(logdir), "--seed", "7"])
     assert code == 0 and seen[0].game == "breakout" and seen[0].seed == 7
     import json

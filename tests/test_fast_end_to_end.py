@@ -7,17 +7,12 @@ import textwrap
 
 import pytest
 
-from test_end_to_end import ROOT, rows, run
+from test_end_to_end import ROOT, logs, rows, run
 
 TINY_FAST = ["--game=pong", "--workers=4", "--timesteps=2400", "--prepopulate=400",
              "--replay-capacity=2000", "--target-update-freq=400", "--evaluate=1200",
              "--eval-episodes=1", "--max-episode-steps=300", "--eps-decay-steps=800",
              "--eps-end=0.05"]
-
-
-def logs(logdir):
-    return ([{k: v for k, v in e.items() if k != "hours"} for e in rows(logdir / "episodes.csv")],
-            rows(logdir / "eval.csv"))
 
 
 def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
@@ -63,7 +58,8 @@ FAULTY_RUN = textwrap.dedent("""
         return PythonSamplers([SeedOnFirstReset(wrap_atari(FaultyAle(game_over_frame=500),
                                config, True), i) for i in range(config.workers)])
 
-    sys.exit(cli.main("run_fast_dqn.py", "fast", "", lambda c: training.train_fast(c, samplers),
+    sys.exit(cli.main("run_fast_dqn.py", "fast", "",
+             lambda c, **kw: training.train_fast(c, samplers, **kw),
              sys.argv[1:], config_class=FastConfig, validate_extra=cli.validate_fast))
 """)
 

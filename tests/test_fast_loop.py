@@ -24,7 +24,7 @@ def run(config, samplers=None, learner=None, prefetch=True):
     trainer = None
     if config.concurrent:
         trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
-                                    on_loss=lambda r: monitor.record_train(r[0]),
+                                    on_loss=lambda r: monitor.record_train(*r),
                                     prefetch=prefetch)
     try:
         steps = run_fast_loop(config, samplers, learner.target_q_values, learner, replay,
