@@ -239,3 +239,16 @@ class Checkpointer:
         path = self.store.save(step, state, self.replay.arrays() if self.replay else None)
         self.last_saved = step
         self.message(f"checkpoint at step {step:,} in {self.clock() - start:.1f} s: {path}")
+
+
+def latest_checkpoint(run_dir, flag, warn=None):
+    """The newest usable checkpoint of a run, or a UsageError naming `flag` that says why not."""
+    from fast_dqn.errors import UsageError
+    try:
+        checkpoint = CheckpointStore(run_dir, warn=warn).latest()
+    except CorruptFile as error:
+        raise UsageError(flag, f"no usable checkpoint in '{run_dir}' ({error}); start a new run")
+    if checkpoint is None:
+        raise UsageError(flag, f"'{run_dir}' has no checkpoint yet; it cannot be used until "
+                         "its first one is written")
+    return checkpoint

@@ -247,21 +247,10 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
 
     Raises UsageError for anything that would make the resumed run not the same run.
     """
-    import json
+    from fast_dqn.checkpoint import latest_checkpoint
+    from fast_dqn.run_directory import check_writable, load_run_config
 
-    from fast_dqn.array_file import CorruptFile
-    from fast_dqn.checkpoint import CheckpointStore
-    from fast_dqn.run_directory import check_writable
-
-    path = os.path.join(run_dir, "config.json")
-    if not os.path.isfile(path):
-        raise UsageError("--resume", f"'{run_dir}' is not a fast-dqn run (it has no "
-                         "config.json); give the run directory printed when the run started")
-    try:
-        with open(path) as f:
-            saved = json.load(f)
-    except (OSError, ValueError) as error:
-        raise UsageError("--resume", f"cannot read {path} ({error}); it is not a usable run")
+    saved = load_run_config(run_dir, "--resume")
     if saved.get("loop") != loop_name:
         raise UsageError("--resume", f"'{run_dir}' is a {saved.get('loop')!r} run; resume it "
                          f"with the script that made it, not this one ({loop_name!r})")
@@ -287,14 +276,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
         validate_extra(config)
     config = resolve_environment(config)
     check_writable(run_dir, "--resume")
-    try:
-        checkpoint = CheckpointStore(run_dir).latest()
-    except CorruptFile as error:
-        raise UsageError("--resume", f"no usable checkpoint in '{run_dir}' ({error}); "
-                         "start a new run")
-    if checkpoint is None:
-        raise UsageError("--resume", f"'{run_dir}' has no checkpoint yet, so it cannot be "
-                         "resumed; start a new run")
+    checkpoint = latest_checkpoint(run_dir, "--resume")
     if config.timesteps < checkpoint.step:
         raise UsageError("--timesteps", f"{config.timesteps:,} is below the checkpoint's step "
                          f"{checkpoint.step:,}; raise it or drop it")

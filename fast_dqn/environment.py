@@ -77,13 +77,13 @@ def make_env(config, seed, training=True):
 def check_gym_env(name):
     """Raise UsageError unless `name` is a registered env with discrete actions and vector
     observations, which is what the MLP Q-network handles. Returns its observation shape."""
+    if name.startswith("ALE/"):
+        raise UsageError("--env", f"'{name}' is an Atari game; use --game "
+                         f"{name[4:].split('-')[0]} for the Atari preprocessing and CNN")
     if name not in gymnasium.registry:
         close = difflib.get_close_matches(name, list(gymnasium.registry), n=3, cutoff=0.6)
         hint = f"did you mean {', '.join(close)}?" if close else "see gymnasium's env list"
         raise UsageError("--env", f"unknown gymnasium env '{name}'; {hint}")
-    if name.startswith("ALE/"):
-        raise UsageError("--env", f"'{name}' is an Atari game; use --game "
-                         f"{name[4:].split('-')[0]} for the Atari preprocessing and CNN")
     try:
         env = gymnasium.make(name, disable_env_checker=True)
     except Exception as error:  # an env that cannot even be built is the user's input error

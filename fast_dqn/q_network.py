@@ -40,7 +40,7 @@ def nature_cnn(input_shape, num_actions, dtype_policy=None):
     return keras.Model(inputs, outputs, name="nature_cnn")
 
 
-def mlp(input_shape, num_actions, hidden=(64, 64), dtype_policy=None):
+def mlp(input_shape, num_actions, hidden=(256, 256), dtype_policy=None):
     """Flatten, ReLU hidden layers, linear Q-values: for classic-control observations."""
     kw = {"dtype": dtype_policy} if dtype_policy else {}
     inputs = keras.Input(shape=input_shape, dtype="float32")

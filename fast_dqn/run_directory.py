@@ -61,3 +61,19 @@ def create_run_directory(path, config_dict):
         raise UsageError("--logdir", f"cannot create '{path}' ({error.strerror}); "
                          "choose a --logdir you can write to")
     return path
+
+
+def load_run_config(run_dir, flag):
+    """The saved config.json of a run, as a dict; UsageError naming `flag` if it is no run."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        raise UsageError(flag, f"'{run_dir}' is not a fast-dqn run (it has no config.json); "
+                         "give the run directory printed when the run started")
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, ValueError) as error:
+        raise UsageError(flag, f"cannot read {path} ({error}); it is not a usable run")
+    if not isinstance(saved, dict) or "loop" not in saved:
+        raise UsageError(flag, f"{path} is not a fast-dqn config; it is not a usable run")
+    return saved

@@ -1,0 +1,198 @@
+"""Evaluate a trained agent: python -m fast_dqn.evaluate RUN_DIR [--episodes 30] [--video a.mp4]
+
+Loads the run's latest complete checkpoint, plays full games (all lives, unclipped scores) with
+the run's own preprocessing, and prints the mean, the std and, for the 57 games of the DQN
+literature, the human-normalized score. --video records the first game at the emulator's
+native resolution and frame rate (60 fps for Atari, so it plays in real time).
+"""
+
+import dataclasses
+import os
+import sys
+
+import numpy as np
+
+from fast_dqn.cli import OneLineParser, fail, parse_count, parse_real
+from fast_dqn.errors import UsageError
+
+ATARI_FPS = 60
+
+
+class FirstGameRecorder:
+    """Writes every frame of the first whole game played through `env` to an MP4 file.
+
+    Sits directly on the raw env, below every wrapper, so it sees each emulator frame. The
+    game ends at the next real reset (a lost life is not one) or when the caller closes it.
+    """
+
+    def __init__(self, path, fps):
+        self.path = path
+        self.fps = fps
+        self.writer = None
+        self.frames = 0
+        self.done = False
+
+    def add(self, frame):
+        import cv2
+        if self.done:
+            return
+        if self.writer is None:
+            height, width = frame.shape[:2]
+            self.writer = cv2.VideoWriter(self.path, cv2.VideoWriter_fourcc(*"mp4v"), self.fps,
+                                          (width, height))
+            if not self.writer.isOpened():
+                raise UsageError("--video", f"opencv cannot write '{self.path}'; give a "
+                                 "writable path ending in .mp4")
+        self.writer.write(cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2BGR))
+        self.frames += 1
+
+    def game_started(self):
+        if self.frames:
+            self.close()
+
+    def close(self):
+        if self.writer is not None and not self.done:
+            self.writer.release()
+        self.done = True
+
+
+def _recording_env_class():
+    import gymnasium
+
+    class Recording(gymnasium.Wrapper):
+        """Hands each raw RGB frame (the observation, or render() for non-Atari envs) to a
+        FirstGameRecorder."""
+
+        def __init__(self, env, recorder, use_render):
+            super().__init__(env)
+            self.recorder = recorder
+            self.use_render = use_render
+
+        def _frame(self, obs):
+            return self.env.render() if self.use_render else obs
+
+        def reset(self, **kwargs):
+            self.recorder.game_started()
+            obs, info = self.env.reset(**kwargs)
+            self.recorder.add(self._frame(obs))
+            return obs, info
+
+        def step(self, action):
+            result = self.env.step(action)
+            self.recorder.add(self._frame(result[0]))
+            return result
+
+    return Recording
+
+
+def build_eval_env(config, seed, recorder=None):
+    """The run's evaluation env, with the recorder on its raw frames if one is given."""
+    import gymnasium
+
+    from fast_dqn import atari_wrappers as w
+    from fast_dqn.environment import (SeedOnFirstReset, make_env, make_raw_atari_env,
+                                      wrap_atari)
+    if recorder is None:
+        return make_env(config, seed, training=False)
+    Recording = _recording_env_class()
+    if config.env is None:
+        raw = make_raw_atari_env(config.game, config.sticky_actions, config.full_action_space)
+        return SeedOnFirstReset(wrap_atari(Recording(raw, recorder, False), config, False), seed)
+    try:
+        raw = gymnasium.make(config.env, render_mode="rgb_array", disable_env_checker=True)
+        raw.reset(seed=seed)
+        raw.render()
+    except gymnasium.error.DependencyNotInstalled as error:
+        raise UsageError("--video", f"{config.env} cannot render here ({error}); drop --video")
+    recorder.fps = raw.metadata.get("render_fps") or 30
+    env = w.FrameHistory(w.FullGameStats(Recording(raw, recorder, True)),
+                         k=config.history_length)
+    return SeedOnFirstReset(env, seed)
+
+
+def build_parser():
+    parser = OneLineParser(prog="python -m fast_dqn.evaluate",
+                           description="Play full games with a run's latest checkpoint and "
+                           "report the mean, std and human-normalized score.")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory with checkpoints")
+    parser.add_argument("--episodes", type=parse_count, default=30,
+                        help="full games to play (default: 30)")
+    parser.add_argument("--epsilon", type=parse_real, default=0.05,
+                        help="epsilon of the evaluation policy (default: 0.05, as in Nature)")
+    parser.add_argument("--video", metavar="PATH",
+                        help="write the first game to this MP4 file (native frames, real time)")
+    parser.add_argument("--seed", type=parse_count, default=12_345,
+                        help="seed of the games and the epsilon draws (default: 12_345, "
+                        "distinct from training's streams)")
+    return parser
+
+
+def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
+    """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}."""
+    from fast_dqn import hyperparameters as hp
+    from fast_dqn.atari_scores import human_normalized
+    from fast_dqn.checkpoint import latest_checkpoint
+    from fast_dqn.evaluation import evaluate
+    from fast_dqn.run_directory import load_run_config
+    from fast_dqn.training import build_learner, rng_for, start_tensorflow
+
+    out = out or sys.stdout
+    saved = load_run_config(run_dir, "RUN_DIR")
+    config_class = hp.FastConfig if saved["loop"] == "fast" else hp.Config
+    names = {f.name for f in dataclasses.fields(config_class)}
+    config = config_class(**{k: v for k, v in saved.items() if k in names})
+    checkpoint = latest_checkpoint(run_dir, "RUN_DIR",
+                                   warn=lambda message: print(message, file=sys.stderr))
+    if video is not None:
+        directory = os.path.dirname(os.path.abspath(video))
+        if not os.path.isdir(directory):
+            raise UsageError("--video", f"'{directory}' does not exist; give a path in an "
+                             "existing directory")
+        if os.path.exists(video):
+            raise UsageError("--video", f"'{video}' exists and would be overwritten; give a "
+                             "new path")
+    start_tensorflow(config)
+    recorder = FirstGameRecorder(video, ATARI_FPS) if video else None
+    env = build_eval_env(config, seed, recorder)
+    try:
+        learner = build_learner(config, env.observation_space.shape, env.action_space.n)
+        learner.load_state_dict(checkpoint.load_state()["learner"])
+        print(f"evaluating {checkpoint.path} (agent step {checkpoint.step:,}): {episodes} "
+              f"games at epsilon {epsilon}", file=out, flush=True)
+        returns = evaluate(env, learner.q_values, episodes, epsilon, rng_for(seed, 0))
+    finally:
+        if recorder:
+            recorder.close()
+        env.close()
+    mean = float(np.mean(returns))
+    result = {"step": checkpoint.step, "returns": returns, "mean": mean,
+              "std": float(np.std(returns)), "min": float(np.min(returns)),
+              "max": float(np.max(returns)),
+              "human_normalized": human_normalized(config.game, mean) if config.game else None}
+    return result
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        return fail(parser.prog, UsageError("--episodes", "must be at least 1"))
+    if not 0.0 <= args.epsilon <= 1.0:
+        return fail(parser.prog, UsageError("--epsilon", f"must be in [0, 1], got "
+                                            f"{args.epsilon}"))
+    try:
+        result = evaluate_run(args.run_dir, args.episodes, args.epsilon, args.seed, args.video)
+    except UsageError as error:
+        return fail(parser.prog, error)
+    line = (f"mean {result['mean']:.2f} +- {result['std']:.2f} (min {result['min']:g}, "
+            f"max {result['max']:g}) over {len(result['returns'])} games")
+    if result["human_normalized"] is not None:
+        line += f"; human-normalized {100 * result['human_normalized']:.1f}%"
+    print(line)
+    if args.video:
+        print(f"video of the first game: {args.video}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Presets, their precedence, --env and --list-games."""
+
+import json
+
+import pytest
+
+from fast_dqn import cli
+from fast_dqn.errors import UsageError
+from fast_dqn.hyperparameters import Config, FastConfig
+from fast_dqn.presets import PRESETS
+from test_end_to_end import run
+
+
+def parse(argv, config_class=Config):
+    parser = cli.build_parser("x", "y", config_class)
+    return cli.config_from_args(parser.parse_args(argv), config_class)
+
+
+def test_nature_is_the_default_and_changes_nothing():
+    config = parse([])
+    assert config.preset == "nature" and config == Config(preset="nature")
+
+
+def test_a_preset_replaces_the_defaults():
+    config = parse(["--preset", "machado"])
+    assert (config.sticky_actions, config.full_action_space, config.episodic_life) == (
+        0.25, True, False)
+    assert config.noop_max == 0 and config.evaluate == 0
+    assert config.lr == Config.lr  # what the preset leaves alone keeps its default
+    quick = parse(["--preset=pong-quick"])
+    for name, value in PRESETS["pong-quick"].items():
+        assert getattr(quick, name) == value
+
+
+def test_explicit_flags_win_over_the_preset():
+    config = parse(["--preset", "pong-quick", "--lr", "5e-5", "--target-update-freq=2000"])
+    assert config.lr == 5e-5 and config.target_update_freq == 2000
+    assert config.optimizer == "adam"  # still from the preset
+    # Order on the command line does not matter.
+    assert parse(["--lr", "5e-5", "--preset", "pong-quick"]).lr == 5e-5
+    # A flag given explicitly at its default value still beats the preset.
+    assert parse(["--preset", "machado", "--sticky-actions", "0"]).sticky_actions == 0.0
+
+
+def test_env_picks_the_classic_preset_and_the_python_backend():
+    config = parse(["--env", "CartPole-v1"], FastConfig)
+    assert config.preset == "classic" and config.game is None
+    assert config.history_length == 1 and config.env_backend == "python"
+    assert parse(["--env", "CartPole-v1", "--preset", "nature"]).history_length == 4
+
+
+@pytest.mark.parametrize("argv,config_class,flag", [
+    (["--env", "CartPole-v1", "--game", "pong"], Config, "--env"),
+    (["--env", "CartPole-v1", "--preset", "pong-quick"], Config, "--preset"),
+    (["--env", "CartPole-v1", "--env-backend", "vector"], FastConfig, "--env-backend"),
+])
+def test_conflicting_environment_flags_name_the_flag(argv, config_class, flag):
+    with pytest.raises(UsageError) as error:
+        parse(argv, config_class)
+    assert error.value.flag == flag
+
+
+@pytest.mark.parametrize("name,message", [
+    ("CartPol-v1", "did you mean CartPole-v1"),
+    ("ALE/Pong-v5", "use --game"),
+    ("Pendulum-v1", "discrete"),
+])
+def test_unusable_gym_envs_are_refused(name, message):
+    from fast_dqn.environment import check_gym_env
+    with pytest.raises(UsageError, match=message):
+        check_gym_env(name)
+
+
+def test_config_json_records_the_final_values(tmp_path):
+    logdir = tmp_path / "run"
+    code = cli.main("run_dqn.py", "dqn", "", lambda config, **kw: None,
+                    ["--preset", "pong-quick", "--lr", "5e-5", f"--logdir={logdir}"])
+    assert code == 0
+    saved = json.loads((logdir / "config.json").read_text())
+    assert saved["preset"] == "pong-quick" and saved["lr"] == 5e-5
+    assert saved["replay_capacity"] == PRESETS["pong-quick"]["replay_capacity"]
+
+
+def test_list_games_prints_the_installed_roms():
+    from fast_dqn.games import available_games
+    result = run("run_fast_dqn.py", ["--list-games"], timeout=120)
+    assert result.returncode == 0
+    games = result.stdout.split()
+    assert games == available_games() and {"pong", "breakout", "space_invaders"} <= set(games)
