@@ -4,11 +4,13 @@ running either loop with them."""
 import numpy as np
 
 from fast_dqn.checkpoint import Checkpointer, CheckpointStore
+from fast_dqn.errors import UsageError
 from fast_dqn.environment import make_env, restore_env, snapshot_env
 from fast_dqn.evaluation import Evaluator
 from fast_dqn.monitor import Monitor
 from fast_dqn.progress import make_console
 from fast_dqn.replay_memory import ReplayMemory
+from fast_dqn.tensorboard_log import TensorBoardLog
 from fast_dqn.tf_setup import configure_tensorflow
 
 # Seed offsets keep every random stream of a run distinct yet derived from the one --seed.
@@ -61,20 +63,27 @@ class RunParts:
 
     `collect` gathers their state for a checkpoint; `restore` puts a checkpoint back, and
     returns the loop's own state. The loop-specific parts (one env, or the samplers) are
-    added by the train_* functions through `extra_state` and `restore_extra`.
+    saved through `extra_state`, and the train_* functions restore them from `state`.
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
                  q_values_of, resume=None, stop=None):
         self.config = config
+        # What a checkpoint must match to be loaded into this run at all.
+        self.identity = {"game": config.game, "env": config.env, "num_actions": int(num_actions),
+                         "observation_shape": tuple(observation_shape)}
         self.learner = build_learner(config, observation_shape, num_actions)
         self.replay = build_replay(config, observation_shape[1:], num_shards, frame_dtype)
         self.rng = rng_for(config.seed, ACTION_RNG_STREAM)
         self.resume = resume
         self.state = resume.load_state() if resume else None
+        # Checked before the monitor trims the logs back to the checkpoint's positions.
+        if resume and self.state.get("identity") != self.identity:
+            raise UsageError("--resume", f"{resume.path} was saved by a run of "
+                             f"{self.state.get('identity')}, not {self.identity}; it does not "
+                             "belong to this run")
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
-        from fast_dqn.tensorboard_log import TensorBoardLog
         self.monitor = Monitor(config.logdir, config.timesteps, console=console,
                                scalars=TensorBoardLog(config.logdir),
                                resume=self.state["monitor"] if resume else None)
@@ -91,7 +100,8 @@ class RunParts:
             message=self.monitor.message, last_saved=step if resume else None)
 
     def collect(self, step):
-        return {"learner": self.learner.state_dict(), "replay": self.replay.state_dict(),
+        return {"identity": self.identity,
+                "learner": self.learner.state_dict(), "replay": self.replay.state_dict(),
                 "monitor": self.monitor.state_dict(step),
                 # No TensorFlow RNG: it only initialises the weights, which are saved, and the
                 # train step draws no random numbers.
