@@ -1,8 +1,8 @@
-"""Checkpoint size and time with --save-replay, on a full replay of real Pong frames.
+"""Checkpoint size and time with --save-replay, on a full replay of real Atari frames.
 
-    python benchmarks/checkpoint.py [--capacity 1_000_000] [--distinct 100_000]
+    python benchmarks/checkpoint.py [--game pong] [--capacity 1_000_000] [--distinct 100_000]
 
-Plays `--distinct` agent steps of Pong with a random policy on the vector env (8 games, as the
+Plays `--distinct` agent steps of the game with a random policy on the vector env (8 games, as the
 fast loop's samplers), tiles them until the replay is full, then times a checkpoint save, the
 verification of the newest checkpoint and the load back into the replay, and prints the size
 on disk. zstd's window is far shorter than one tile, so tiling does not flatter compression.
@@ -21,9 +21,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def real_frames(count, workers=8, seed=0):
+def real_frames(game, count, workers=8, seed=0):
     from ale_py.vector_env import AtariVectorEnv
-    env = AtariVectorEnv("pong", workers, num_threads=2, frameskip=4, stack_num=1,
+    env = AtariVectorEnv(game, workers, num_threads=2, frameskip=4, stack_num=1,
                          img_height=84, img_width=84, grayscale=True, maxpool=True,
                          noop_max=30, use_fire_reset=True)
     env.reset(seed=seed)
@@ -40,6 +40,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capacity", type=lambda s: int(float(s)), default=1_000_000)
     parser.add_argument("--distinct", type=lambda s: int(float(s)), default=100_000)
+    parser.add_argument("--game", default="pong")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args(argv)
 
@@ -49,7 +50,7 @@ def main(argv=None):
     workers = 8
     replay = ReplayMemory(args.capacity, (84, 84), 4, num_shards=workers)
     start = time.perf_counter()
-    frames = real_frames(args.distinct, workers)
+    frames = real_frames(args.game, args.distinct, workers)
     per_shard, n = replay.shard_capacity, frames.shape[1]
     for begin in range(0, per_shard, n):
         end = min(per_shard, begin + n)
@@ -60,7 +61,7 @@ def main(argv=None):
     replay.terminals[:] = rng.random(replay.terminals.shape) < 0.001
     replay.episode_ends[:] = replay.terminals
     replay.sizes[:] = per_shard
-    print(f"filled {replay.capacity:,} frames ({replay.frames.nbytes / 2**30:.2f} GiB) "
+    print(f"{args.game}: filled {replay.capacity:,} frames ({replay.frames.nbytes / 2**30:.2f} GiB) "
           f"in {time.perf_counter() - start:.0f} s", flush=True)
 
     directory = args.dir or tempfile.mkdtemp(prefix="fast-dqn-checkpoint-")
