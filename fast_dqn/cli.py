@@ -10,6 +10,7 @@ import dataclasses
 import math
 import os
 import sys
+import traceback
 
 from fast_dqn import hyperparameters as hp
 from fast_dqn.errors import UsageError
@@ -283,6 +284,15 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     return config, checkpoint
 
 
+def _last_checkpoint(run_dir):
+    from fast_dqn.checkpoint import CheckpointStore
+    steps = CheckpointStore(run_dir).steps()
+    if not steps:
+        return "no checkpoint was written"
+    return (f"the last checkpoint is at step {steps[-1]:,}: --resume {run_dir} continues "
+            "from it")
+
+
 def fail(prog, error):
     print(f"{prog}: error: {error}", file=sys.stderr)
     return 2
@@ -294,7 +304,8 @@ def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
 
     Returns the process exit status: 0 when the budget is done, 2 for bad input, 128 + the
     signal number when a signal stopped the run after a checkpoint, 130 when a second Ctrl-C
-    aborted it, 1 when a checkpoint could not be written.
+    aborted it, 1 when the run failed: a thread's exception (its traceback is printed),
+    divergence to NaN/Inf, or a checkpoint that could not be written.
     """
     from fast_dqn.checkpoint import CheckpointError
     from fast_dqn.interrupts import StopSignals
@@ -330,6 +341,17 @@ def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
             return fail(prog, error)
         except CheckpointError as error:
             print(f"{prog}: error: {error}", file=sys.stderr)
+            return 1
+        except FloatingPointError as error:  # the learner's TrainingDiverged
+            print(f"{prog}: error: {error}; {_last_checkpoint(config.logdir)}; lower --lr or "
+                  "check the reward scale", file=sys.stderr)
+            return 1
+        except Exception:
+            # Any thread's failure ends up here: the trainer's and the prefetcher's are
+            # re-raised in the main thread with their own tracebacks.
+            traceback.print_exc()
+            print(f"{prog}: error: the run failed (traceback above); "
+                  f"{_last_checkpoint(config.logdir)}", file=sys.stderr)
             return 1
     if stop.requested:
         print(f"{prog}: stopped after a checkpoint; continue with: {prog} --resume "

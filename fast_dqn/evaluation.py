@@ -31,8 +31,8 @@ def evaluate(env, q_values_fn, num_games, epsilon, rng, should_stop=None):
 class Evaluator:
     """The periodic evaluation of a training run, on its own env and RNG.
 
-    An interrupted evaluation rolls both back, so the checkpoint written next holds the state
-    from before it, and a resumed run plays the very same evaluation games.
+    An interrupted or failed evaluation rolls both back, so the checkpoint written next holds
+    the state from before it, and a resumed run plays the very same evaluation games.
     """
 
     def __init__(self, env, q_values_fn, num_games, epsilon, rng, monitor, should_stop=None):
@@ -45,11 +45,13 @@ class Evaluator:
         self.should_stop = should_stop
 
     def __call__(self, step):
+        """Evaluate and log at `step`. On a stop request or a failure the env and RNG are
+        first put back as they were, so the caller may checkpoint and the evaluation rerun."""
         before = self.state_dict()
         try:
             returns = evaluate(self.env, self.q_values_fn, self.num_games, self.epsilon,
                                self.rng, self.should_stop)
-        except EvaluationInterrupted:
+        except Exception:
             self.load_state_dict(before)
             raise
         self.monitor.record_eval(step, returns)
@@ -60,7 +62,10 @@ class Evaluator:
 
     def load_state_dict(self, state):
         from fast_dqn.environment import restore_env
-        self.env.close()
+        try:
+            self.env.close()
+        except Exception:  # a failed env may not close cleanly; it is replaced anyway
+            pass
         self.env = restore_env(state["env"])
         self.rng.bit_generator.state = state["rng"]
 

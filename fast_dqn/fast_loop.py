@@ -151,6 +151,11 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
                 eval_pending, last_eval = False, step
             except EvaluationInterrupted:
                 pass  # saved below as still pending
+            except Exception:
+                # At a boundary with the evaluator rolled back, the state is consistent.
+                if checkpoints:
+                    checkpoints.save(step, loop_state())
+                raise
         if boundary:
             stop = stop_requested()
             if checkpoints and (stop or checkpoints.due(step) or step >= total):

@@ -1,5 +1,7 @@
 """DQN learning: main and target networks, the TD target, the Huber loss, the optimizer.
 
+Every loss and Q-value leaving it is checked to be finite; TrainingDiverged says otherwise.
+
 Single-threaded by itself. The fast loop calls `train` from its trainer thread and the
 `*_q_values` functions from its samplers; TF ops are thread-safe, and the loops decide when
 `update_target` may run (only while nobody trains).
@@ -39,6 +41,17 @@ def make_optimizer(name, lr, loss_scaling=False):
     else:
         raise ValueError(f"unknown optimizer {name!r}")
     return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scaling else optimizer
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss or the Q-values stopped being finite numbers."""
+
+
+def _check_finite(what, value):
+    if not np.all(np.isfinite(value)):
+        raise TrainingDiverged(f"{what} is not finite ({np.ravel(value)[:4]}...): training "
+                               "diverged")
+    return value
 
 
 class DQNLearner:
@@ -81,13 +94,16 @@ class DQNLearner:
         loss, mean_q = self._train(states, np.asarray(actions, np.int32),
                                    np.asarray(rewards, np.float32), next_states,
                                    np.asarray(dones, np.float32))
-        return float(loss), float(mean_q)
+        # Checked at every step: one NaN spreads to every weight within a few updates, and
+        # a checkpoint must never hold a diverged network.
+        return float(_check_finite("the loss", loss)), float(_check_finite("the mean Q", mean_q))
 
     def q_values(self, states):
-        return self._main_q(states).numpy()
+        return _check_finite("a Q-value of the main network", self._main_q(states).numpy())
 
     def target_q_values(self, states):
-        return self._target_q(states).numpy()
+        return _check_finite("a Q-value of the target network",
+                             self._target_q(states).numpy())
 
     def update_target(self):
         self._sync()

@@ -37,6 +37,11 @@ def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,
                 eval_pending = False
             except EvaluationInterrupted:
                 pass  # the stop below saves it as still pending
+            except Exception:
+                # The evaluator rolled itself back, so the state is consistent: save it.
+                if checkpoints:
+                    checkpoints.save(step, loop_state())
+                raise
         if checkpoints:
             stop = checkpoints.stop_requested()
             if stop or checkpoints.due(step) or step == config.timesteps:

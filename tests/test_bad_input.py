@@ -1,0 +1,141 @@
+"""Every kind of bad input: one line naming the flag or file and the fix, exit status 2, no
+traceback, and nothing created or changed on disk."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from fast_dqn import cli
+from fast_dqn.checkpoint import CheckpointStore
+from fast_dqn.hyperparameters import Config, FastConfig
+from fast_dqn.run_directory import create_run_directory
+from test_end_to_end import ROOT, TINY
+
+SCRIPTS = {"dqn": ("run_dqn.py", Config, None),
+           "fast": ("run_fast_dqn.py", FastConfig, cli.validate_fast)}
+
+
+def make_run(path, loop="dqn", checkpoints=(100,), **overrides):
+    """A run directory as a finished run leaves it; its checkpoints hold a stand-in state."""
+    config = SCRIPTS[loop][1](logdir=str(path), **overrides)
+    create_run_directory(str(path), {"loop": loop, **config.to_dict()})
+    (path / "episodes.csv").write_text("episode,agent_step\n")
+    store = CheckpointStore(str(path))
+    for step in checkpoints:
+        store.save(step, {"loop": {"step": step}})
+    return path
+
+
+def damage(path):
+    for name in os.listdir(path / "checkpoints"):
+        state = path / "checkpoints" / name / "state.pkl.zst"
+        state.write_bytes(state.read_bytes()[:-5])
+
+
+def snapshot(root):
+    found = {}
+    for directory, _, files in os.walk(root):
+        for name in files:
+            stat = os.stat(os.path.join(directory, name))
+            found[os.path.join(directory, name)] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+# (loop, argv with {run} for a prepared run directory, how to prepare it, flag, words)
+CASES = [
+    ("dqn", ["--game=pongg"], None, "--game", "did you mean pong"),
+    ("dqn", ["--env=CartPol-v1"], None, "--env", "did you mean CartPole-v1"),
+    ("dqn", ["--env=CartPole-v1", "--game=pong"], None, "--env", "exclusive"),
+    ("fast", ["--workers=0"], None, "--workers", "positive whole number"),
+    ("dqn", ["--replay-capacity=lots"], None, "--replay-capacity", "expected a whole number"),
+    ("dqn", ["--batch-size=-3"], None, "--batch-size", "positive whole number"),
+    ("dqn", ["--timesteps=0"], None, "--timesteps", "positive whole number"),
+    ("dqn", ["--eps-end=1.5"], None, "--eps-end", "must be in [0, 1]"),
+    ("dqn", ["--sticky-actions=-0.1"], None, "--sticky-actions", "must be in [0, 1]"),
+    ("dqn", ["--batch-size=64", "--replay-capacity=32"], None, "--batch-size",
+     "larger than --replay-capacity"),
+    ("dqn", ["--prepopulate=5000", "--replay-capacity=1000"], None, "--prepopulate",
+     "larger than --replay-capacity"),
+    ("fast", ["--target-update-freq=1001"], None, "--target-update-freq",
+     "not a multiple of --train-freq"),
+    ("fast", ["--workers=3"], None, "--target-update-freq", "not a multiple of --workers"),
+    ("dqn", ["--replay-capacity=1e9"], None, "--replay-capacity", "GiB of RAM is available"),
+    ("dqn", ["--logdir=/proc/fast-dqn-test"], None, "--logdir", "cannot"),
+    ("dqn", ["--logdir={run}"], "run", "--logdir", "already holds files"),
+    ("dqn", ["--resume={run}"], "empty", "--resume", "not a fast-dqn run"),
+    ("fast", ["--resume={run}"], "run", "--resume", "resume it with the script that made it"),
+    ("dqn", ["--resume={run}", "--lr=0.01"], "run", "--lr", "conflicts with this run's saved"),
+    ("dqn", ["--resume={run}", "--game=breakout"], "run", "--game", "conflicts"),
+    ("dqn", ["--resume={run}", "--full-action-space"], "run", "--full-action-space",
+     "conflicts"),
+    ("dqn", ["--resume={run}", "--timesteps=50"], "run", "--timesteps", "below the checkpoint"),
+    ("dqn", ["--resume={run}"], "no-checkpoint", "--resume", "has no checkpoint yet"),
+    ("dqn", ["--resume={run}"], "corrupt", "--resume", "no usable checkpoint"),
+]
+
+
+@pytest.mark.parametrize("loop,argv,prepare,flag,words", CASES,
+                         ids=[f"{c[3]}:{c[4][:24]}" for c in CASES])
+def test_bad_input_gets_one_line_and_exit_2(tmp_path, monkeypatch, capsys, loop, argv, prepare,
+                                            flag, words):
+    monkeypatch.chdir(tmp_path)  # where a default runs/ directory would appear
+    run_dir = tmp_path / "run"
+    if prepare == "run":
+        make_run(run_dir)
+    elif prepare == "empty":
+        run_dir.mkdir()
+    elif prepare == "no-checkpoint":
+        make_run(run_dir, checkpoints=())
+    elif prepare == "corrupt":
+        make_run(run_dir, checkpoints=(100, 200))
+        damage(run_dir)
+    before = snapshot(tmp_path)
+    prog, config_class, validate = SCRIPTS[loop]
+
+    def train(config, **kwargs):
+        raise AssertionError("bad input reached training")
+
+    try:
+        code = cli.main(prog, loop, "", train, [a.format(run=run_dir) for a in argv],
+                        config_class=config_class, validate_extra=validate)
+    except SystemExit as exit_:  # argparse's own errors exit from parse_args
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{prog}: error: ") and flag in lines[0] and words in lines[0]
+    assert "Traceback" not in err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys):
+    run_dir = make_run(tmp_path / "run", checkpoints=(100, 200))
+    state = run_dir / "checkpoints" / "step-000000000200" / "state.pkl.zst"
+    state.write_bytes(b"garbage")
+    config, checkpoint = cli.resume_config(str(run_dir), {}, "dqn")
+    assert checkpoint.step == 100
+    err = capsys.readouterr().err
+    assert "warning: skipping damaged checkpoint step-000000000200" in err
+
+
+def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_path):
+    # A real checkpoint of a Pong run, copied into a Breakout run: action counts differ.
+    pong, breakout = tmp_path / "pong", tmp_path / "breakout"
+    result = subprocess.run([sys.executable, "run_dqn.py", *TINY, "--timesteps=400",
+                             "--evaluate=0", f"--logdir={pong}"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    make_run(breakout, checkpoints=(), game="breakout")
+    shutil.copytree(pong / "checkpoints", breakout / "checkpoints")
+    before = snapshot(breakout)
+    result = subprocess.run([sys.executable, "run_dqn.py", f"--resume={breakout}"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_dqn.py: error: --resume:") and "does not belong" in last
+    assert "Traceback" not in result.stderr
+    assert snapshot(breakout) == before

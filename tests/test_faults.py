@@ -1,0 +1,204 @@
+"""Faults injected into real runs: each ends the run quickly, loudly and without a hang.
+
+Every subprocess has a timeout, so a regression shows as a failure, not a hung CI.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from fast_dqn.checkpoint import CheckpointStore
+from test_end_to_end import ROOT, logs, rows, run
+
+FAULT_RUN = textwrap.dedent("""
+    import sys, time
+    sys.path[:0] = [{root!r}]
+    import numpy as np
+    from fast_dqn import cli, evaluation, learner, replay_memory, samplers, training
+    from fast_dqn.hyperparameters import FastConfig
+
+    mode, marker = sys.argv[1], sys.argv[2]
+
+    def fail_after(owner, name, calls, error):
+        original, seen = getattr(owner, name), [0]
+        def wrapper(*args, **kwargs):
+            seen[0] += 1
+            if seen[0] > calls:
+                open(marker, "w").write(repr(time.time()))
+                raise error
+            return original(*args, **kwargs)
+        setattr(owner, name, wrapper)
+
+    if mode == "sampler":
+        fail_after(samplers.PythonSamplers, "step", 300, OSError("injected sampler fault"))
+    elif mode == "trainer":
+        fail_after(learner.DQNLearner, "train", 30, RuntimeError("injected trainer fault"))
+    elif mode == "prefetcher":
+        fail_after(replay_memory.ReplayMemory, "sample", 30,
+                   RuntimeError("injected prefetch fault"))
+    elif mode == "evaluator":
+        fail_after(evaluation, "evaluate", 0, RuntimeError("injected evaluator fault"))
+    elif mode == "nan":
+        loss = learner.dqn_loss
+        learner.dqn_loss = lambda *args: loss(*args) * float("nan")
+    sys.exit(cli.main("run_fast_dqn.py", "fast", "", training.train_fast, sys.argv[3:],
+                      config_class=FastConfig, validate_extra=cli.validate_fast))
+""")
+
+TINY = ["--game=pong", "--workers=2", "--env-backend=python", "--prepopulate=400",
+        "--replay-capacity=2000", "--target-update-freq=200", "--max-episode-steps=300",
+        "--eval-episodes=1"]
+
+
+def run_with_fault(tmp_path, mode, extra):
+    script = tmp_path / "fault.py"
+    script.write_text(FAULT_RUN.format(root=ROOT))
+    marker = tmp_path / "fault-time"
+    result = subprocess.run(
+        [sys.executable, str(script), mode, str(marker), *TINY, *extra,
+         f"--logdir={tmp_path / 'run'}"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    ended = time.time()
+    fault_time = float(marker.read_text()) if marker.exists() else None
+    return result, fault_time, ended
+
+
+@pytest.mark.parametrize("mode,message", [
+    ("sampler", "OSError: injected sampler fault"),
+    ("trainer", "RuntimeError: injected trainer fault"),
+    ("prefetcher", "RuntimeError: injected prefetch fault"),
+])
+def test_a_thread_fault_ends_the_run_within_10_s_with_its_traceback(tmp_path, mode, message):
+    result, fault_time, ended = run_with_fault(
+        tmp_path, mode, ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400"])
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert fault_time is not None and ended - fault_time < 10
+    assert "Traceback" in result.stderr and message in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_fast_dqn.py: error: the run failed") and "--resume" in last
+
+
+def test_an_evaluator_fault_saves_a_checkpoint_first_and_the_evaluation_reruns(tmp_path):
+    result, fault_time, ended = run_with_fault(
+        tmp_path, "evaluator", ["--timesteps=100000", "--evaluate=400", "--checkpoint-freq=0"])
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert ended - fault_time < 10
+    assert "RuntimeError: injected evaluator fault" in result.stderr
+    checkpoint = CheckpointStore(str(tmp_path / "run")).latest()
+    assert checkpoint.step == 400
+    assert checkpoint.load_state()["loop"]["eval_pending"]
+    assert "the last checkpoint is at step 400" in result.stderr
+
+
+def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path):
+    result, _, _ = run_with_fault(
+        tmp_path, "nan", ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=200"])
+    assert result.returncode == 1, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert "the loss is not finite" in last and "training diverged" in last
+    assert "Traceback" not in result.stderr
+    store = CheckpointStore(str(tmp_path / "run"))
+    # Training starts after the warm-up of 400 steps: nothing after that was saved.
+    assert store.steps() == [200, 400]
+    weights = store.latest().load_state()["learner"]["main"]
+    assert all(np.isfinite(w).all() for w in weights)
+
+
+def wait_for(condition, process, seconds=240):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert process.poll() is None, "the run ended before it could be signalled"
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_sigterm_checkpoints_and_exits_within_30_s(tmp_path):
+    logdir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "run_fast_dqn.py", "--game=pong", "--workers=4",
+         "--prepopulate=400", "--replay-capacity=20000", "--target-update-freq=10000",
+         "--timesteps=1000000", "--evaluate=0", "--save-replay", f"--logdir={logdir}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Past the first sync point the trainer owes 2,400 minibatches (about 50 s here), so
+        # the signal lands mid-period.
+        def past_first_sync():
+            path = logdir / "episodes.csv"
+            return path.exists() and any(int(row["agent_step"]) > 10_400
+                                         for row in rows(path))
+        wait_for(past_first_sync, process)
+        time.sleep(2)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert took < 30
+    assert "SIGTERM: stopping" in err and f"--resume {logdir}" in err
+    checkpoint = CheckpointStore(str(logdir)).latest()
+    assert checkpoint.has_replay and checkpoint.load_state()["loop"]["owed"] > 0
+
+
+def test_kill_9_then_resume_loses_nothing_logged(tmp_path):
+    args = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=800",
+            "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",
+            "--eps-decay-steps=600", "--eps-end=0.05", "--seed=3", "--save-replay",
+            "--checkpoint-freq=400", "--timesteps=2400"]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert run("run_dqn.py", args + [f"--logdir={straight}"]).returncode == 0
+    process = subprocess.Popen([sys.executable, "run_dqn.py", *args, f"--logdir={killed}"],
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        store = CheckpointStore(str(killed))
+        wait_for(lambda: store.steps() and store.steps()[-1] >= 800, process)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    killed_at = max(int(row["agent_step"]) for row in rows(killed / "episodes.csv"))
+    result = run("run_dqn.py", [f"--resume={killed}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    resumed_from = int(result.stdout.split("at step ")[1].split()[0].replace(",", ""))
+    assert killed_at - resumed_from <= 400 + 300  # one interval, plus the game in progress
+    assert logs(killed) == logs(straight)
+
+
+def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
+    from fast_dqn.interrupts import StopSignals
+    previous = signal.getsignal(signal.SIGINT)
+    with StopSignals() as stop:
+        assert not stop()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop() and stop.signum == signal.SIGTERM
+        os.kill(os.getpid(), signal.SIGTERM)  # a repeated SIGTERM changes nothing
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is previous  # handlers are put back
+
+
+@pytest.mark.parametrize("error,code,words", [
+    (KeyboardInterrupt(), 130, "aborted"),
+    ("checkpoint", 1, "No space left on device"),
+])
+def test_an_abort_or_a_failed_checkpoint_gives_its_exit_status(tmp_path, capsys, error, code,
+                                                                words):
+    from fast_dqn import cli
+    from fast_dqn.checkpoint import CheckpointError
+
+    def train(config, **kwargs):
+        if error == "checkpoint":
+            raise CheckpointError("could not write the checkpoint of step 100 in x (No space "
+                                  "left on device); the previous checkpoints are intact")
+        raise error
+
+    assert cli.main("run_dqn.py", "dqn", "", train, [f"--logdir={tmp_path / 'run'}"]) == code
+    assert words in capsys.readouterr().err
