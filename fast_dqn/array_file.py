@@ -1,7 +1,8 @@
 """Named numpy arrays in one zstd stream: how checkpoints store replay memory and state.
 
-Atari frames are mostly flat background, so zstd at a low level shrinks them 100x or more at
-several GB/s on two threads (benchmarks/checkpoint.py measures it). Arrays are streamed in
+Atari frames are mostly flat background, so zstd at a low level shrinks them 60-180x at
+GB/s (benchmarks/checkpoint.py measures it). It compresses in the calling thread: zstd's own
+worker threads would come and go with every checkpoint. Arrays are streamed in
 chunks in both directions, and read straight into preallocated arrays, so a 7 GB replay never
 needs a second copy in RAM. zstd's frame checksum catches corruption on read.
 """
@@ -12,14 +13,14 @@ import numpy as np
 import zstandard
 
 MAGIC = b"FDQNARR1"
-_CHUNK = 64 << 20
+_CHUNK = 4 << 20  # small: zstd copies each chunk it is given, and long runs watch RSS
 
 
 class CorruptFile(Exception):
     """A file that does not hold what write_arrays wrote: truncated, damaged or foreign."""
 
 
-def write_arrays(raw, arrays, level=1, threads=-1):
+def write_arrays(raw, arrays, level=1, threads=0):
     """Compress `arrays` ({name: ndarray}) into the open binary file `raw`."""
     header = json.dumps([[name, a.dtype.str, list(a.shape)] for name, a in arrays.items()])
     header = header.encode()

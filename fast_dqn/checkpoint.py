@@ -53,6 +53,13 @@ class _ChecksumWriter:
         self.file.flush()
 
 
+def _write_pickle(raw, state):
+    """Pickle straight into a zstd stream: no whole pickle or whole compressed copy in RAM,
+    which matters for a long run's memory peak (see benchmarks/soak.py)."""
+    with zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) as out:
+        pickle.dump(state, out, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def _fsync_dir(path):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -74,8 +81,9 @@ class Checkpoint:
         return REPLAY_FILE in self.manifest["files"]
 
     def load_state(self):
-        with open(os.path.join(self.path, STATE_FILE), "rb") as f:
-            return pickle.loads(zstandard.ZstdDecompressor().decompress(f.read()))
+        with open(os.path.join(self.path, STATE_FILE), "rb") as f, \
+                zstandard.ZstdDecompressor().stream_reader(f) as reader:
+            return pickle.load(reader)
 
     def load_replay(self, arrays):
         """Fill the given {name: array} in place from replay.zst."""
@@ -107,9 +115,8 @@ class CheckpointStore:
             os.makedirs(self.dir, exist_ok=True)
             self._remove_partials()
             os.makedirs(partial)
-            files = {STATE_FILE: self._write(
-                partial, STATE_FILE, lambda f: f.write(zstandard.ZstdCompressor(level=3).compress(
-                    pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))))}
+            files = {STATE_FILE: self._write(partial, STATE_FILE,
+                                             lambda f: _write_pickle(f, state))}
             if replay_arrays is not None:
                 files[REPLAY_FILE] = self._write(partial, REPLAY_FILE,
                                                  lambda f: write_arrays(f, replay_arrays))
