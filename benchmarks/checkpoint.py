@@ -61,8 +61,8 @@ def main(argv=None):
     replay.terminals[:] = rng.random(replay.terminals.shape) < 0.001
     replay.episode_ends[:] = replay.terminals
     replay.sizes[:] = per_shard
-    print(f"{args.game}: filled {replay.capacity:,} frames ({replay.frames.nbytes / 2**30:.2f} GiB) "
-          f"in {time.perf_counter() - start:.0f} s", flush=True)
+    print(f"{args.game}: filled {replay.capacity:,} frames "
+          f"({replay.frames.nbytes / 2**30:.2f} GiB) in {time.perf_counter() - start:.0f} s", flush=True)
 
     directory = args.dir or tempfile.mkdtemp(prefix="fast-dqn-checkpoint-")
     try:

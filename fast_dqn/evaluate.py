@@ -10,6 +10,7 @@ import dataclasses
 import os
 import sys
 
+import gymnasium
 import numpy as np
 
 from fast_dqn.cli import OneLineParser, fail, parse_count, parse_real
@@ -56,48 +57,41 @@ class FirstGameRecorder:
         self.done = True
 
 
-def _recording_env_class():
-    import gymnasium
+class RecordFrames(gymnasium.Wrapper):
+    """Hands each raw RGB frame (the observation, or render() for non-Atari envs) to a
+    FirstGameRecorder."""
 
-    class Recording(gymnasium.Wrapper):
-        """Hands each raw RGB frame (the observation, or render() for non-Atari envs) to a
-        FirstGameRecorder."""
+    def __init__(self, env, recorder, use_render):
+        super().__init__(env)
+        self.recorder = recorder
+        self.use_render = use_render
 
-        def __init__(self, env, recorder, use_render):
-            super().__init__(env)
-            self.recorder = recorder
-            self.use_render = use_render
+    def _frame(self, obs):
+        return self.env.render() if self.use_render else obs
 
-        def _frame(self, obs):
-            return self.env.render() if self.use_render else obs
+    def reset(self, **kwargs):
+        self.recorder.game_started()
+        obs, info = self.env.reset(**kwargs)
+        self.recorder.add(self._frame(obs))
+        return obs, info
 
-        def reset(self, **kwargs):
-            self.recorder.game_started()
-            obs, info = self.env.reset(**kwargs)
-            self.recorder.add(self._frame(obs))
-            return obs, info
-
-        def step(self, action):
-            result = self.env.step(action)
-            self.recorder.add(self._frame(result[0]))
-            return result
-
-    return Recording
+    def step(self, action):
+        result = self.env.step(action)
+        self.recorder.add(self._frame(result[0]))
+        return result
 
 
 def build_eval_env(config, seed, recorder=None):
     """The run's evaluation env, with the recorder on its raw frames if one is given."""
-    import gymnasium
-
     from fast_dqn import atari_wrappers as w
     from fast_dqn.environment import (SeedOnFirstReset, make_env, make_raw_atari_env,
                                       wrap_atari)
     if recorder is None:
         return make_env(config, seed, training=False)
-    Recording = _recording_env_class()
     if config.env is None:
         raw = make_raw_atari_env(config.game, config.sticky_actions, config.full_action_space)
-        return SeedOnFirstReset(wrap_atari(Recording(raw, recorder, False), config, False), seed)
+        env = wrap_atari(RecordFrames(raw, recorder, False), config, training=False)
+        return SeedOnFirstReset(env, seed)
     try:
         raw = gymnasium.make(config.env, render_mode="rgb_array", disable_env_checker=True)
         raw.reset(seed=seed)
@@ -105,7 +99,7 @@ def build_eval_env(config, seed, recorder=None):
     except gymnasium.error.DependencyNotInstalled as error:
         raise UsageError("--video", f"{config.env} cannot render here ({error}); drop --video")
     recorder.fps = raw.metadata.get("render_fps") or 30
-    env = w.FrameHistory(w.FullGameStats(Recording(raw, recorder, True)),
+    env = w.FrameHistory(w.FullGameStats(RecordFrames(raw, recorder, True)),
                          k=config.history_length)
     return SeedOnFirstReset(env, seed)
 

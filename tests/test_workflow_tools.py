@@ -12,6 +12,7 @@ from fast_dqn.atari_scores import SCORES, human_normalized
 from fast_dqn.monitor import Monitor
 from fast_dqn.progress import ProgressBar, ProgressLines, make_console
 from test_end_to_end import ROOT, TINY, run
+from test_run_directory_and_monitor import FakeClock
 
 
 def read_scalars(logdir):
@@ -24,14 +25,6 @@ def read_scalars(logdir):
                 found.setdefault(value.tag, []).append(
                     (event.step, float(tf.make_ndarray(value.tensor))))
     return found
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
 
 
 def test_tensorboard_gets_every_scalar(tmp_path):
