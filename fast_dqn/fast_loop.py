@@ -24,9 +24,9 @@ the whole run exactly the minibatches the Nature loop would train.
 Checkpoints: periodic ones are written at a sync point, between steps 3 and 4 above, when the
 trainer is idle and nothing is held. A stop request (Ctrl-C, SIGTERM) is served at the next
 round, even while the loop waits for the trainer at a sync point: the trainer stops after its
-current minibatch, and the checkpoint keeps what is held, the minibatches still owed for the period,
-and replay's RNG rewound to where those minibatches will be drawn. A resumed run therefore
-trains, acts and logs exactly as an uninterrupted one.
+current minibatch, and the checkpoint keeps what is held, the minibatches still owed for the
+period, and replay's RNG rewound to where those minibatches will be drawn. A resumed run
+therefore trains, acts and logs exactly as an uninterrupted one.
 """
 
 import numpy as np
