@@ -62,7 +62,8 @@ def main(argv=None):
     replay.episode_ends[:] = replay.terminals
     replay.sizes[:] = per_shard
     print(f"{args.game}: filled {replay.capacity:,} frames "
-          f"({replay.frames.nbytes / 2**30:.2f} GiB) in {time.perf_counter() - start:.0f} s", flush=True)
+          f"({replay.frames.nbytes / 2**30:.2f} GiB) in {time.perf_counter() - start:.0f} s",
+          flush=True)
 
     directory = args.dir or tempfile.mkdtemp(prefix="fast-dqn-checkpoint-")
     try:
