@@ -63,7 +63,8 @@ class PythonSamplers:
         return {"backend": "python", "envs": [snapshot_env(env) for env in self.envs]}
 
     def load_state_dict(self, state, step):
-        """Continue every game exactly where the checkpoint left it. Returns True."""
+        """Continue every game exactly where the checkpoint left it; returns whether it could
+        (False for a checkpoint of another backend or sampler count)."""
         from fast_dqn.environment import restore_env
         if state.get("backend") != "python" or len(state["envs"]) != self.num_samplers:
             return False
