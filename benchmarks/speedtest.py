@@ -51,7 +51,7 @@ class TimingMonitor:
         self.marks = list(range(start, end + 1, segment))
         self.points = []
 
-    def tick(self, step, epsilon, replay_fill=None):
+    def tick(self, step, epsilon):
         if self.marks and step >= self.marks[0]:
             self.points.append((step, time.perf_counter(), _cpu_seconds()))
             while self.marks and step >= self.marks[0]:

@@ -193,4 +193,4 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
                 learner.update_target()
         else:
             trainer.check()
-        monitor.tick(step, float(eps[-1]), len(replay) / replay.capacity)
+        monitor.tick(step, float(eps[-1]))

@@ -45,12 +45,14 @@ class Monitor:
     """
 
     def __init__(self, run_dir, total_steps, interval=10.0, clock=time.monotonic, console=None,
-                 scalars=None, resume=None):
+                 scalars=None, resume=None, replay_fill=None):
+        """replay_fill(): the replay's fill in [0, 1], read only when the scalars are due."""
         from fast_dqn.progress import ProgressLines
         self.total_steps = total_steps
         self.interval = interval
         self.clock = clock
         self.scalars = scalars
+        self.replay_fill = replay_fill
         self.recent_returns = collections.deque(maxlen=100)
         self.num_games = 0
         self.elapsed_before = 0.0  # seconds of earlier sessions of a resumed run
@@ -111,7 +113,7 @@ class Monitor:
     def message(self, line):
         self.console.message(line)
 
-    def tick(self, step, epsilon, replay_fill=None):
+    def tick(self, step, epsilon):
         """Called every step: updates the console and the scalars when they are due."""
         now = self.clock()
         if now - self.last_console >= self.console.interval:
@@ -132,7 +134,7 @@ class Monitor:
                 "train/mean_q": q_sum / n if n else None,
                 "progress/epsilon": epsilon,
                 "progress/steps_per_second": rate,
-                "progress/replay_fill": replay_fill})
+                "progress/replay_fill": self.replay_fill() if self.replay_fill else None})
             self.last_scalars, self.last_scalars_step = now, step
 
     def state_dict(self, step):

@@ -68,4 +68,4 @@ def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,
             learner.update_target()
         if evaluator and (step % config.evaluate == 0 or step == config.timesteps):
             eval_pending = True
-        monitor.tick(step, eps, len(replay) / replay.capacity)
+        monitor.tick(step, eps)

@@ -86,7 +86,8 @@ class RunParts:
         console = make_console(config.timesteps, initial=step)
         self.monitor = Monitor(config.logdir, config.timesteps, console=console,
                                scalars=TensorBoardLog(config.logdir),
-                               resume=self.state["monitor"] if resume else None)
+                               resume=self.state["monitor"] if resume else None,
+                               replay_fill=lambda: len(self.replay) / self.replay.capacity)
         self.evaluator = None
         if config.evaluate:
             self.evaluator = Evaluator(

@@ -103,7 +103,7 @@ class NullMonitor:
     def record_eval(self, step, returns):
         pass
 
-    def tick(self, step, epsilon, replay_fill=None):
+    def tick(self, step, epsilon):
         pass
 
     def message(self, line):

@@ -32,13 +32,13 @@ def test_tensorboard_gets_every_scalar(tmp_path):
     clock = FakeClock()
     monitor = Monitor(str(tmp_path), 1000, interval=10, clock=clock,
                       console=ProgressLines(1000, out=io.StringIO()),
-                      scalars=TensorBoardLog(str(tmp_path)))
+                      scalars=TensorBoardLog(str(tmp_path)), replay_fill=lambda: 0.25)
     monitor.record_game(100, 50, 3.0, 0.9)
     monitor.record_game(180, 40, 5.0, 0.8)
     monitor.record_train(0.5, 2.0)
     monitor.record_train(1.5, 4.0)
     clock.t = 20.0
-    monitor.tick(400, 0.7, replay_fill=0.25)
+    monitor.tick(400, 0.7)
     monitor.record_eval(400, [1.0, 3.0])
     monitor.close()
     scalars = read_scalars(tmp_path)
