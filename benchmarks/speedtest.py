@@ -133,7 +133,8 @@ def measure(case, args):
             first_sync = -(-args.warmup // args.period) * args.period
             start, segment = first_sync + args.period, args.period
         config = dataclasses.replace(config, timesteps=start + args.steps)
-        samplers = training.build_samplers(config)
+        from fast_dqn.experience import LocalBackend
+        samplers = LocalBackend(training.build_samplers(config), batched=config.synchronize)
         learner = training.build_learner(config, shape, samplers.num_actions)
         replay = training.build_replay(config, shape[1:], num_shards=config.workers)
         trainer = None
@@ -142,8 +143,8 @@ def measure(case, args):
                                         lambda: replay.sample(config.batch_size))
         monitor = TimingMonitor(start, segment, start + args.steps)
         try:
-            run_fast_loop(config, samplers, learner.target_q_values, learner, replay, trainer,
-                          monitor, np.random.default_rng(0))
+            samplers.start(learner.target_q_values, None, np.random.default_rng(0))
+            run_fast_loop(config, samplers, learner, replay, trainer, monitor)
         finally:
             if trainer is not None:
                 trainer.close()

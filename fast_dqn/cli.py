@@ -99,7 +99,8 @@ def add_config_flags(parser, config_class=hp.Config):
 # Flags that may differ from the saved config when resuming: they change speed, budget or
 # bookkeeping, never what the agent has learned so far or how it learns.
 RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "save_replay",
-                    "xla", "prefetch")
+                    "xla", "prefetch", "requests_in_flight", "ray_address",
+                    "ray_object_store_mb")
 
 
 def build_parser(prog, description, config_class=hp.Config):
@@ -161,18 +162,38 @@ def validate_fast(config):
         raise UsageError("--target-update-freq", f"{config.target_update_freq} is not a "
                          f"multiple of --train-freq {config.train_freq}; each training period "
                          "must hold whole minibatches")
-    if config.synchronize and config.target_update_freq % config.workers:
-        raise UsageError("--target-update-freq", f"{config.target_update_freq} is not a "
-                         f"multiple of --workers {config.workers}; synchronized rounds must "
-                         "fill each period exactly (or use --no-synchronize)")
-    need = config.workers * (config.history_length + 2)
+    if config.backend == "ray":
+        validate_ray(config)
+        games, flags = config.num_samplers * config.envs_per_sampler, \
+            "--num-samplers × --envs-per-sampler"
+    else:
+        games, flags = config.workers, "--workers"
+        if config.synchronize and config.target_update_freq % config.workers:
+            raise UsageError("--target-update-freq", f"{config.target_update_freq} is not a "
+                             f"multiple of --workers {config.workers}; synchronized rounds "
+                             "must fill each period exactly (or use --no-synchronize)")
+    need = games * (config.history_length + 2)
     if config.replay_capacity < need:
-        raise UsageError("--replay-capacity", f"must be at least {need} (--workers × "
-                         "(--history-length + 2)) so every sampler's share holds a transition")
-    need = config.workers * (config.history_length + 1)
+        raise UsageError("--replay-capacity", f"must be at least {need} ({flags} × "
+                         "(--history-length + 2)) so every game's share holds a transition")
+    need = games * (config.history_length + 1)
     if config.prepopulate < need:
-        raise UsageError("--prepopulate", f"must be at least {need} (--workers × "
+        raise UsageError("--prepopulate", f"must be at least {need} ({flags} × "
                          "(--history-length + 1)) so the first minibatch can be drawn")
+
+
+def validate_ray(config):
+    try:
+        import importlib.util
+        found = importlib.util.find_spec("ray") is not None
+    except ValueError:
+        found = False
+    if not found:
+        raise UsageError("--backend", "ray is not installed; pip install -r requirements.txt "
+                         "(or drop --backend ray)")
+    if config.ray_address is not None and not config.ray_address.strip():
+        raise UsageError("--ray-address", "is empty; give 'auto', HOST:PORT, or drop it to "
+                         "start a private cluster")
 
 
 def check_ranges(config, positive, non_negative):

@@ -32,7 +32,6 @@ therefore trains, acts and logs exactly as an uninterrupted one.
 import numpy as np
 
 from fast_dqn.evaluation import EvaluationInterrupted
-from fast_dqn.policy import epsilon_greedy_rows
 from fast_dqn.schedules import LinearSchedule
 
 
@@ -49,69 +48,106 @@ def next_sync_point(step, period, round_size, total):
 
 
 class HeldTransitions:
-    """What the samplers did since the last flush, one row per round."""
+    """The chunks received since the last flush, in arrival order."""
 
-    def __init__(self):
-        self.rounds = []
+    def __init__(self, chunks=()):
+        # Each chunk as (frames, actions, rewards, terminated, episode_ends, shards); a
+        # checkpoint keeps this list as it is.
+        self.chunks = [_as_chunk_tuple(c) for c in chunks]
+        self.cut_in_replay = set()  # shards whose last stored transition lost its successor
 
-    def append(self, frames, actions, rewards, terminated, episode_ends):
-        self.rounds.append((frames, actions, rewards, terminated, episode_ends))
+    def append(self, chunk):
+        ends = np.array(chunk.episode_ends)  # writable: a later restart may cut it
+        if chunk.new_stream:
+            self._cut(chunk.shards)
+        self.chunks.append((chunk.frames, chunk.actions, chunk.rewards, chunk.terminated,
+                            ends, chunk.shards))
+
+    def _cut(self, shards):
+        """End the episodes of `shards` at their latest transition, held or already stored."""
+        for shard in shards:
+            for *_, ends, held_shards in reversed(self.chunks):
+                column = np.flatnonzero(held_shards == shard)
+                if len(column):
+                    ends[-1, column[0]] = True
+                    break
+            else:
+                self.cut_in_replay.add(int(shard))
 
     def flush(self, replay):
-        """Write everything into replay, sampler 0's steps first, each in time order."""
-        if not self.rounds:
-            return
-        actions, rewards, terminated, ends = (np.stack(column)
-                                              for column in list(zip(*self.rounds))[1:])
-        for j in range(actions.shape[1]):
-            # One sampler's frames at a time: stacking all of them at once would briefly
-            # double the held frames in RAM (70 MB per Nature period with W=8).
-            frames = np.stack([round_[0][j] for round_ in self.rounds])
-            replay.add_batch(frames, actions[:, j], rewards[:, j], terminated[:, j],
-                             ends[:, j], shard=j)
-        self.rounds = []
+        """Write everything into replay: shard 0's steps first, each shard in time order."""
+        if self.cut_in_replay:
+            replay.cut_episodes(sorted(self.cut_in_replay))
+            self.cut_in_replay = set()
+        columns = {}
+        for chunk in self.chunks:
+            for column, shard in enumerate(chunk[5]):
+                columns.setdefault(int(shard), []).append((chunk, column))
+        for shard in sorted(columns):
+            # One shard at a time: joining all of them at once would briefly double the held
+            # frames in RAM (70 MB per Nature period with 8 games).
+            frames, actions, rewards, terminated, ends = (
+                np.concatenate([chunk[field][:, column] for chunk, column in columns[shard]])
+                for field in range(5))
+            replay.add_batch(frames, actions, rewards, terminated, ends, shard=shard)
+        self.chunks = []
 
 
-def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monitor, rng,
-                  evaluator=None, checkpoints=None, resume=None):
-    """Train for config.timesteps agent steps (rounded up to whole rounds of W).
+def _as_chunk_tuple(held):
+    """Checkpoints of fast-dqn before the backends held one round per entry: W games' frames,
+    actions, rewards, terminated and ends, without shards. Those become one-row chunks."""
+    if len(held) == 6:
+        return held
+    return (*(np.asarray(a)[None] for a in held), np.arange(len(held[1])))
 
-    q_values_fn: the samplers' network (the target network); learner: trains the main network
-    and copies it to the target; trainer: a BackgroundTrainer, or None for lockstep training;
-    evaluator(step): an Evaluator, or None when evaluation is off; checkpoints: a
-    Checkpointer, or None; resume: the loop state of a checkpoint to continue from.
+
+def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=None,
+                  checkpoints=None, resume=None):
+    """Train for config.timesteps agent steps (rounded up to whole chunks).
+
+    backend: where experience comes from (see fast_dqn.experience), already started; learner:
+    trains the main network and copies it to the target; trainer: a BackgroundTrainer, or None
+    for lockstep training; evaluator(step): an Evaluator, or None when evaluation is off;
+    checkpoints: a Checkpointer, or None; resume: the loop state of a checkpoint to continue
+    from.
 
     Periodic checkpoints are written at sync points, where the trainer is idle and nothing is
-    held. A stop request is served after the current round: the trainer stops after its
+    held. A stop request is served after the current chunk: the trainer stops after its
     current minibatch, and the checkpoint keeps the held transitions, the minibatches still
     owed for this period, and replay's RNG as it will be when they are drawn.
     Returns the step reached.
     """
-    W = samplers.num_samplers
+    R = backend.round_size
     period = config.target_update_freq
-    total = -(-config.timesteps // W) * W
-    epsilon = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
-    held = HeldTransitions()
+    total = -(-config.timesteps // R) * R
+    schedule = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
+
+    def epsilon_at(steps):
+        return np.where(np.asarray(steps) < config.prepopulate, 1.0, schedule(steps))
+
     stop_requested = checkpoints.stop_requested if checkpoints else (lambda: False)
     if resume:
         step, trained_through = resume["step"], resume["trained_through"]
         last_eval, train_start = resume["last_eval"], resume["train_start"]
-        owed, held.rounds = resume["owed"], resume["held"]
+        owed, held = resume["owed"], HeldTransitions(resume["held"])
         sync_pending, eval_pending = resume["sync_pending"], resume["eval_pending"]
         boundary = resume["boundary"]
-        obs = resume["obs"] if resume["obs"] is not None else samplers.reset()
     else:
         step, trained_through, last_eval, train_start, owed = 0, 0, 0, config.prepopulate, 0
+        held = HeldTransitions()
         sync_pending = eval_pending = False
         boundary = True  # a consistent point: trainer idle, nothing held
-        obs = samplers.reset()
     period_rng = None  # replay's RNG state when the trainer's current period began
 
     def loop_state():
         return {"step": step, "trained_through": trained_through, "last_eval": last_eval,
-                "train_start": train_start, "owed": owed, "held": held.rounds,
+                "train_start": train_start, "owed": owed, "held": held.chunks,
                 "sync_pending": sync_pending, "eval_pending": eval_pending,
-                "boundary": boundary, "obs": obs}
+                "boundary": boundary}
+
+    def update_target():
+        learner.update_target()
+        backend.target_updated()
 
     def start_training():
         nonlocal period_rng
@@ -139,10 +175,10 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
                     return stop_mid_period()
                 owed = 0
                 held.flush(replay)
-                learner.update_target()
+                update_target()
             sync_pending = False
             if trainer is not None and step < total:
-                end = next_sync_point(step, period, W, total)
+                end = next_sync_point(step, period, R, total)
                 owed = minibatches_due(trained_through, end, train_start, config.train_freq)
                 trained_through = end
             eval_pending = bool(evaluator) and (
@@ -171,26 +207,24 @@ def run_fast_loop(config, samplers, q_values_fn, learner, replay, trainer, monit
         elif stop_requested():
             return stop_mid_period()
 
-        steps = step + np.arange(W)
-        eps = np.where(steps < config.prepopulate, 1.0, epsilon(steps))
-        actions = epsilon_greedy_rows(obs, eps, q_values_fn, samplers.num_actions, rng,
-                                      batched=config.synchronize)
-        newest_frames = obs[:, -1].copy()  # before stepping: a backend may reuse its buffers
-        result = samplers.step(actions)
-        held.append(newest_frames, actions, result.rewards, result.terminated,
-                    result.terminated | result.truncated)
-        for j in np.flatnonzero(result.game_over):
-            monitor.record_game(step + j + 1, int(result.game_lengths[j]),
-                                float(result.game_returns[j]), float(eps[j]))
-        obs = result.observations
-        previous, step = step, step + W
+        chunk = backend.next_chunk(step, epsilon_at)
+        if chunk is None:  # nothing arrived yet: see to the trainer and to stop requests
+            if trainer is not None:
+                trainer.check()
+            continue
+        held.append(chunk)
+        games = chunk.game_over.shape[1]
+        for t, j in zip(*np.nonzero(chunk.game_over)):
+            monitor.record_game(step + t * games + j + 1, int(chunk.game_lengths[t, j]),
+                                float(chunk.game_returns[t, j]), float(chunk.epsilons[t, j]))
+        previous, step = step, step + chunk.steps
         sync_pending = step // period > previous // period or step >= total
         if trainer is None:
             held.flush(replay)
             for _ in range(minibatches_due(previous, step, train_start, config.train_freq)):
                 monitor.record_train(*learner.train(*replay.sample(config.batch_size)))
             if sync_pending:
-                learner.update_target()
+                update_target()
         else:
             trainer.check()
-        monitor.tick(step, float(eps[-1]))
+        monitor.tick(step, float(epsilon_at(step)))

@@ -110,6 +110,23 @@ class FastConfig(Config):
     prefetch: bool = _opt(True, "sample the next minibatch in a second thread while the "
                           "current one trains")
 
+    # --- where the samplers run (see README, "Many machines with Ray")
+    backend: str = _opt("threads", "threads = the --workers samplers in this process; ray = "
+                        "sampler actors on a Ray cluster, each acting with its own copy of the "
+                        "target network", choices=("threads", "ray"))
+    num_samplers: int = _opt(2, "--backend ray: sampler actors (one CPU each)", "actors")
+    envs_per_sampler: int = _opt(4, "--backend ray: games each actor plays (replaces "
+                                 "--workers)", "games")
+    rollout_steps: int = _opt(64, "--backend ray: steps of each game per request; a request "
+                              "returns envs-per-sampler × this many frames", "agent steps")
+    requests_in_flight: int = _opt(2, "--backend ray: requests outstanding per actor, so it "
+                                   "plays on while its last batch travels", "requests")
+    ray_address: str = _opt(None, "--backend ray: omitted = start a private cluster on this "
+                            "machine; 'auto' or HOST:PORT = join a running one (ray start)")
+    ray_object_store_mb: int = _opt(1024, "--backend ray: object store size of the private "
+                                    "cluster", "MiB")
 
-FAST_POSITIVE = ("workers",)
+
+FAST_POSITIVE = ("workers", "num_samplers", "envs_per_sampler", "rollout_steps",
+                 "requests_in_flight", "ray_object_store_mb")
 FAST_NON_NEGATIVE = ("env_threads",)

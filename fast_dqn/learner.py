@@ -108,6 +108,10 @@ class DQNLearner:
     def update_target(self):
         self._sync()
 
+    def target_weights(self):
+        """The target network's weights as numpy, for copies that act elsewhere."""
+        return self.target.get_weights()
+
     def state_dict(self):
         """Both networks and the optimizer's slots, as numpy: all a checkpoint needs."""
         return {"main": self.main.get_weights(), "target": self.target.get_weights(),

@@ -122,13 +122,15 @@ class ReplayMemory:
         self.sizes[:] = state["sizes"]
         self.rng.bit_generator.state = state["rng"]
 
-    def cut_episodes(self):
-        """End every shard's stored trajectory as a time-limit cut would.
+    def cut_episodes(self, shards=None):
+        """End the stored trajectory of `shards` (default: all) as a time-limit cut would.
 
-        For a resume whose games restart: no stack may join the old game to the new one, and
-        the last stored transition, whose successor is lost, must never be sampled.
+        For games that restart (a resume, a replaced sampler): no stack may join the old game
+        to the new one, and the last stored transition, whose successor is lost, must never be
+        sampled.
         """
-        for shard in np.flatnonzero(self.sizes):
+        shards = range(self.num_shards) if shards is None else shards
+        for shard in (s for s in shards if self.sizes[s]):
             self.episode_ends[shard, (self.pointers[shard] - 1) % self.shard_capacity] = True
 
     def skip_samples(self, count, batch_size):

@@ -22,18 +22,20 @@ def rng_for(seed, stream):
     return np.random.default_rng([seed, stream])
 
 
-def build_learner(config, observation_shape, num_actions):
-    from fast_dqn.learner import DQNLearner, make_optimizer
+def network_builder(config, observation_shape, num_actions):
+    """A function that builds one fresh Q-network for this config: a Nature CNN for Atari,
+    an MLP for --env."""
     from fast_dqn.q_network import mlp, nature_cnn
     policy = "mixed_float16" if config.mixed_precision else None
     if config.env is None:
-        def network():
-            return nature_cnn(observation_shape, num_actions, policy)
-    else:
-        def network():
-            return mlp(observation_shape, num_actions, dtype_policy=policy)
-    return DQNLearner(network, make_optimizer(config.optimizer, config.lr,
-                                              config.mixed_precision),
+        return lambda: nature_cnn(observation_shape, num_actions, policy)
+    return lambda: mlp(observation_shape, num_actions, dtype_policy=policy)
+
+
+def build_learner(config, observation_shape, num_actions):
+    from fast_dqn.learner import DQNLearner, make_optimizer
+    return DQNLearner(network_builder(config, observation_shape, num_actions),
+                      make_optimizer(config.optimizer, config.lr, config.mixed_precision),
                       config.discount, xla=config.xla)
 
 
@@ -49,13 +51,15 @@ def start_tensorflow(config):
     print(f"TensorFlow devices: {', '.join(devices)}", flush=True)
 
 
-def build_samplers(config):
-    """The fast loop's W games: sampler i is seeded with seed + i."""
+def build_samplers(config, count=None, seed=None):
+    """`count` games (default --workers) stepped together: game i is seeded with seed + i."""
     from fast_dqn.samplers import PythonSamplers, VectorSamplers
+    count = config.workers if count is None else count
+    seed = config.seed if seed is None else seed
     if config.env_backend == "vector" and config.env is None:
-        return VectorSamplers(config, config.workers, config.seed, config.env_threads)
-    return PythonSamplers([make_env(config, seed=config.seed + i, training=True)
-                           for i in range(config.workers)])
+        return VectorSamplers(config, count, seed, config.env_threads)
+    return PythonSamplers([make_env(config, seed=seed + i, training=True)
+                           for i in range(count)])
 
 
 class RunParts:
@@ -138,46 +142,59 @@ class RunParts:
             self.evaluator.close()
 
 
-def train_fast(config, samplers_factory=build_samplers, resume=None, stop=None):
+def build_backend(config):
+    """The fast loop's experience source for --backend (ray is imported only when chosen)."""
+    if config.backend == "ray":
+        from fast_dqn.ray_backend import RayBackend
+        return RayBackend(config)
+    from fast_dqn.experience import LocalBackend
+    return LocalBackend(build_samplers(config), batched=config.synchronize)
+
+
+def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
     from fast_dqn.background_trainer import BackgroundTrainer
     from fast_dqn.fast_loop import HeldTransitions, run_fast_loop
 
     start_tensorflow(config)
-    samplers = samplers_factory(config)
-    space = samplers.observation_space
+    backend = backend_factory(config)
+    space = backend.observation_space
     try:
-        parts = RunParts(config, space.shape, space.dtype, samplers.num_actions,
-                         config.workers, lambda learner: learner.target_q_values, resume, stop)
+        parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
+                         backend.num_shards, lambda learner: learner.target_q_values, resume,
+                         stop)
     except BaseException:
-        samplers.close()
+        backend.close()
         raise
-    parts.extra_state = lambda: {"samplers": samplers.state_dict()}
+    parts.extra_state = lambda: {"samplers": backend.state_dict()}
     learner, replay, monitor = parts.learner, parts.replay, parts.monitor
     trainer = None
     try:
         loop = parts.restore()
-        if loop and not samplers.load_state_dict(parts.state["samplers"], loop["step"]):
-            held = HeldTransitions()
-            held.rounds = loop["held"]
-            held.flush(replay)
-            replay.cut_episodes()
-            loop.update(held=[], obs=None)
-            monitor.message("the vector backend cannot save its games: each sampler starts "
-                            "a new game; the unfinished ones are not logged")
+        if loop:
+            # Before the backends, the current observations were kept with the loop.
+            saved = {"obs": loop.pop("obs", None), **parts.state["samplers"]}
+            if not backend.load_state_dict(saved, loop["step"]):
+                held = HeldTransitions(loop["held"])
+                held.flush(replay)
+                replay.cut_episodes()
+                loop["held"] = []
+                monitor.message("this backend cannot save its games (ale-py's vector env has "
+                                "no state API): each sampler starts a new game; the "
+                                "unfinished ones are not logged")
+        backend.start(learner.target_q_values, learner.target_weights, parts.rng)
         if config.concurrent:
             trainer = BackgroundTrainer(learner.train,
                                         lambda: replay.sample(config.batch_size),
                                         on_loss=lambda result: monitor.record_train(*result),
                                         prefetch=config.prefetch)
-        return run_fast_loop(config, samplers, learner.target_q_values, learner, replay,
-                             trainer, monitor, parts.rng, parts.evaluator, parts.checkpoints,
-                             loop)
+        return run_fast_loop(config, backend, learner, replay, trainer, monitor,
+                             parts.evaluator, parts.checkpoints, loop)
     finally:
         if trainer is not None:
             trainer.close()
         parts.close()
-        samplers.close()
+        backend.close()
 
 
 def train_nature(config, resume=None, stop=None):

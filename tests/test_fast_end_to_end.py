@@ -45,6 +45,7 @@ FAULTY_RUN = textwrap.dedent("""
     from fake_ale import FakeAtariEnv
     from fast_dqn import cli, training
     from fast_dqn.environment import SeedOnFirstReset, wrap_atari
+    from fast_dqn.experience import LocalBackend
     from fast_dqn.hyperparameters import FastConfig
     from fast_dqn.samplers import PythonSamplers
 
@@ -55,8 +56,8 @@ FAULTY_RUN = textwrap.dedent("""
             return super().step(action)
 
     def samplers(config):
-        return PythonSamplers([SeedOnFirstReset(wrap_atari(FaultyAle(game_over_frame=500),
-                               config, True), i) for i in range(config.workers)])
+        return LocalBackend(PythonSamplers([SeedOnFirstReset(wrap_atari(
+            FaultyAle(game_over_frame=500), config, True), i) for i in range(config.workers)]))
 
     sys.exit(cli.main("run_fast_dqn.py", "fast", "",
              lambda c, **kw: training.train_fast(c, samplers, **kw),

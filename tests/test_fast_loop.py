@@ -7,6 +7,7 @@ import pytest
 
 from fake_samplers import K, FakeLearner, FakeSamplers, NullMonitor
 from fast_dqn.background_trainer import BackgroundTrainer
+from fast_dqn.experience import LocalBackend
 from fast_dqn.fast_loop import minibatches_due, next_sync_point, run_fast_loop
 from fast_dqn.hyperparameters import FastConfig
 from fast_dqn.replay_memory import ReplayMemory
@@ -27,8 +28,9 @@ def run(config, samplers=None, learner=None, prefetch=True):
                                     on_loss=lambda r: monitor.record_train(*r),
                                     prefetch=prefetch)
     try:
-        steps = run_fast_loop(config, samplers, learner.target_q_values, learner, replay,
-                              trainer, monitor, np.random.default_rng(0))
+        backend = LocalBackend(samplers, batched=config.synchronize)
+        backend.start(learner.target_q_values, None, np.random.default_rng(0))
+        steps = run_fast_loop(config, backend, learner, replay, trainer, monitor)
     finally:
         if trainer:
             trainer.close()

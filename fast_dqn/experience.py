@@ -1,0 +1,111 @@
+"""Where the fast loop's experience comes from: the backend interface and its local backend.
+
+A backend plays the fast loop's games and hands back `Chunk`s of transitions. The learner loop
+(fast_dqn.fast_loop) is the same whatever the backend; it only ever calls:
+
+- `start(q_values, weights, rng)`: the target network, as a callable for local acting and as a
+  weight source for remote copies, and the action RNG;
+- `next_chunk(step, epsilon_at)`: the next chunk, or None when none has arrived yet (the loop
+  then checks its trainer and stop requests, and asks again);
+- `target_updated()`: main was copied to target; acting from now on should use the new one;
+- `state_dict()` / `load_state_dict(state, step)`: the games for a checkpoint; the latter says
+  whether they could be restored (otherwise they restart and the loop cuts replay's episodes);
+- `close()`.
+and reads `num_actions`, `observation_space`, `num_shards` (replay shards, one per game) and
+`round_size` (agent steps per chunk: every chunk has the same size, so sync points fall on
+chunk boundaries).
+
+Backends: `LocalBackend` here (`--backend threads`, the samplers in this process, acting
+through the target network in one batched call per round), and
+fast_dqn.ray_backend.RayBackend (`--backend ray`, sampler actors on a Ray cluster, each acting
+with its own copy of the target weights). Only the latter imports ray.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fast_dqn.policy import epsilon_greedy_rows
+
+
+@dataclass
+class Chunk:
+    """T consecutive agent steps of S games. Arrays are (T, S, ...); row t happened before t+1.
+
+    frames hold the newest frame of each state s_t (not the stack), as replay stores them.
+    """
+    frames: np.ndarray          # (T, S, *frame_shape)
+    actions: np.ndarray         # (T, S) int
+    rewards: np.ndarray         # (T, S) float32, clipped
+    terminated: np.ndarray      # (T, S) bool: the learner's episode ended
+    episode_ends: np.ndarray    # (T, S) bool: terminated or cut by the time limit
+    game_over: np.ndarray       # (T, S) bool: a whole game ended
+    game_returns: np.ndarray    # (T, S) float: unclipped score of the game that ended
+    game_lengths: np.ndarray    # (T, S) int
+    epsilons: np.ndarray        # (T, S) float: the exploration rate each action was taken with
+    shards: np.ndarray          # (S,) int: the replay shard of each game
+    # The games' streams restart here (a replaced sampler): the transitions before this chunk
+    # have lost their successor and must end their episodes.
+    new_stream: bool = False
+
+    @property
+    def steps(self):
+        return self.actions.size
+
+
+def join_chunks(chunks):
+    """Consecutive chunks of the same games as one chunk, in time order."""
+    first = chunks[0]
+    fields = ("frames", "actions", "rewards", "terminated", "episode_ends", "game_over",
+              "game_returns", "game_lengths", "epsilons")
+    return Chunk(*(np.concatenate([getattr(c, f) for c in chunks]) for f in fields),
+                 shards=first.shards, new_stream=first.new_stream)
+
+
+class LocalBackend:
+    """The samplers of fast_dqn.samplers, stepped by the calling thread; one chunk per round.
+
+    With `batched`, the greedy samplers of a round go through the target network in one call
+    (synchronized sampling); otherwise each calls it alone.
+    """
+
+    def __init__(self, samplers, batched=True):
+        self.samplers = samplers
+        self.batched = batched
+        self.num_actions = samplers.num_actions
+        self.observation_space = samplers.observation_space
+        self.num_shards = self.round_size = samplers.num_samplers
+        self.shards = np.arange(self.num_shards)
+        self.obs = None
+
+    def start(self, q_values, weights, rng):
+        self.q_values, self.rng = q_values, rng
+        if self.obs is None:
+            self.obs = self.samplers.reset()
+
+    def next_chunk(self, step, epsilon_at):
+        eps = epsilon_at(step + np.arange(self.round_size))
+        actions = epsilon_greedy_rows(self.obs, eps, self.q_values, self.num_actions, self.rng,
+                                      batched=self.batched)
+        frames = self.obs[:, -1].copy()  # before stepping: a sampler may reuse its buffers
+        result = self.samplers.step(actions)
+        self.obs = result.observations
+        return Chunk(frames[None], actions[None], result.rewards[None],
+                     result.terminated[None], (result.terminated | result.truncated)[None],
+                     result.game_over[None], result.game_returns[None],
+                     result.game_lengths[None], eps[None], self.shards)
+
+    def target_updated(self):
+        pass  # acting calls the target network itself
+
+    def state_dict(self):
+        return {**self.samplers.state_dict(), "obs": self.obs}
+
+    def load_state_dict(self, state, step):
+        if not self.samplers.load_state_dict(state, step):
+            return False
+        self.obs = state["obs"]
+        return True
+
+    def close(self):
+        self.samplers.close()

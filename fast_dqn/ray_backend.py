@@ -1,0 +1,297 @@
+"""`--backend ray`: sampler actors on a Ray cluster feed the learner in this process.
+
+The learner, replay and the fast loop stay in the driver; each `SamplerActor` plays
+`--envs-per-sampler` games with its own copy of the target network, acting exactly as the local
+backend does (it runs a fast_dqn.experience.LocalBackend inside). One request returns
+`--rollout-steps` steps of each of its games as one Chunk of single uint8 frames, never stacks:
+replay rebuilds the stacks, so the wire carries a quarter of the bytes.
+
+The rules, all kept in this module:
+- Only the driver's main thread talks to Ray; nothing here starts a Python thread.
+- Weights go out once per target update: one `ray.put`, tagged with a version. Requests carry
+  the reference inside a list, so Ray does not fetch it for every call; an actor fetches the
+  weights only when the version changes, and Ray moves them to each node once.
+- At most `--requests-in-flight` requests per actor are outstanding. The driver takes whichever
+  actor's oldest request finishes first (`ray.wait`), so a slow actor never stalls the learner
+  (the backup workers of distributed BA3C), and each actor's chunks still arrive in order, so its
+  games' trajectories stay contiguous in replay.
+- A request's actions follow the weights and epsilon current when it was sent: a chunk may act
+  with the target network of the period before (at most `--requests-in-flight` chunks per actor).
+- A lost actor (its process, or its machine, died) is replaced with a new one on fresh seeds.
+  Its unfinished requests are dropped, never counted, and its first chunk tells the loop to end
+  the old games' episodes in replay. The run goes on with the others meanwhile, and says so.
+  An exception raised by the sampler code itself is a bug, not a lost machine: it ends the run.
+- Nothing waits forever: no chunk for `STALL_SECONDS` ends the run with an error, and so does an
+  actor that dies `MAX_DEATHS` times in a row without delivering.
+- `close()` kills the actors, and stops the cluster when this process started it: no process is
+  left behind.
+"""
+
+import collections
+import os
+import secrets
+import signal
+import time
+
+import numpy as np
+import ray
+
+from fast_dqn.experience import LocalBackend, join_chunks
+
+POLL_SECONDS = 0.2
+STALL_SECONDS = 600.0  # a TF actor takes ~6 s to start alone, much longer on a busy machine
+MAX_DEATHS = 3
+SAMPLER_RNG_STREAM = 3
+# What a lost process or machine looks like to the driver.
+LOST = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
+        ray.exceptions.ObjectLostError, ray.exceptions.NodeDiedError)
+AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def package_dir():
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def connect(config, log):
+    """Start or join the cluster; returns whether this process connected (and so must
+    disconnect at the end, which also stops a cluster it started).
+
+    Ray's driver set-up replaces the SIGTERM handler with one that exits at once; the run's own
+    handler (checkpoint, then exit) is put back.
+    """
+    if ray.is_initialized():  # a caller (a test, a notebook) already chose the cluster
+        return False
+    handler = signal.getsignal(signal.SIGTERM)
+    # Machines that joined the cluster get this package from the driver; they need only the
+    # requirements installed.
+    runtime_env = {"py_modules": [package_dir()]}
+    try:
+        if config.ray_address:
+            ray.init(address=config.ray_address, runtime_env=runtime_env,
+                     log_to_driver=True, logging_level="WARNING")
+        else:
+            cores = os.cpu_count() or 1
+            if config.num_samplers > cores:
+                log(f"{config.num_samplers} sampler actors share {cores} cores")
+            start_private_cluster(max(cores, config.num_samplers), config.ray_object_store_mb,
+                                  runtime_env=runtime_env)
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    return True
+
+
+def private_auth_token():
+    """Token auth for a cluster that only this process and its children use.
+
+    Left alone, a new local cluster writes a token to ~/.ray/auth_token, and that file then
+    switches token auth on for every later `ray start` on the machine. A token kept in the
+    environment protects the cluster just as well and leaves nothing behind. A user's own
+    RAY_AUTH_* settings win.
+    """
+    if not any(name in os.environ for name in AUTH_VARIABLES):
+        # With the mode unset, ray.init switches token auth on itself, and refreshes the
+        # settings it has already read in this process.
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
+
+def start_private_cluster(num_cpus, object_store_mb, **init_kwargs):
+    """A new single-machine cluster on loopback, never a stray running one."""
+    private_auth_token()
+    ray.init(address="local", num_cpus=num_cpus, num_gpus=0,
+             object_store_memory=object_store_mb * 2**20, include_dashboard=False,
+             _node_ip_address="127.0.0.1", log_to_driver=True, logging_level="WARNING",
+             **init_kwargs)
+
+
+@ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)
+class SamplerActor:
+    """Plays its games with a copy of the target network; one `rollout` call, one chunk."""
+
+    def __init__(self, config, seed):
+        from fast_dqn.tf_setup import configure_tensorflow
+        from fast_dqn.training import build_samplers, network_builder
+        # Ray sets only OMP_NUM_THREADS=1 here; TF's own pools would take every core of the
+        # node, once per actor.
+        configure_tensorflow(seed, threads=1)
+        import tensorflow as tf
+
+        self.config, self.seed = config, seed
+        self.local = LocalBackend(build_samplers(config, config.envs_per_sampler, seed))
+        space = self.local.observation_space
+        self.network = network_builder(config, space.shape, self.local.num_actions)()
+        spec = tf.TensorSpec((None, *space.shape), space.dtype)
+        self._q = tf.function(lambda s: self.network(s, training=False), input_signature=(spec,),
+                              autograph=False)
+        self.version = None
+        self._start(seed)
+
+    def _start(self, seed):
+        self.local.start(lambda s: self._q(s).numpy(), None,
+                         np.random.default_rng([seed, SAMPLER_RNG_STREAM]))
+
+    def spec(self):
+        return {"num_actions": self.local.num_actions,
+                "observation_space": self.local.observation_space,
+                "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+
+    def restart(self, seed):
+        """New games from a new seed (a resumed run does not replay its first games)."""
+        from fast_dqn.training import build_samplers
+        self.local.close()
+        self.local = LocalBackend(build_samplers(self.config, self.config.envs_per_sampler,
+                                                 seed))
+        self._start(seed)
+
+    def rollout(self, weights, version, epsilon, steps):
+        """`steps` steps of every game with the given epsilon; weights: [ObjectRef]."""
+        if version != self.version:
+            self.network.set_weights(ray.get(weights[0]))
+            self.version = version
+        return join_chunks([self.local.next_chunk(0, lambda s: np.full(len(s), epsilon))
+                            for _ in range(steps)])
+
+    def close(self):
+        self.local.close()
+
+
+class RayBackend:
+    """The fast loop's backend on Ray (see fast_dqn.experience for the interface)."""
+
+    def __init__(self, config, log=print):
+        self.config, self.log = config, log
+        self.connected = connect(config, log)
+        self.num_samplers = config.num_samplers
+        self.games = config.envs_per_sampler
+        self.num_shards = self.num_samplers * self.games
+        self.round_size = self.games * config.rollout_steps
+        self.actors = [None] * self.num_samplers
+        self.pending = [collections.deque() for _ in range(self.num_samplers)]
+        self.incarnations = [0] * self.num_samplers
+        self.deaths = [0] * self.num_samplers
+        self.fresh = set()        # replaced actors whose next chunk starts new games
+        self.seed_offset = 0      # moved on at a resume
+        self.weights_ref, self.version, self.stale = None, 0, True
+        self.delivered = 0        # chunks received, for the log and tests
+        try:
+            for i in range(self.num_samplers):
+                self._launch(i)
+            spec = self._first_spec()
+        except BaseException:
+            self.close()
+            raise
+        self.num_actions = spec["num_actions"]
+        self.observation_space = spec["observation_space"]
+        self.last_arrival = time.monotonic()
+
+    def _seed(self, i):
+        # Distinct for every game of every actor and incarnation; game g of an actor adds g.
+        return (self.config.seed + self.seed_offset
+                + (self.incarnations[i] * self.num_samplers + i) * self.games)
+
+    def _launch(self, i):
+        self.actors[i] = SamplerActor.remote(self.config, self._seed(i))
+
+    def _first_spec(self):
+        """Wait for the first actor to come up; its start-up errors surface here."""
+        refs = [actor.spec.remote() for actor in self.actors]
+        ready, _ = ray.wait(refs, num_returns=1, timeout=STALL_SECONDS)
+        if not ready:
+            raise RuntimeError(f"no sampler actor started within {STALL_SECONDS:.0f} s; is the "
+                               "cluster short of CPUs (see `ray status`)?")
+        return ray.get(ready[0])
+
+    def node_ids(self):
+        """The node of every actor, by index (waits for them all to start)."""
+        return [spec["node_id"] for spec in ray.get([a.spec.remote() for a in self.actors])]
+
+    # --- the backend interface
+
+    def start(self, q_values, weights, rng):
+        self.weights = weights  # acting happens in the actors; they get the weights
+
+    def target_updated(self):
+        self.stale = True  # put once, when the next request goes out
+
+    def next_chunk(self, step, epsilon_at):
+        self._top_up(float(epsilon_at(step)))
+        heads = {queue[0]: i for i, queue in enumerate(self.pending) if queue}
+        ready, _ = ray.wait(list(heads), num_returns=1, timeout=POLL_SECONDS)
+        if not ready:
+            waited = time.monotonic() - self.last_arrival
+            if waited > STALL_SECONDS:
+                raise RuntimeError(f"no sampler actor delivered for {waited:.0f} s; the "
+                                   "cluster may have lost its nodes (see `ray status`)")
+            return None
+        i = heads[ready[0]]
+        self.pending[i].popleft()
+        try:
+            chunk = ray.get(ready[0])
+        except LOST as error:
+            self._replace(i, error)
+            return None
+        # Copied out of the object store: held chunks must not pin it for a whole period.
+        for name in ("frames", "actions", "rewards", "terminated", "episode_ends",
+                     "game_over", "game_returns", "game_lengths", "epsilons"):
+            setattr(chunk, name, np.array(getattr(chunk, name)))
+        chunk.shards = i * self.games + np.arange(self.games)
+        chunk.new_stream = i in self.fresh
+        self.fresh.discard(i)
+        self.deaths[i] = 0
+        self.delivered += 1
+        self.last_arrival = time.monotonic()
+        return chunk
+
+    def _top_up(self, epsilon):
+        if self.stale:
+            self.weights_ref = ray.put(self.weights())
+            self.version += 1
+            self.stale = False
+        for i, actor in enumerate(self.actors):
+            while len(self.pending[i]) < self.config.requests_in_flight:
+                self.pending[i].append(actor.rollout.remote(
+                    [self.weights_ref], self.version, epsilon, self.config.rollout_steps))
+
+    def _replace(self, i, error):
+        """Start a new actor in place of a lost one; the others go on meanwhile."""
+        self.deaths[i] += 1
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if self.deaths[i] >= MAX_DEATHS:
+            raise RuntimeError(f"sampler actor {i} was lost {MAX_DEATHS} times in a row without "
+                               f"delivering a batch; the last time: {reason}")
+        lost = len(self.pending[i]) + 1
+        self.log(f"sampler actor {i} was lost ({reason}); its {lost} unfinished batch(es) are "
+                 f"dropped and a new actor replaces it, while the other "
+                 f"{self.num_samplers - 1} go on")
+        self._kill(self.actors[i])
+        self.pending[i].clear()
+        self.incarnations[i] += 1
+        self.fresh.add(i)
+        self._launch(i)
+
+    def state_dict(self):
+        return {"backend": "ray"}
+
+    def load_state_dict(self, state, step):
+        """The actors' games cannot be saved (ale-py's vector env has no state API); they
+        restart from seeds moved on by `step`. Returns False."""
+        self.seed_offset = step
+        for i, actor in enumerate(self.actors):
+            actor.restart.remote(self._seed(i))
+        return False
+
+    @staticmethod
+    def _kill(actor):
+        try:
+            ray.kill(actor, no_restart=True)
+        except Exception:
+            pass  # already gone
+
+    def close(self):
+        if not ray.is_initialized():
+            return
+        for actor in self.actors:
+            if actor is not None:
+                self._kill(actor)
+        self.pending = [collections.deque() for _ in range(self.num_samplers)]
+        if self.connected:
+            ray.shutdown()

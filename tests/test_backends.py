@@ -1,0 +1,232 @@
+"""The backend contract of fast_dqn.experience, run against both backends, and the Ray
+backend's fault tolerance. CartPole keeps the games short and the networks small; the Ray
+cluster is private, on loopback, and shared by this module's tests."""
+
+import dataclasses
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from fast_dqn import cli, training
+from fast_dqn.experience import LocalBackend
+from fast_dqn.fast_loop import HeldTransitions, run_fast_loop
+from fast_dqn.hyperparameters import FastConfig
+from ray_tools import ray_processes, wait_until_gone
+
+CONFIG = cli.build_config({"env": "CartPole-v1", "workers": 4, "num_samplers": 2,
+                           "envs_per_sampler": 2, "rollout_steps": 8, "seed": 3}, FastConfig)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    from fast_dqn.ray_backend import start_private_cluster
+    before = ray_processes()
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    start_private_cluster(num_cpus=2, object_store_mb=256)
+    yield ray
+    ray.shutdown()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    assert not wait_until_gone(before), "ray.shutdown() left processes behind"
+
+
+def make_backend(kind, request, config=CONFIG, log=None):
+    if kind == "threads":
+        return LocalBackend(training.build_samplers(config))
+    request.getfixturevalue("ray_cluster")
+    from fast_dqn.ray_backend import RayBackend
+    return RayBackend(dataclasses.replace(config, backend="ray"), log=log or (lambda line: None))
+
+
+def favour(learner, action):
+    """Make the target network prefer `action` in every state."""
+    weights = learner.target.get_weights()
+    weights[-2][:] = 0
+    weights[-1][:] = np.eye(len(weights[-1]))[action]
+    learner.target.set_weights(weights)
+
+
+def collect(backend, steps, epsilon):
+    chunks, total = [], 0
+    while total < steps:
+        chunk = backend.next_chunk(total, lambda s: np.full(np.shape(s), epsilon))
+        if chunk is not None:
+            chunks.append(chunk)
+            total += chunk.steps
+    return chunks
+
+
+def streams(chunks):
+    """Each shard's steps in order: {shard: {field: array}}."""
+    out = {}
+    for chunk in chunks:
+        for column, shard in enumerate(chunk.shards):
+            parts = out.setdefault(int(shard), [])
+            parts.append({f: getattr(chunk, f)[:, column]
+                          for f in ("frames", "actions", "episode_ends", "game_over",
+                                    "game_lengths", "game_returns", "epsilons")})
+    return {shard: {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
+            for shard, parts in out.items()}
+
+
+@pytest.mark.parametrize("kind", ["threads", "ray"])
+def test_backend_contract(kind, request):
+    backend = make_backend(kind, request)
+    try:
+        assert backend.num_actions == 2 and backend.observation_space.shape == (1, 4)
+        assert backend.num_shards == 4
+        learner = training.build_learner(CONFIG, backend.observation_space.shape, 2)
+        backend.start(learner.target_q_values, learner.target_weights,
+                      np.random.default_rng(0))
+
+        chunks = collect(backend, 800, epsilon=1.0)
+        for chunk in chunks:
+            assert chunk.steps == backend.round_size and not chunk.new_stream
+            assert chunk.frames.shape == (*chunk.actions.shape, 4)  # single frames, no stack
+            assert chunk.frames.dtype == backend.observation_space.dtype
+        by_shard = streams(chunks)
+        assert sorted(by_shard) == [0, 1, 2, 3]
+        for s in by_shard.values():
+            assert np.all(s["epsilons"] == 1.0)
+            # Each shard's steps arrive contiguous and in order: every game's logged length
+            # is the distance between consecutive game ends, and CartPole's return is its
+            # length. A lost, repeated or reordered chunk would break this.
+            ends = np.flatnonzero(s["game_over"])
+            assert len(ends) >= 3
+            assert np.array_equal(s["game_lengths"][ends], np.diff(ends, prepend=-1))
+            assert np.array_equal(s["game_returns"][ends], s["game_lengths"][ends])
+            assert np.array_equal(s["episode_ends"], s["game_over"])
+
+        # Greedy acting follows the target network; after target_updated() the new weights
+        # reach every game (in flight requests may still finish with the old ones).
+        favour(learner, 1)
+        backend.target_updated()
+        first = streams(collect(backend, 300, epsilon=0.0))
+        favour(learner, 0)
+        backend.target_updated()
+        second = streams(collect(backend, 600, epsilon=0.0))
+        for shard in range(4):
+            if kind == "threads":
+                assert set(first[shard]["actions"]) == {1}
+            else:  # requests sent before the first update acted at random
+                assert first[shard]["actions"][-8:].tolist() == [1] * 8
+            actions = second[shard]["actions"].tolist()
+            switch = actions.index(0)
+            assert set(actions[:switch]) <= {1} and set(actions[switch:]) == {0}
+            assert switch <= CONFIG.requests_in_flight * CONFIG.rollout_steps
+        assert backend.load_state_dict(backend.state_dict(), 100) is (kind == "threads")
+    finally:
+        backend.close()
+
+
+def test_held_transitions_cut_a_restarted_stream():
+    from fast_dqn.experience import Chunk
+    from fast_dqn.replay_memory import ReplayMemory
+
+    def chunk(t0, shards, new_stream=False):
+        n = len(shards)
+        frames = np.array([[[t0 + t, s] for s in shards] for t in range(2)])
+        zeros = np.zeros((2, n))
+        return Chunk(frames, zeros.astype(int), zeros, zeros.astype(bool), zeros.astype(bool),
+                     zeros.astype(bool), zeros, zeros.astype(int), zeros,
+                     np.array(shards), new_stream)
+
+    replay = ReplayMemory(40, (2,), 1, frame_dtype=np.int64, num_shards=4)
+    held = HeldTransitions()
+    held.append(chunk(0, [0, 1]))
+    held.append(chunk(0, [2, 3]))
+    held.flush(replay)
+    held.append(chunk(2, [0, 1]))
+    held.append(chunk(2, [2, 3], new_stream=True))   # shards 2, 3: already in replay
+    held.append(chunk(4, [0, 1]))
+    held.append(chunk(6, [0, 1], new_stream=True))   # shards 0, 1: the cut is still held
+    held.flush(replay)
+    assert replay.sizes.tolist() == [8, 8, 4, 4]
+    for shard in (0, 1):
+        assert replay.frames[shard, :8, 0].tolist() == list(range(8))
+        assert np.flatnonzero(replay.episode_ends[shard, :8]).tolist() == [5]
+    for shard in (2, 3):
+        assert np.flatnonzero(replay.episode_ends[shard, :4]).tolist() == [1]
+    assert not replay.terminals.any()  # cuts, never terminal: their successors are lost
+
+
+def test_checkpoints_from_before_the_backends_still_load():
+    rounds = [(np.full((3, 2), t), np.arange(3), np.ones(3, np.float32), np.zeros(3, bool),
+               np.zeros(3, bool)) for t in range(5)]
+    held = HeldTransitions(rounds)
+    from fast_dqn.replay_memory import ReplayMemory
+    replay = ReplayMemory(30, (2,), 1, frame_dtype=np.int64, num_shards=3)
+    held.flush(replay)
+    assert replay.sizes.tolist() == [5, 5, 5]
+    assert replay.frames[1, :5, 0].tolist() == [0, 1, 2, 3, 4]
+    assert replay.actions[2, :5].tolist() == [2] * 5
+
+
+class KillingMonitor:
+    """Kills sampler actor 0's process once the run passes `at` steps, then slows the run
+    until the replacement has delivered, so that it does within the tiny budget."""
+
+    def __init__(self, backend, at):
+        self.backend, self.at, self.killed_pid = backend, at, None
+        self.games, self.losses = [], 0
+
+    def tick(self, step, epsilon):
+        if self.killed_pid is None and step >= self.at:
+            import ray
+            self.killed_pid = ray.get(self.backend.actors[0].spec.remote())["pid"]
+            os.kill(self.killed_pid, signal.SIGKILL)
+        elif self.killed_pid and (self.backend.incarnations[0] == 0 or 0 in self.backend.fresh):
+            time.sleep(0.2)
+
+    def record_game(self, step, length, game_return, epsilon):
+        self.games.append(step)
+
+    def record_train(self, loss, mean_q=None):
+        self.losses += 1
+
+    def message(self, line):
+        pass
+
+
+def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
+    from fast_dqn.background_trainer import BackgroundTrainer
+    config = dataclasses.replace(CONFIG, timesteps=2400, prepopulate=200, target_update_freq=96,
+                                 replay_capacity=20_000, batch_size=16, evaluate=0)
+    messages = []
+    backend = make_backend("ray", request, config, log=messages.append)
+    learner = training.build_learner(config, backend.observation_space.shape, 2)
+    replay = training.build_replay(config, (4,), backend.num_shards, np.float32)
+    monitor = KillingMonitor(backend, at=800)
+    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
+                                on_loss=lambda result: monitor.record_train(*result))
+    backend.start(learner.target_q_values, learner.target_weights, np.random.default_rng(0))
+    try:
+        steps = run_fast_loop(config, backend, learner, replay, trainer, monitor)
+        import ray
+        new_pid = ray.get(backend.actors[0].spec.remote())["pid"]
+    finally:
+        trainer.close()
+        backend.close()
+    assert steps == 2400
+    assert any(m.startswith("sampler actor 0 was lost") for m in messages), messages
+    assert backend.incarnations == [1, 0] and new_pid != monitor.killed_pid
+    # Every counted step is in replay exactly once: the lost requests never arrived.
+    assert len(replay) == steps == backend.delivered * backend.round_size
+    assert replay.sizes[0] == replay.sizes[1] and replay.sizes[2] == replay.sizes[3]
+    # Actor 0's old and new games are split by a cut (an end that is not terminal); actor
+    # 1's games were never cut.
+    cuts = replay.episode_ends & ~replay.terminals
+    assert cuts[0].sum() == cuts[1].sum() == 1 and not cuts[2:].any()
+    assert monitor.losses == learner_minibatches(config, steps)
+
+
+def learner_minibatches(config, steps):
+    from fast_dqn.fast_loop import minibatches_due
+    return minibatches_due(0, steps, config.prepopulate, config.train_freq)
