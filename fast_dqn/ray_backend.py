@@ -67,6 +67,7 @@ def connect(config, log):
     runtime_env = {"py_modules": [package_dir()]}
     try:
         if config.ray_address:
+            check_reachable(config.ray_address)
             ray.init(address=config.ray_address, runtime_env=runtime_env,
                      log_to_driver=True, logging_level="WARNING")
         else:
@@ -78,6 +79,30 @@ def connect(config, log):
     finally:
         signal.signal(signal.SIGTERM, handler)
     return True
+
+
+def check_reachable(address, seconds=5.0):
+    """A clear error for a cluster that is not there: ray.init would retry for many minutes.
+
+    Checks the address Ray will really use: it replaces 127.0.0.1 and localhost by this
+    machine's routable IP, which a head started with --node-ip-address=127.0.0.1 does not
+    listen on.
+    """
+    import socket
+    from fast_dqn.errors import UsageError
+    from ray._private.services import canonicalize_bootstrap_address
+    try:
+        target = canonicalize_bootstrap_address(address)
+    except (ConnectionError, ValueError) as error:
+        raise UsageError("--ray-address", f"{address!r}: {error}; start the head with "
+                         "`ray start --head`, or drop --ray-address for a private cluster")
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as error:
+        raise UsageError("--ray-address", f"nothing answers at {target} (from {address!r}: "
+                         f"{error}); give the address `ray start --head` printed, which is "
+                         "this machine's network IP, not 127.0.0.1")
 
 
 def private_auth_token():
@@ -142,11 +167,16 @@ class SamplerActor:
                                                  seed))
         self._start(seed)
 
-    def rollout(self, weights, version, epsilon, steps):
-        """`steps` steps of every game with the given epsilon; weights: [ObjectRef]."""
+    def load_weights(self, weights, version):
+        """Act with target weights `version` from now on; weights: [ObjectRef] of them."""
         if version != self.version:
             self.network.set_weights(ray.get(weights[0]))
             self.version = version
+        return version
+
+    def rollout(self, weights, version, epsilon, steps):
+        """`steps` steps of every game with the given epsilon and weights version."""
+        self.load_weights(weights, version)
         return join_chunks([self.local.next_chunk(0, lambda s: np.full(len(s), epsilon))
                             for _ in range(steps)])
 

@@ -1,0 +1,147 @@
+"""How --backend ray scales with sampler actors, on this machine.
+
+For 1, 2 and 4 actors (each 4 Pong games, 64 steps per request, epsilon 0.1 so most steps
+go through the actor's network), on a private local cluster:
+
+- samplers alone: agent steps/s arriving at the driver, which only receives them;
+- with the learner: the whole fast loop (replay, background trainer, Nature ratio of one
+  minibatch of 32 per 4 steps, target update every --period steps), steady state after warm-up;
+- weight broadcast: one ray.put of the target weights and every actor loaded with them
+  (actors idle), median of --repeats;
+- bytes per agent step on the wire: the chunks' arrays, and the weights amortized over a
+  target period for one copy per actor.
+
+Rates are medians over --segments equal time (samplers) or period (learner) segments.
+
+    python benchmarks/ray_scaling.py                  # about 6 minutes here
+    python benchmarks/ray_scaling.py --actors 1 2 --seconds 10
+"""
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
+
+
+def chunk_bytes(chunk):
+    return sum(getattr(chunk, f.name).nbytes for f in dataclasses.fields(chunk)
+               if hasattr(getattr(chunk, f.name), "nbytes"))
+
+
+def samplers_alone(backend, seconds, segments):
+    """Steps/s arriving at the driver, and the wire bytes per step of the chunks."""
+    import numpy as np
+    eps = lambda s: np.full(np.shape(s), 0.1)
+    step, size, end = 0, None, time.perf_counter() + seconds  # warm-up: actors start
+    while time.perf_counter() < end or step == 0:
+        chunk = backend.next_chunk(step, eps)
+        if chunk is not None:
+            step += chunk.steps
+            size = chunk_bytes(chunk) / chunk.steps
+    rates = []
+    for _ in range(segments):
+        start_step, start = step, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            chunk = backend.next_chunk(step, eps)
+            if chunk is not None:
+                step += chunk.steps
+        rates.append((step - start_step) / (time.perf_counter() - start))
+    return rates, size
+
+
+def drain(backend):
+    import ray
+    for queue in backend.pending:
+        ray.wait(list(queue), num_returns=len(queue), timeout=120)
+        queue.clear()
+
+
+def broadcast_ms(backend, repeats):
+    import ray
+    times = []
+    for r in range(repeats):
+        start = time.perf_counter()
+        ref = ray.put(backend.weights())
+        ray.get([actor.load_weights.remote([ref], -1 - r) for actor in backend.actors])
+        times.append(1000 * (time.perf_counter() - start))
+    return times
+
+
+def with_learner(config, backend, learner, segments):
+    from speedtest import TimingMonitor
+    from fast_dqn import training
+    from fast_dqn.background_trainer import BackgroundTrainer
+    from fast_dqn.fast_loop import run_fast_loop
+    replay = training.build_replay(config, (84, 84), backend.num_shards)
+    # Timed from the second sync point after warm-up (the first trains the warm-up's tail).
+    first = -(-config.prepopulate // config.target_update_freq) * config.target_update_freq
+    start = first + config.target_update_freq
+    config = dataclasses.replace(config, timesteps=start + segments * config.target_update_freq)
+    monitor = TimingMonitor(start, config.target_update_freq, config.timesteps)
+    monitor.message = lambda line: None
+    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
+    try:
+        run_fast_loop(config, backend, learner, replay, trainer, monitor)
+    finally:
+        trainer.close()
+    return monitor.rates()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--seconds", type=float, default=15, help="per samplers-alone segment")
+    parser.add_argument("--segments", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="weight broadcasts")
+    parser.add_argument("--period", type=int, default=2048, help="target update, agent steps")
+    parser.add_argument("--threads", type=int, default=0, help="learner's TF threads")
+    args = parser.parse_args()
+
+    import numpy as np
+    import ray
+    from fast_dqn import training
+    from fast_dqn.hyperparameters import FastConfig
+    from fast_dqn.ray_backend import RayBackend, start_private_cluster
+    from fast_dqn.tf_setup import configure_tensorflow
+
+    configure_tensorflow(0, args.threads)
+    start_private_cluster(max(os.cpu_count(), max(args.actors)), 1024)
+    print(f"cores {os.cpu_count()}, load average before: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("| actors | games | samplers alone (steps/s) | with learner (steps/s) | "
+          "broadcast (ms) | wire bytes/step (frames + weights) |")
+    print("|---|---|---|---|---|---|")
+    for n in args.actors:
+        config = FastConfig(game="pong", backend="ray", num_samplers=n, envs_per_sampler=4,
+                            rollout_steps=64, replay_capacity=100_000, prepopulate=2048,
+                            target_update_freq=args.period, evaluate=0, eps_start=0.1,
+                            eps_end=0.1, threads=args.threads)
+        backend = RayBackend(config, log=lambda line: None)
+        try:
+            learner = training.build_learner(config, (4, 84, 84), backend.num_actions)
+            backend.start(learner.target_q_values, learner.target_weights,
+                          np.random.default_rng(0))
+            alone, per_step = samplers_alone(backend, args.seconds, args.segments)
+            drain(backend)
+            latency = broadcast_ms(backend, args.repeats)
+            weights_bytes = sum(w.nbytes for w in learner.target_weights())
+            learning = with_learner(config, backend, learner, args.segments)
+        finally:
+            backend.close()
+        amortized = n * weights_bytes / args.period
+        print(f"| {n} | {n * 4} | {statistics.median(alone):,.0f} "
+              f"({min(alone):,.0f}–{max(alone):,.0f}) | {statistics.median(learning):,.0f} "
+              f"({min(learning):,.0f}–{max(learning):,.0f}) | "
+              f"{statistics.median(latency):.1f} ({min(latency):.1f}–{max(latency):.1f}) | "
+              f"{per_step:,.0f} + {amortized:,.0f} ({weights_bytes / 2**20:.2f} MiB × {n} "
+              f"per {args.period:,} steps) |", flush=True)
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
