@@ -9,7 +9,9 @@ go through the actor's network), on a private local cluster:
 - weight broadcast: one ray.put of the target weights and every actor loaded with them
   (actors idle), median of --repeats;
 - bytes per agent step on the wire: the chunks' arrays, and the weights amortized over a
-  target period for one copy per actor.
+  target period for one copy per actor;
+- for reference, in the same run, the threads backend with 8 games (ale-py's vector env in
+  this process, batched target-network calls) doing the same two measurements.
 
 Rates are medians over --segments equal time (samplers) or period (learner) segments.
 
@@ -72,6 +74,23 @@ def broadcast_ms(backend, repeats):
     return times
 
 
+def measure(config, backend, learner, args):
+    """Samplers alone, then with the learner, on one started backend."""
+    import numpy as np
+    backend.start(learner.target_q_values, learner.target_weights, np.random.default_rng(0))
+    alone, per_step = samplers_alone(backend, args.seconds, args.segments)
+    latency = None
+    if config.backend == "ray":
+        drain(backend)
+        latency = broadcast_ms(backend, args.repeats)
+    return alone, per_step, latency, with_learner(config, backend, learner, args.segments)
+
+
+def spread(values, digits=0):
+    return (f"{statistics.median(values):,.{digits}f} "
+            f"({min(values):,.{digits}f}–{max(values):,.{digits}f})")
+
+
 def with_learner(config, backend, learner, segments):
     from speedtest import TimingMonitor
     from fast_dqn import training
@@ -100,11 +119,13 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="weight broadcasts")
     parser.add_argument("--period", type=int, default=2048, help="target update, agent steps")
     parser.add_argument("--threads", type=int, default=0, help="learner's TF threads")
+    parser.add_argument("--no-threads-reference", dest="threads_reference",
+                        action="store_false", help="skip the threads backend's row")
     args = parser.parse_args()
 
-    import numpy as np
     import ray
     from fast_dqn import training
+    from fast_dqn.experience import LocalBackend
     from fast_dqn.hyperparameters import FastConfig
     from fast_dqn.ray_backend import RayBackend, start_private_cluster
     from fast_dqn.tf_setup import configure_tensorflow
@@ -113,33 +134,35 @@ def main():
     start_private_cluster(max(os.cpu_count(), max(args.actors)), 1024)
     print(f"cores {os.cpu_count()}, load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("| actors | games | samplers alone (steps/s) | with learner (steps/s) | "
-          "broadcast (ms) | wire bytes/step (frames + weights) |")
+    print("| backend | games | samplers alone (steps/s) | with learner (steps/s) | "
+          "broadcast (ms) | wire bytes/step (batches + weights) |")
     print("|---|---|---|---|---|---|")
+    base = FastConfig(game="pong", backend="ray", envs_per_sampler=4, rollout_steps=64,
+                      replay_capacity=100_000, prepopulate=2048, target_update_freq=args.period,
+                      evaluate=0, eps_start=0.1, eps_end=0.1, threads=args.threads)
     for n in args.actors:
-        config = FastConfig(game="pong", backend="ray", num_samplers=n, envs_per_sampler=4,
-                            rollout_steps=64, replay_capacity=100_000, prepopulate=2048,
-                            target_update_freq=args.period, evaluate=0, eps_start=0.1,
-                            eps_end=0.1, threads=args.threads)
+        config = dataclasses.replace(base, num_samplers=n)
         backend = RayBackend(config, log=lambda line: None)
         try:
             learner = training.build_learner(config, (4, 84, 84), backend.num_actions)
-            backend.start(learner.target_q_values, learner.target_weights,
-                          np.random.default_rng(0))
-            alone, per_step = samplers_alone(backend, args.seconds, args.segments)
-            drain(backend)
-            latency = broadcast_ms(backend, args.repeats)
-            weights_bytes = sum(w.nbytes for w in learner.target_weights())
-            learning = with_learner(config, backend, learner, args.segments)
+            alone, per_step, latency, learning = measure(config, backend, learner, args)
         finally:
             backend.close()
-        amortized = n * weights_bytes / args.period
-        print(f"| {n} | {n * 4} | {statistics.median(alone):,.0f} "
-              f"({min(alone):,.0f}–{max(alone):,.0f}) | {statistics.median(learning):,.0f} "
-              f"({min(learning):,.0f}–{max(learning):,.0f}) | "
-              f"{statistics.median(latency):.1f} ({min(latency):.1f}–{max(latency):.1f}) | "
-              f"{per_step:,.0f} + {amortized:,.0f} ({weights_bytes / 2**20:.2f} MiB × {n} "
-              f"per {args.period:,} steps) |", flush=True)
+        weights_bytes = sum(w.nbytes for w in learner.target_weights())
+        amortized = weights_bytes / args.period
+        print(f"| ray, {n} actor(s) | {n * 4} | {spread(alone)} | {spread(learning)} | "
+              f"{spread(latency, 1)} | {per_step:,.0f} + {amortized:,.0f} per machine "
+              f"({weights_bytes / 2**20:.2f} MiB per {args.period:,} steps) |", flush=True)
+    if args.threads_reference:
+        config = dataclasses.replace(base, backend="threads", workers=8)
+        backend = LocalBackend(training.build_samplers(config))
+        try:
+            learner = training.build_learner(config, (4, 84, 84), backend.num_actions)
+            alone, _, _, learning = measure(config, backend, learner, args)
+        finally:
+            backend.close()
+        print(f"| threads (reference) | 8 | {spread(alone)} | {spread(learning)} | – | "
+              "none (same process) |", flush=True)
     ray.shutdown()
 
 

@@ -191,9 +191,12 @@ def validate_ray(config):
     if not found:
         raise UsageError("--backend", "ray is not installed; pip install -r requirements.txt "
                          "(or drop --backend ray)")
-    if config.ray_address is not None and not config.ray_address.strip():
-        raise UsageError("--ray-address", "is empty; give 'auto', HOST:PORT, or drop it to "
-                         "start a private cluster")
+    if config.ray_address is not None:
+        if not config.ray_address.strip():
+            raise UsageError("--ray-address", "is empty; give 'auto', HOST:PORT, or drop it "
+                             "to start a private cluster")
+        from fast_dqn.ray_backend import check_reachable
+        check_reachable(config.ray_address)
 
 
 def check_ranges(config, positive, non_negative):

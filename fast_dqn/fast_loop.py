@@ -1,21 +1,24 @@
 """The fast DQN loop of Daley & Amato (2021): concurrent training, synchronized sampling.
 
-W samplers advance in rounds: each round every sampler takes one agent step, acting
-epsilon-greedily through the *target* network. When synchronized, the states of the round's
-greedy samplers go through the network in one batched call; otherwise each queries it alone.
-Samplers that explore this step skip the network, as the Nature loop's single agent does.
+Experience comes from a backend (fast_dqn.experience) in equal *chunks*, acting
+epsilon-greedily through the *target* network. With the local backend a chunk is a round: each
+of W samplers takes one agent step, and when synchronized the states of the round's greedy
+samplers go through the network in one batched call (otherwise each queries it alone; samplers
+that explore skip it, as the Nature loop's single agent does). With the Ray backend a chunk is
+one actor's batch of steps, acted with the actor's copy of the target network.
 
-With C = target_update_freq, a *sync point* is the round in which the global agent step passes
-a multiple of C, and the last round. At a sync point, with concurrent training:
+With C = target_update_freq, a *sync point* is the chunk with which the global agent step
+passes a multiple of C, and the last chunk. At a sync point, with concurrent training:
 1. wait for the trainer to finish its period;
 2. flush every sampler's held transitions into replay, sampler 0 first;
-3. copy main -> target, and evaluate if an evaluation is due;
+3. copy main -> target (and tell the backend), and evaluate if an evaluation is due;
 4. hand the trainer the minibatches the Nature loop would train in the coming period
    (one per train_freq agent steps after warm-up), which it trains while the samplers act.
-Replay is written only in step 2, while the trainer is idle, and the samplers act with a
-network that is frozen for the whole period: so a seeded run is reproducible.
+Replay is written only in step 2, while the trainer is idle, and the local samplers act with
+a network that is frozen for the whole period: so a seeded local run is reproducible (a Ray
+run is not: which actor's chunk arrives first depends on timing).
 
-Without concurrency, the same rounds run in lockstep: after each round its transitions are
+Without concurrency, the same chunks run in lockstep: after each chunk its transitions are
 written and the minibatches due are trained at once.
 
 The Nature ratios hold in every mode: the same warm-up, epsilon by global agent step, and over
@@ -23,7 +26,7 @@ the whole run exactly the minibatches the Nature loop would train.
 
 Checkpoints: periodic ones are written at a sync point, between steps 3 and 4 above, when the
 trainer is idle and nothing is held. A stop request (Ctrl-C, SIGTERM) is served at the next
-round, even while the loop waits for the trainer at a sync point: the trainer stops after its
+chunk, even while the loop waits for the trainer at a sync point: the trainer stops after its
 current minibatch, and the checkpoint keeps what is held, the minibatches still owed for the
 period, and replay's RNG rewound to where those minibatches will be drawn. A resumed run
 therefore trains, acts and logs exactly as an uninterrupted one.

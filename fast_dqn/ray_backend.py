@@ -66,8 +66,7 @@ def connect(config, log):
     # requirements installed.
     runtime_env = {"py_modules": [package_dir()]}
     try:
-        if config.ray_address:
-            check_reachable(config.ray_address)
+        if config.ray_address:  # checked by check_reachable when the flags were validated
             ray.init(address=config.ray_address, runtime_env=runtime_env,
                      log_to_driver=True, logging_level="WARNING")
         else:
