@@ -3,8 +3,9 @@
 A backend plays the fast loop's games and hands back `Chunk`s of transitions. The learner loop
 (fast_dqn.fast_loop) is the same whatever the backend; it only ever calls:
 
-- `start(q_values, weights, rng)`: the target network, as a callable for local acting and as a
-  weight source for remote copies, and the action RNG;
+- `start(q_values, weights, rng, log=None)`: the target network, as a callable for local acting
+  and as a weight source for remote copies, the action RNG, and where to report events (the
+  run's console);
 - `next_chunk(step, epsilon_at)`: the next chunk, or None when none has arrived yet (the loop
   then checks its trainer and stop requests, and asks again);
 - `target_updated()`: main was copied to target; acting from now on should use the new one;
@@ -78,7 +79,7 @@ class LocalBackend:
         self.shards = np.arange(self.num_shards)
         self.obs = None
 
-    def start(self, q_values, weights, rng):
+    def start(self, q_values, weights, rng, log=None):
         self.q_values, self.rng = q_values, rng
         if self.obs is None:
             self.obs = self.samplers.reset()

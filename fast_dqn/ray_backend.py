@@ -235,8 +235,9 @@ class RayBackend:
 
     # --- the backend interface
 
-    def start(self, q_values, weights, rng):
+    def start(self, q_values, weights, rng, log=None):
         self.weights = weights  # acting happens in the actors; they get the weights
+        self.log = log or self.log
 
     def target_updated(self):
         self.stale = True  # put once, when the next request goes out

@@ -182,7 +182,8 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
                 monitor.message("this backend cannot save its games (ale-py's vector env has "
                                 "no state API): each sampler starts a new game; the "
                                 "unfinished ones are not logged")
-        backend.start(learner.target_q_values, learner.target_weights, parts.rng)
+        backend.start(learner.target_q_values, learner.target_weights, parts.rng,
+                      log=monitor.message)
         if config.concurrent:
             trainer = BackgroundTrainer(learner.train,
                                         lambda: replay.sample(config.batch_size),
