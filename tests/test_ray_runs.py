@@ -1,45 +1,46 @@
 """--backend ray in real runs: a two-node cluster on loopback, and tiny Pong runs through the
 command line, stopped by SIGTERM, resumed, and checked to leave no Ray process behind."""
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
-import numpy as np
 import pytest
 
-from fast_dqn import cli, training
 from fast_dqn.checkpoint import CheckpointStore
-from fast_dqn.hyperparameters import FastConfig
 from ray_tools import ray_processes, wait_until_gone
 from test_end_to_end import ROOT, rows
 
 ray = pytest.importorskip("ray")
 
 
-def test_samplers_run_on_the_second_node_of_a_two_node_cluster(monkeypatch):
+TWO_NODES = textwrap.dedent("""
+    import json, sys
+    sys.path[:0] = [{root!r}]
+    import numpy as np
+    import ray
     from ray.cluster_utils import Cluster
+    from fast_dqn import cli, training
+    from fast_dqn.hyperparameters import FastConfig
     from fast_dqn.ray_backend import RayBackend
 
-    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"):
-        monkeypatch.delenv(name, raising=False)
-    before = ray_processes()
     # The head (the learner's machine) offers no CPU, so the one-CPU sampler actors can only
     # be placed on the second node: the recipe's `ray start --head --num-cpus=0`. Both nodes
     # listen on this machine's own address (Ray replaces 127.0.0.1 by it when connecting);
     # Linux routes that through the loopback interface, so nothing leaves the machine.
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 0}})
     try:
         second = cluster.add_node(num_cpus=2, object_store_memory=200 * 2**20)
-        config = cli.build_config({"env": "CartPole-v1", "backend": "ray", "num_samplers": 2,
+        config = cli.build_config({{"env": "CartPole-v1", "backend": "ray", "num_samplers": 2,
                                    "envs_per_sampler": 2, "rollout_steps": 8,
-                                   "ray_address": cluster.address}, FastConfig)
+                                   "ray_address": cluster.address}}, FastConfig)
         backend = RayBackend(config, log=lambda line: None)
         try:
-            assert backend.node_ids() == [second.node_id] * 2
-            assert second.node_id != cluster.head_node.node_id
+            nodes = backend.node_ids()
             learner = training.build_learner(config, backend.observation_space.shape, 2)
             backend.start(learner.target_q_values, learner.target_weights,
                           np.random.default_rng(0))
@@ -49,13 +50,34 @@ def test_samplers_run_on_the_second_node_of_a_two_node_cluster(monkeypatch):
                 if chunk is not None:
                     shards.update(chunk.shards.tolist())
                     steps += chunk.steps
-            assert shards == {0, 1, 2, 3}
         finally:
             backend.close()
-        assert not ray.is_initialized()  # the driver disconnected; the cluster is the user's
-        assert cluster.remaining_processes_alive()
+        print(json.dumps({{"nodes": nodes, "head": cluster.head_node.node_id,
+                          "second": second.node_id, "shards": sorted(shards),
+                          "connected_after": ray.is_initialized(),
+                          "cluster_alive": cluster.remaining_processes_alive()}}))
     finally:
         cluster.shutdown()
+""")
+
+
+def test_samplers_run_on_the_second_node_of_a_two_node_cluster(tmp_path):
+    # In its own process: one Python process meets one Ray cluster in real use, and Ray
+    # keeps per-process state that a second cluster in the same process trips over.
+    before = ray_processes()
+    script = tmp_path / "two_nodes.py"
+    script.write_text(TWO_NODES.format(root=ROOT))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["second"] != found["head"]
+    assert found["nodes"] == [found["second"]] * 2
+    assert found["shards"] == [0, 1, 2, 3]
+    # The driver disconnected, and left the cluster (the user's) running.
+    assert not found["connected_after"] and found["cluster_alive"]
     assert not wait_until_gone(before)
 
 
