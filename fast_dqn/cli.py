@@ -138,6 +138,9 @@ def build_config(explicit, config_class=hp.Config):
     values = {k: v for k, v in preset_values(preset).items() if k in names}
     values.update(explicit)
     values["preset"] = preset
+    if values.get("backend") == "ray" and "workers" in explicit:
+        raise UsageError("--workers", "counts the games of --backend threads; with --backend "
+                         "ray give --num-samplers and --envs-per-sampler instead")
     if values.get("env") is not None:
         if "game" in preset_values(preset):
             raise UsageError("--preset", f"'{preset}' is for Atari games; use --game with it, "

@@ -115,7 +115,7 @@ class FastConfig(Config):
                         "sampler actors on a Ray cluster, each acting with its own copy of the "
                         "target network", choices=("threads", "ray"))
     num_samplers: int = _opt(2, "--backend ray: sampler actors (one CPU each)", "actors")
-    envs_per_sampler: int = _opt(4, "--backend ray: games each actor plays (replaces "
+    envs_per_sampler: int = _opt(4, "--backend ray: games each actor plays (instead of "
                                  "--workers)", "games")
     rollout_steps: int = _opt(64, "--backend ray: steps of each game per request; a request "
                               "returns envs-per-sampler × this many frames", "agent steps")

@@ -52,6 +52,7 @@ CASES = [
     ("fast", ["--workers=0"], None, "--workers", "positive whole number"),
     ("fast", ["--backend=ray", "--num-samplers=0"], None, "--num-samplers",
      "positive whole number"),
+    ("fast", ["--backend=ray", "--workers=8"], None, "--workers", "--envs-per-sampler"),
     ("fast", ["--backend=ray", "--ray-address=127.0.0.1:9"], None, "--ray-address",
      "nothing answers"),
     ("fast", ["--backend=ray", "--envs-per-sampler=8", "--prepopulate=60"], None,
