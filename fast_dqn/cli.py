@@ -186,12 +186,9 @@ def validate_fast(config):
 
 
 def validate_ray(config):
-    try:
-        import importlib.util
-        found = importlib.util.find_spec("ray") is not None
-    except ValueError:
-        found = False
-    if not found:
+    """--backend ray's flags; finds ray without importing it, unless --ray-address is given."""
+    import importlib.util
+    if importlib.util.find_spec("ray") is None:
         raise UsageError("--backend", "ray is not installed; pip install -r requirements.txt "
                          "(or drop --backend ray)")
     if config.ray_address is not None:

@@ -54,12 +54,15 @@ class Chunk:
         return self.actions.size
 
 
+# The (T, S, ...) arrays of a Chunk, in field order.
+STEP_FIELDS = ("frames", "actions", "rewards", "terminated", "episode_ends", "game_over",
+               "game_returns", "game_lengths", "epsilons")
+
+
 def join_chunks(chunks):
     """Consecutive chunks of the same games as one chunk, in time order."""
     first = chunks[0]
-    fields = ("frames", "actions", "rewards", "terminated", "episode_ends", "game_over",
-              "game_returns", "game_lengths", "epsilons")
-    return Chunk(*(np.concatenate([getattr(c, f) for c in chunks]) for f in fields),
+    return Chunk(*(np.concatenate([getattr(c, f) for c in chunks]) for f in STEP_FIELDS),
                  shards=first.shards, new_stream=first.new_stream)
 
 

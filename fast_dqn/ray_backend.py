@@ -36,7 +36,7 @@ import time
 import numpy as np
 import ray
 
-from fast_dqn.experience import LocalBackend, join_chunks
+from fast_dqn.experience import STEP_FIELDS, LocalBackend, join_chunks
 
 POLL_SECONDS = 0.2
 STALL_SECONDS = 600.0  # a TF actor takes ~6 s to start alone, much longer on a busy machine
@@ -260,8 +260,7 @@ class RayBackend:
             self._replace(i, error)
             return None
         # Copied out of the object store: held chunks must not pin it for a whole period.
-        for name in ("frames", "actions", "rewards", "terminated", "episode_ends",
-                     "game_over", "game_returns", "game_lengths", "epsilons"):
+        for name in STEP_FIELDS:
             setattr(chunk, name, np.array(getattr(chunk, name)))
         chunk.shards = i * self.games + np.arange(self.games)
         chunk.new_stream = i in self.fresh

@@ -12,7 +12,7 @@ import pytest
 
 from fast_dqn import cli, training
 from fast_dqn.experience import LocalBackend
-from fast_dqn.fast_loop import HeldTransitions, run_fast_loop
+from fast_dqn.fast_loop import HeldTransitions, minibatches_due, run_fast_loop
 from fast_dqn.hyperparameters import FastConfig
 from ray_tools import ray_processes, wait_until_gone
 
@@ -226,9 +226,4 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
     # 1's games were never cut.
     cuts = replay.episode_ends & ~replay.terminals
     assert cuts[0].sum() == cuts[1].sum() == 1 and not cuts[2:].any()
-    assert monitor.losses == learner_minibatches(config, steps)
-
-
-def learner_minibatches(config, steps):
-    from fast_dqn.fast_loop import minibatches_due
-    return minibatches_due(0, steps, config.prepopulate, config.train_freq)
+    assert monitor.losses == minibatches_due(0, steps, config.prepopulate, config.train_freq)
