@@ -200,7 +200,7 @@ class RayBackend:
         self.fresh = set()        # replaced actors whose next chunk starts new games
         self.seed_offset = 0      # moved on at a resume
         self.weights_ref, self.version, self.stale = None, 0, True
-        self.delivered = 0        # chunks received, for the log and tests
+        self.delivered = 0        # chunks received (for tests and benchmarks)
         try:
             for i in range(self.num_samplers):
                 self._launch(i)
@@ -210,7 +210,7 @@ class RayBackend:
             raise
         self.num_actions = spec["num_actions"]
         self.observation_space = spec["observation_space"]
-        self.last_arrival = time.monotonic()
+        self.last_arrival = self.last_call = time.monotonic()
 
     def _seed(self, i):
         # Distinct for every game of every actor and incarnation; game g of an actor adds g.
@@ -243,6 +243,10 @@ class RayBackend:
         self.stale = True  # put once, when the next request goes out
 
     def next_chunk(self, step, epsilon_at):
+        now = time.monotonic()
+        if now - self.last_call > 10 * POLL_SECONDS:
+            self.last_arrival = now  # the loop was busy (evaluating, saving): not a stall
+        self.last_call = now
         self._top_up(float(epsilon_at(step)))
         heads = {queue[0]: i for i, queue in enumerate(self.pending) if queue}
         ready, _ = ray.wait(list(heads), num_returns=1, timeout=POLL_SECONDS)
@@ -283,7 +287,8 @@ class RayBackend:
     def _replace(self, i, error):
         """Start a new actor in place of a lost one; the others go on meanwhile."""
         self.deaths[i] += 1
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        text = str(error).strip()
+        reason = text.splitlines()[0] if text else type(error).__name__
         if self.deaths[i] >= MAX_DEATHS:
             raise RuntimeError(f"sampler actor {i} was lost {MAX_DEATHS} times in a row without "
                                f"delivering a batch; the last time: {reason}")
