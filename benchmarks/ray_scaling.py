@@ -15,7 +15,7 @@ go through the actor's network), on a private local cluster:
 
 Rates are medians over --segments equal time (samplers) or period (learner) segments.
 
-    python benchmarks/ray_scaling.py                  # about 6 minutes here
+    python benchmarks/ray_scaling.py                  # about 10 minutes here
     python benchmarks/ray_scaling.py --actors 1 2 --seconds 10
 """
 
