@@ -1,8 +1,17 @@
-"""Helpers for the tests that run Ray: a private cluster, and finding Ray's processes."""
+"""Helpers for the tests that run Ray: a clean environment, and finding Ray's processes."""
 
+import os
 import time
 
 import psutil
+
+# Settings a developer's shell may carry that would point a test at another cluster or auth.
+RAY_SETTINGS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
+
+
+def environment_without_ray_settings():
+    return {k: v for k, v in os.environ.items() if k not in RAY_SETTINGS}
+
 
 RAY_PROCESS_MARKS = ("raylet", "gcs_server", "ray::", "default_worker.py", "runtime_env",
                      "log_monitor.py", "dashboard", "plasma_store")

@@ -14,7 +14,7 @@ from fast_dqn import cli, training
 from fast_dqn.experience import LocalBackend
 from fast_dqn.fast_loop import HeldTransitions, minibatches_due, run_fast_loop
 from fast_dqn.hyperparameters import FastConfig
-from ray_tools import ray_processes, wait_until_gone
+from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 
 CONFIG = cli.build_config({"env": "CartPole-v1", "workers": 4, "num_samplers": 2,
                            "envs_per_sampler": 2, "rollout_steps": 8, "seed": 3}, FastConfig)
@@ -25,15 +25,12 @@ def ray_cluster():
     ray = pytest.importorskip("ray")
     from fast_dqn.ray_backend import start_private_cluster
     before = ray_processes()
-    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
-    start_private_cluster(num_cpus=2, object_store_mb=256)
-    yield ray
-    ray.shutdown()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with pytest.MonkeyPatch.context() as patch:  # undoes the cluster's own token too
+        for name in RAY_SETTINGS:
+            patch.delenv(name, raising=False)
+        start_private_cluster(num_cpus=2, object_store_mb=256)
+        yield ray
+        ray.shutdown()
     assert not wait_until_gone(before), "ray.shutdown() left processes behind"
 
 

@@ -2,7 +2,6 @@
 command line, stopped by SIGTERM, resumed, and checked to leave no Ray process behind."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import time
 import pytest
 
 from fast_dqn.checkpoint import CheckpointStore
-from ray_tools import ray_processes, wait_until_gone
+from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 from test_end_to_end import ROOT, rows
 
 ray = pytest.importorskip("ray")
@@ -67,8 +66,7 @@ def test_samplers_run_on_the_second_node_of_a_two_node_cluster(tmp_path):
     before = ray_processes()
     script = tmp_path / "two_nodes.py"
     script.write_text(TWO_NODES.format(root=ROOT))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")}
+    env = environment_without_ray_settings()
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             timeout=300, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -88,9 +86,7 @@ TINY_RAY = ["--game=pong", "--backend=ray", "--num-samplers=2", "--envs-per-samp
 
 
 def start(argv, home, log):
-    env = dict(os.environ, HOME=str(home), PYTHONUNBUFFERED="1")
-    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"):
-        env.pop(name, None)
+    env = dict(environment_without_ray_settings(), HOME=str(home), PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "run_fast_dqn.py"] + argv, cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
 
