@@ -219,6 +219,9 @@ def validate_numbers(config):
         raise UsageError("--discount", f"must be in [0, 1], got {config.discount}")
     if config.lr <= 0:
         raise UsageError("--lr", f"must be positive, got {config.lr}")
+    if config.optimizer_epsilon is not None and config.optimizer_epsilon <= 0:
+        raise UsageError("--optimizer-epsilon", f"must be positive, got "
+                         f"{config.optimizer_epsilon}; drop it for the optimizer's own value")
     if config.action_repeat < 2:
         raise UsageError("--action-repeat", "must be at least 2: the last two frames are "
                          "max-pooled")
@@ -249,7 +252,7 @@ def validate_and_resolve(config, loop_name, validate_extra=None):
     logdir = config.logdir or default_logdir(config.game or config.env.replace("/", "_"),
                                              loop_name)
     check_logdir(logdir)
-    return dataclasses.replace(config, logdir=logdir)
+    return dataclasses.replace(hp.resolve_optimizer(config), logdir=logdir)
 
 
 def resolve_environment(config):
@@ -281,6 +284,8 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
                          f"with the script that made it, not this one ({loop_name!r})")
     names = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in saved.items() if k in names}
+    if "loss_reduction" not in saved and saved.get("optimizer") in hp.LEGACY_OPTIMIZER:
+        values.update(hp.LEGACY_OPTIMIZER[saved["optimizer"]])
     if "logdir" in explicit and os.path.abspath(explicit["logdir"]) != os.path.abspath(run_dir):
         raise UsageError("--logdir", "a resumed run stays in its own directory; drop --logdir")
     for name, value in explicit.items():
@@ -295,7 +300,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
                              f"{values.get(name)}; drop {flag_name(name)} to resume, or start "
                              "a new run to change it")
     values["logdir"] = run_dir
-    config = config_class(**values)
+    config = hp.resolve_optimizer(config_class(**values))
     validate_numbers(config)
     if validate_extra:
         validate_extra(config)

@@ -59,8 +59,14 @@ class Config:
     target_update_freq: int = _opt(10_000, "copy main -> target network every this many steps",
                                    "agent steps")
     discount: float = _opt(0.99, "discount factor gamma")
-    optimizer: str = _opt("rmsprop", "rmsprop = centered RMSProp (rho 0.95, eps 0.01) as in "
-                          "Nature; adam = Adam (eps 1.5e-4)", choices=("rmsprop", "adam"))
+    optimizer: str = _opt("rmsprop", "rmsprop = centered RMSProp (rho 0.95) as in Nature; "
+                          "adam = Adam", choices=("rmsprop", "adam"))
+    optimizer_epsilon: float = _opt(None, "the optimizer's epsilon; unset = its source's value: "
+                                    "0.01 (inside the square root) for rmsprop as in Nature, "
+                                    "1e-8 for adam as in Lapan, CleanRL and SB3")
+    loss_reduction: str = _opt(None, "how the minibatch's Huber losses combine; unset = sum for "
+                               "rmsprop (the Nature code sums), mean for adam",
+                               choices=("sum", "mean"))
     lr: float = _opt(2.5e-4, "learning rate")
     eps_start: float = _opt(1.0, "initial exploration epsilon")
     eps_end: float = _opt(0.1, "final exploration epsilon")
@@ -91,6 +97,35 @@ POSITIVE = ("max_episode_steps", "action_repeat", "history_length", "timesteps",
             "replay_capacity", "batch_size", "train_freq", "target_update_freq", "eps_decay_steps")
 NON_NEGATIVE = ("evaluate", "prepopulate", "noop_max", "threads", "seed", "checkpoint_freq")
 PROBABILITIES = ("sticky_actions", "eval_epsilon", "eps_start", "eps_end")
+
+
+# Each optimizer's epsilon and loss reduction as in the code it comes from.
+#   rmsprop: the Nature code (Mnih et al. 2015, NeuralQLearner.lua): centered RMSProp,
+#            rho 0.95, epsilon 0.01 added inside the square root, gradients summed over the
+#            minibatch. Keras's centered RMSprop puts epsilon inside the root too, so with a
+#            summed loss one update equals the Lua rule (tests/test_learner.py checks
+#            it against a numpy transcription of the Lua rule).
+#   adam:    Kingma & Ba's epsilon 1e-8, which Lapan (the pong-quick source), CleanRL and SB3
+#            keep, with the loss averaged over the minibatch as they do.
+OPTIMIZER_DEFAULTS = {"rmsprop": {"epsilon": 0.01, "loss_reduction": "sum"},
+                      "adam": {"epsilon": 1e-8, "loss_reduction": "mean"}}
+
+
+def resolve_optimizer(config):
+    """The config with an unset optimizer epsilon and loss reduction made explicit, so
+    config.json records the values the run really used."""
+    defaults = OPTIMIZER_DEFAULTS[config.optimizer]
+    return dataclasses.replace(
+        config,
+        optimizer_epsilon=(defaults["epsilon"] if config.optimizer_epsilon is None
+                           else config.optimizer_epsilon),
+        loss_reduction=config.loss_reduction or defaults["loss_reduction"])
+
+
+# What runs saved before optimizer_epsilon and loss_reduction existed really used: a mean loss,
+# and Adam's epsilon hard-coded at 1.5e-4. Resuming such a run keeps its old update rule.
+LEGACY_OPTIMIZER = {"rmsprop": {"optimizer_epsilon": 0.01, "loss_reduction": "mean"},
+                    "adam": {"optimizer_epsilon": 1.5e-4, "loss_reduction": "mean"}}
 
 
 @dataclass

@@ -11,6 +11,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from fast_dqn.hyperparameters import OPTIMIZER_DEFAULTS
+
 
 def td_targets(rewards, dones, next_target_q, discount):
     """y = r + gamma * (1 - done) * max_a' Q_target(s', a')."""
@@ -24,22 +26,35 @@ def huber(x, delta=1.0):
     return 0.5 * tf.square(quadratic) + delta * (abs_x - quadratic)
 
 
-def dqn_loss(q_values, actions, targets):
-    """Mean Huber loss of the TD error of the taken actions only."""
+def dqn_loss(q_values, actions, targets, reduction="sum"):
+    """Huber loss of the TD error of the taken actions only, summed or averaged over the batch.
+
+    The reduction is part of the optimizer's contract, not a detail: the Nature code summed
+    the clipped errors, and centered RMSProp's epsilon (0.01, inside the square root) is sized
+    for summed gradients. Averaging makes each gradient batch_size times smaller, so epsilon
+    dominates the denominator and each update shrinks about 26x (see docs/protocol.md).
+    """
     taken = tf.gather(q_values, actions, axis=1, batch_dims=1)
-    return tf.reduce_mean(huber(tf.stop_gradient(targets) - taken))
+    errors = huber(tf.stop_gradient(targets) - taken)
+    if reduction == "sum":
+        return tf.reduce_sum(errors)
+    if reduction == "mean":
+        return tf.reduce_mean(errors)
+    raise ValueError(f"unknown loss reduction {reduction!r}")
 
 
-def make_optimizer(name, lr, loss_scaling=False):
-    """loss_scaling wraps it for mixed precision, so small float16 gradients do not vanish."""
-    if name == "rmsprop":
-        # Centered RMSProp with epsilon inside the square root, as in the Nature code.
-        optimizer = keras.optimizers.RMSprop(learning_rate=lr, rho=0.95, epsilon=0.01,
-                                             centered=True)
-    elif name == "adam":
-        optimizer = keras.optimizers.Adam(learning_rate=lr, epsilon=1.5e-4)
-    else:
+def make_optimizer(name, lr, epsilon=None, loss_scaling=False):
+    """epsilon None takes the source's value (OPTIMIZER_DEFAULTS); loss_scaling wraps it for
+    mixed precision, so small float16 gradients do not vanish."""
+    if name not in OPTIMIZER_DEFAULTS:
         raise ValueError(f"unknown optimizer {name!r}")
+    if epsilon is None:
+        epsilon = OPTIMIZER_DEFAULTS[name]["epsilon"]
+    if name == "rmsprop":
+        optimizer = keras.optimizers.RMSprop(learning_rate=lr, rho=0.95, epsilon=epsilon,
+                                             centered=True)
+    else:
+        optimizer = keras.optimizers.Adam(learning_rate=lr, epsilon=epsilon)
     return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scaling else optimizer
 
 
@@ -57,7 +72,8 @@ def _check_finite(what, value):
 class DQNLearner:
     """Owns the two networks and the optimizer; everything goes in and out as numpy."""
 
-    def __init__(self, build_network, optimizer, discount, xla=False):
+    def __init__(self, build_network, optimizer, discount, xla=False, loss_reduction="sum"):
+        self.loss_reduction = loss_reduction
         self.main = build_network()
         self.target = build_network()
         self.target.set_weights(self.main.get_weights())
@@ -79,7 +95,7 @@ class DQNLearner:
                              self.discount)
         with tf.GradientTape() as tape:
             q = self.main(states, training=True)
-            loss = dqn_loss(q, actions, targets)
+            loss = dqn_loss(q, actions, targets, self.loss_reduction)
             scaled_loss = self.optimizer.scale_loss(loss)  # the loss itself without scaling
         grads = tape.gradient(scaled_loss, self.main.trainable_variables)
         self.optimizer.apply(grads, self.main.trainable_variables)

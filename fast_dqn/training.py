@@ -35,8 +35,9 @@ def network_builder(config, observation_shape, num_actions):
 def build_learner(config, observation_shape, num_actions):
     from fast_dqn.learner import DQNLearner, make_optimizer
     return DQNLearner(network_builder(config, observation_shape, num_actions),
-                      make_optimizer(config.optimizer, config.lr, config.mixed_precision),
-                      config.discount, xla=config.xla)
+                      make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
+                                     config.mixed_precision),
+                      config.discount, xla=config.xla, loss_reduction=config.loss_reduction)
 
 
 def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):

@@ -1,0 +1,170 @@
+"""Learning speed on a real game: agent steps and wall-clock minutes to each score threshold.
+
+    python benchmarks/learning.py --preset pong-quick --loop fast --minutes 120 [-- FLAGS...]
+    python benchmarks/learning.py --summarize RUN_DIR [RUN_DIR ...] [--plot curve.png]
+
+The first form runs run_fast_dqn.py (or run_dqn.py) exactly as a user would, in its own run
+directory, and watches its episodes.csv. It stops the run with SIGINT (which writes a
+checkpoint, so `--resume RUN_DIR` can carry it on) when the wall-clock budget is spent or the
+last threshold is reached, then prints the table and writes the curve. Flags after `--` go to
+the training script unchanged. Evaluation is off unless such a flag turns it on: the score here
+is the mean of the last 100 training games, and evaluating would only cost wall time.
+
+The score at a step is the mean of the last 100 games (episodes.csv's mean_100); a threshold
+counts only once 100 games have ended, so a few lucky early games cannot meet it. Minutes are
+the run's own training hours (episodes.csv), so start-up and a resume's reload are not counted.
+"""
+
+import argparse
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = {"fast": "run_fast_dqn.py", "nature": "run_dqn.py"}
+POLL_SECONDS = 10
+
+
+def read_games(run_dir):
+    """[(game number, agent step, mean_100, hours)] from episodes.csv, in order."""
+    path = os.path.join(run_dir, "episodes.csv")
+    if not os.path.isfile(path):
+        return []
+    with open(path, newline="") as f:
+        return [(int(r["episode"]), int(r["agent_step"]), float(r["mean_100"]),
+                 float(r["hours"])) for r in csv.DictReader(f) if r.get("hours")]
+
+
+def first_reaching(games, threshold, window=100):
+    """(agent step, minutes) when the mean of the last `window` games first reached
+    `threshold`, counting only once `window` games have ended; None if never."""
+    for number, step, mean_100, hours in games:
+        if number >= window and mean_100 >= threshold:
+            return step, hours * 60
+    return None
+
+
+def summary_rows(run_dir, thresholds):
+    games = read_games(run_dir)
+    rows = []
+    for threshold in thresholds:
+        hit = first_reaching(games, threshold)
+        rows.append((threshold, *(hit if hit else (None, None))))
+    last = games[-1] if games else None
+    return rows, last
+
+
+def print_summary(run_dir, thresholds):
+    rows, last = summary_rows(run_dir, thresholds)
+    print(f"\n{run_dir}")
+    print("| mean-of-100 >= | agent steps | minutes |")
+    print("|---|---|---|")
+    for threshold, step, minutes in rows:
+        if step is None:
+            print(f"| {threshold:g} | not reached | not reached |")
+        else:
+            print(f"| {threshold:g} | {step:,} | {minutes:.1f} |")
+    if last:
+        number, step, mean_100, hours = last
+        best = max((g[2] for g in read_games(run_dir) if g[0] >= 100), default=None)
+        print(f"end: {number:,} games, agent step {step:,}, {hours * 60:.1f} minutes, "
+              f"mean-of-100 {mean_100:.2f}"
+              + (f", best mean-of-100 {best:.2f}" if best is not None else ""))
+    return rows
+
+
+def plot(run_dirs, output, thresholds):
+    import matplotlib
+    matplotlib.use("Agg")  # a file only: no display is needed
+    import matplotlib.pyplot as plt
+
+    fig, (by_steps, by_minutes) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for run_dir in run_dirs:
+        games = read_games(run_dir)
+        label = os.path.basename(os.path.normpath(run_dir))
+        by_steps.plot([g[1] for g in games], [g[2] for g in games], label=label)
+        by_minutes.plot([g[3] * 60 for g in games], [g[2] for g in games], label=label)
+    for axis, xlabel in ((by_steps, "agent steps"), (by_minutes, "training minutes")):
+        for threshold in thresholds:
+            axis.axhline(threshold, color="grey", linestyle=":", linewidth=1)
+        axis.set_xlabel(xlabel)
+        axis.grid(alpha=0.3)
+    by_steps.set_ylabel("mean return of the last 100 games")
+    by_steps.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(output, dpi=100)
+    print(f"curve written to {output}")
+
+
+def run(args, extra):
+    script = os.path.join(ROOT, SCRIPTS[args.loop])
+    command = [sys.executable, script, f"--preset={args.preset}", f"--seed={args.seed}",
+               f"--logdir={args.logdir}"]
+    if not any(flag.startswith("--evaluate") for flag in extra):
+        command.append("--evaluate=0")
+    command += extra
+    print("running:", " ".join(command), flush=True)
+    log = open(os.path.join(os.path.dirname(os.path.abspath(args.logdir)),
+                            os.path.basename(os.path.normpath(args.logdir)) + ".log"), "w")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.monotonic() + args.minutes * 60
+    stop_at = max(args.thresholds)
+    reason = "the budget of its own --timesteps ended"
+    try:
+        while process.poll() is None:
+            time.sleep(POLL_SECONDS)
+            games = read_games(args.logdir)
+            if first_reaching(games, stop_at) is not None:
+                reason = f"mean-of-100 reached {stop_at:g}"
+                break
+            if time.monotonic() >= deadline:
+                reason = f"the {args.minutes:g}-minute budget ended"
+                break
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)  # checkpoint, then exit: resumable
+            try:
+                process.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        log.close()
+    print(f"stopped: {reason}; exit status {process.returncode}", flush=True)
+    return process.returncode
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = []
+    if "--" in argv:
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="pong-quick")
+    parser.add_argument("--loop", choices=sorted(SCRIPTS), default="fast")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--minutes", type=float, default=150.0,
+                        help="wall-clock budget; the run is stopped with a checkpoint then")
+    parser.add_argument("--logdir", default=None,
+                        help="default: runs/learning-<preset>-<loop>-seed<seed>")
+    parser.add_argument("--thresholds", type=float, nargs="+", default=[0.0, 18.0])
+    parser.add_argument("--plot", default=None, help="curve PNG (default: RUN_DIR/curve.png)")
+    parser.add_argument("--summarize", nargs="+", metavar="RUN_DIR",
+                        help="only print the table (and plot) of finished runs")
+    args = parser.parse_args(argv)
+    if args.summarize:
+        run_dirs = args.summarize
+    else:
+        args.logdir = args.logdir or os.path.join(
+            ROOT, "runs", f"learning-{args.preset}-{args.loop}-seed{args.seed}")
+        run(args, extra)
+        run_dirs = [args.logdir]
+    for run_dir in run_dirs:
+        print_summary(run_dir, args.thresholds)
+    plot(run_dirs, args.plot or os.path.join(run_dirs[0], "curve.png"), args.thresholds)
+
+
+if __name__ == "__main__":
+    main()
