@@ -1,13 +1,16 @@
-"""Nature DQN preprocessing: one gymnasium wrapper per concern.
+"""Atari preprocessing: one gymnasium wrapper per concern, on fast_dqn.ale_game.AleGame.
 
 The stack, innermost first (see `fast_dqn.environment.make_atari_env`):
 
-    ALE (frameskip=1, RGB) -> NoopReset -> MaxAndSkip -> TimeLimit -> FullGameStats
-        -> EpisodicLife -> FireReset -> ClipReward (training only) -> GrayscaleResize
+    AleGame (one frame per step, ALE grayscale) -> GameStart -> MaxAndSkip -> TimeLimit
+        -> FullGameStats -> EpisodicLife -> ClipReward (training only) -> Resize
         -> FrameHistory
 
-The order matters: no-ops are emulator frames, the time limit counts agent steps, the game
-statistics must see whole games with unclipped rewards, and FIRE must follow every life loss.
+Each wrapper does what ale-py's AtariVectorEnv does in C++, so the python and vector sampler
+backends, evaluation and `fast_dqn.evaluate` see the same frames (tests/test_frame_identity.py
+proves it on real ROMs). The order matters: the start's FIRE and no-ops are emulator frames,
+the time limit counts agent steps of a whole game, and the game statistics must see whole
+games with unclipped rewards.
 """
 
 import collections
@@ -17,29 +20,67 @@ import gymnasium
 import numpy as np
 
 INTERPOLATIONS = {
-    "linear": cv2.INTER_LINEAR,
     "area": cv2.INTER_AREA,
+    "linear": cv2.INTER_LINEAR,
     "nearest": cv2.INTER_NEAREST,
     "cubic": cv2.INTER_CUBIC,
 }
 
 
-class NoopReset(gymnasium.Wrapper):
-    """Start each game with a random 0..noop_max no-op frames.
+def vector_env_uniform(bit_generator, high):
+    """A draw from 0..high-1, exactly as ale-py's vector env draws its no-op counts.
 
-    The ALE is deterministic, so without this every game from a given policy would be the same
-    game. Draws from the env's own seeded generator, so `reset(seed=...)` makes it repeatable.
+    ale-py's C++ uses std::mt19937 seeded with the game's seed and libstdc++'s
+    uniform_int_distribution, which maps one 32-bit output x to (x * n) >> 32 and rejects the
+    few low products that would bias it (Lemire's method). numpy's MT19937 with its legacy
+    seeding is the same generator, so the same seed gives the same counts.
+    """
+    n = high
+    product = int(bit_generator.random_raw()) * n
+    if (product & 0xFFFFFFFF) < n:
+        threshold = (2**32 - n) % n
+        while (product & 0xFFFFFFFF) < threshold:
+            product = int(bit_generator.random_raw()) * n
+    return product >> 32
+
+
+def seeded_mt19937(seed):
+    generator = np.random.MT19937(0)
+    generator._legacy_seeding(int(seed))  # std::mt19937(seed)'s state, as in ale-py's C++
+    return generator
+
+
+class GameStart(gymnasium.Wrapper):
+    """Start each game as ale-py's vector env does: FIRE (in games that have it), then no-ops.
+
+    Games like Breakout serve nothing until FIRE; the no-ops make every game from one policy a
+    different game, since the ALE is deterministic. A count U is drawn from 0..noop_max-1 for
+    every new game; a game with FIRE plays FIRE then U-1 no-ops (FIRE alone when U is 0), one
+    without plays U no-ops. A game that ends during them restarts. The draw follows the
+    vector env's generator (vector_env_uniform), seeded by reset(seed=...), so both backends
+    start the same games. Only at a new game: a lost life presses nothing (see EpisodicLife).
     """
 
     def __init__(self, env, noop_max=30, noop_action=0):
         super().__init__(env)
         self.noop_max = noop_max
         self.noop_action = noop_action
+        meanings = env.unwrapped.get_action_meanings()
+        self.fire_action = meanings.index("FIRE") if "FIRE" in meanings else None
+        self.generator = None
 
     def reset(self, **kwargs):
+        if kwargs.get("seed") is not None or self.generator is None:
+            # ale-py seeds an unseeded game from the OS; an unseeded first reset here starts
+            # from seed 0 so that it is still repeatable.
+            self.generator = seeded_mt19937(kwargs.get("seed") or 0)
         obs, info = self.env.reset(**kwargs)
-        for _ in range(int(self.np_random.integers(0, self.noop_max + 1))):
-            obs, _, terminated, truncated, info = self.env.step(self.noop_action)
+        count = vector_env_uniform(self.generator, self.noop_max) if self.noop_max > 1 else 0
+        actions = [self.noop_action] * count
+        if self.fire_action is not None:
+            actions = [self.fire_action] + actions[1:]
+        for action in actions:
+            obs, _, terminated, truncated, info = self.env.step(action)
             if terminated or truncated:
                 obs, info = self.env.reset()
         return obs, info
@@ -48,25 +89,33 @@ class NoopReset(gymnasium.Wrapper):
 class MaxAndSkip(gymnasium.Wrapper):
     """Repeat the action `skip` frames, sum the rewards, and max-pool the last two screens.
 
-    Atari sprites flicker: some objects are drawn only on odd or even frames. The pixel-wise max
-    of the last two frames shows both. The original fast-dqn used ALE's frameskip and lost this.
+    Atari sprites flicker: some objects are drawn only on odd or even frames, and the
+    pixel-wise max of the last two frames shows both. As in ale-py's vector env, the two
+    screens are kept in buffers that only the last two frames of a step overwrite, and a reset
+    leaves a blank one beside its screen: a step cut short by a game over pools what the
+    buffers hold.
     """
 
     def __init__(self, env, skip=4):
         super().__init__(env)
         self.skip = skip
+        self.buffers = None
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.buffers = [np.zeros_like(obs), obs]
+        return obs, info
 
     def step(self, action):
         total_reward = 0.0
-        last, previous = None, None
-        for _ in range(self.skip):
+        for frames_left in range(self.skip, 0, -1):
             obs, reward, terminated, truncated, info = self.env.step(action)
-            previous, last = last, obs
             total_reward += reward
+            if frames_left <= 2:
+                self.buffers[2 - frames_left] = obs
             if terminated or truncated:
                 break
-        pooled = last if previous is None else np.maximum(previous, last)
-        return pooled, total_reward, terminated, truncated, info
+        return np.maximum(*self.buffers), total_reward, terminated, truncated, info
 
 
 class FullGameStats(gymnasium.Wrapper):
@@ -102,56 +151,32 @@ class EpisodicLife(gymnasium.Wrapper):
     """Signal `terminated` on every life loss, but only really reset the game at game over.
 
     Nature DQN treats a lost life as terminal for the learner, which speeds up learning in games
-    with lives. A reset after a lost life just plays one no-op frame-group to leave the death
-    screen; the emulator keeps its state.
-    """
-
-    def __init__(self, env, noop_action=0):
-        super().__init__(env)
-        self.noop_action = noop_action
-        self.lives = 0
-        self.game_over = True
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.game_over = terminated or truncated
-        lives = info.get("lives", 0)
-        if 0 < lives < self.lives:
-            terminated = True
-        self.lives = lives
-        return obs, reward, terminated, truncated, info
-
-    def reset(self, **kwargs):
-        if self.game_over:
-            obs, info = self.env.reset(**kwargs)
-        else:
-            obs, _, terminated, truncated, info = self.env.step(self.noop_action)
-            if terminated or truncated:
-                obs, info = self.env.reset(**kwargs)
-        self.game_over = False
-        self.lives = info.get("lives", 0)
-        return obs, info
-
-
-class FireReset(gymnasium.Wrapper):
-    """Press FIRE at the start of every episode in games that need it to launch play.
-
-    Breakout, for one, serves no ball until FIRE; a random agent would waste steps finding out.
-    Games without FIRE in their action set pass straight through.
+    with lives. As in ale-py's vector env (its life_loss_info), the game goes on untouched: a
+    reset right after a lost life returns the current screen and plays nothing, not even FIRE.
+    Any other reset starts a new game.
     """
 
     def __init__(self, env):
         super().__init__(env)
-        meanings = env.unwrapped.get_action_meanings()
-        self.fire_action = meanings.index("FIRE") if "FIRE" in meanings else None
+        self.lives = 0
+        self.after_life_loss = None  # (obs, info) of a step that lost a life but not the game
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = info.get("lives", 0)
+        lost_life = lives < self.lives
+        self.lives = lives
+        self.after_life_loss = (None if terminated or truncated or not lost_life
+                                else (obs, info))
+        return obs, reward, terminated or lost_life, truncated, info
 
     def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        if self.fire_action is None:
-            return obs, info
-        obs, _, terminated, truncated, info = self.env.step(self.fire_action)
-        if terminated or truncated:
+        if self.after_life_loss is not None and kwargs.get("seed") is None:
+            obs, info = self.after_life_loss
+        else:
             obs, info = self.env.reset(**kwargs)
+        self.after_life_loss = None
+        self.lives = info.get("lives", 0)
         return obs, info
 
 
@@ -165,22 +190,22 @@ class ClipReward(gymnasium.RewardWrapper):
         return float(np.sign(reward))
 
 
-class GrayscaleResize(gymnasium.ObservationWrapper):
-    """RGB screen -> 84x84 uint8 luminance, with opencv.
+class Resize(gymnasium.ObservationWrapper):
+    """210x160 grayscale screen -> 84x84 uint8, with opencv.
 
-    cv2's RGB2GRAY uses the ITU-R 601 luma weights, as the Nature preprocessing did. The resize
-    squashes 210x160 straight to 84x84 (no crop), as in the paper.
+    Area interpolation by default, as ale-py's vector env resizes (it links opencv too, and
+    the two give the same bytes); it averages the pixels each output pixel covers, so thin
+    objects are not lost between samples. The screen is squashed, not cropped, as in Nature.
     """
 
-    def __init__(self, env, size=84, interp="linear"):
+    def __init__(self, env, size=84, interp="area"):
         super().__init__(env)
         self.size = size
         self.interp = INTERPOLATIONS[interp]
         self.observation_space = gymnasium.spaces.Box(0, 255, (size, size), np.uint8)
 
     def observation(self, obs):
-        gray = cv2.cvtColor(obs, cv2.COLOR_RGB2GRAY) if obs.ndim == 3 else obs
-        return cv2.resize(gray, (self.size, self.size), interpolation=self.interp)
+        return cv2.resize(obs, (self.size, self.size), interpolation=self.interp)
 
 
 class FrameHistory(gymnasium.Wrapper):

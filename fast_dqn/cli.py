@@ -161,6 +161,11 @@ def config_from_args(args, config_class=hp.Config):
 def validate_fast(config):
     """The fast loop's own rules, on top of validate_numbers."""
     check_ranges(config, hp.FAST_POSITIVE, hp.FAST_NON_NEGATIVE)
+    vector = config.backend == "ray" or config.env_backend == "vector"
+    if vector and config.env is None and config.interp != "area":
+        raise UsageError("--interp", f"{config.interp} cannot be honoured by ale-py's vector "
+                         "env, which resizes with area only; drop --interp or add "
+                         "--env-backend python")
     if config.target_update_freq % config.train_freq:
         raise UsageError("--target-update-freq", f"{config.target_update_freq} is not a "
                          f"multiple of --train-freq {config.train_freq}; each training period "

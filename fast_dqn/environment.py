@@ -12,31 +12,22 @@ from fast_dqn.games import env_id
 
 
 def make_raw_atari_env(game, sticky_actions, full_action_space):
-    """ALE/<Game>-v5 with every frame exposed: frame skipping and time limits are ours."""
-    import ale_py
-    gymnasium.register_envs(ale_py)
-    return gymnasium.make(
-        env_id(game),
-        frameskip=1,
-        repeat_action_probability=sticky_actions,
-        full_action_space=full_action_space,
-        max_num_frames_per_episode=0,  # 0 = no ALE limit; TimeLimit counts agent steps instead
-        disable_env_checker=True,
-    )
+    """The emulator, one frame per step: frame skipping and time limits are the wrappers'."""
+    from fast_dqn.ale_game import AleGame
+    return AleGame(game, sticky_actions=sticky_actions, full_action_space=full_action_space)
 
 
 def wrap_atari(env, config, training):
-    """Apply the Nature preprocessing stack (see fast_dqn.atari_wrappers) to a raw ALE env."""
-    env = w.NoopReset(env, noop_max=config.noop_max)
+    """Apply the preprocessing stack (see fast_dqn.atari_wrappers) to a raw emulator env."""
+    env = w.GameStart(env, noop_max=config.noop_max)
     env = w.MaxAndSkip(env, skip=config.action_repeat)
     env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=config.max_episode_steps)
     env = w.FullGameStats(env)
     if config.episodic_life:
         env = w.EpisodicLife(env)
-    env = w.FireReset(env)
     if training:
         env = w.ClipReward(env)
-    env = w.GrayscaleResize(env, interp=config.interp)
+    env = w.Resize(env, interp=config.interp)
     return w.FrameHistory(env, k=config.history_length)
 
 
@@ -102,24 +93,17 @@ def check_gym_env(name):
 
 
 def snapshot_env(env):
-    """The complete state of a built env, as bytes, mid-game included.
-
-    The wrappers pickle as plain objects. ale-py's AtariEnv pickles only its constructor
-    arguments, so the emulator (with its RNG, which drives sticky actions) and the env's
-    np_random (which draws the no-op starts) are saved beside it.
-    """
-    raw = env.unwrapped
-    emulator = None
-    if hasattr(raw, "ale"):
-        emulator = (raw.ale.cloneState(include_rng=True), raw.np_random.bit_generator.state)
-    return pickle.dumps((env, emulator), protocol=pickle.HIGHEST_PROTOCOL)
+    """The complete state of a built env, as bytes, mid-game included: the wrappers pickle
+    as plain objects, and AleGame pickles its emulator with its RNG."""
+    return pickle.dumps(env, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def restore_env(blob):
-    """A new env in exactly the state `snapshot_env` saw."""
-    env, emulator = pickle.loads(blob)
-    if emulator is not None:
-        ale_state, np_random_state = emulator
-        env.unwrapped.ale.restoreState(ale_state)
-        env.unwrapped.np_random.bit_generator.state = np_random_state
+    """A new env in exactly the state `snapshot_env` saw. Checkpoints written before AleGame
+    held (env, emulator) pairs of gymnasium's AtariEnv and another preprocessing."""
+    env = pickle.loads(blob)
+    if isinstance(env, tuple):
+        raise ValueError("this checkpoint's games were saved with the preprocessing before "
+                         "fast-dqn adopted ale-py's (ALE grayscale, area resize); they cannot "
+                         "continue bit-identically")
     return env

@@ -90,7 +90,7 @@ def build_eval_env(config, seed, recorder=None):
         return make_env(config, seed, training=False)
     if config.env is None:
         raw = make_raw_atari_env(config.game, config.sticky_actions, config.full_action_space)
-        env = wrap_atari(RecordFrames(raw, recorder, False), config, training=False)
+        env = wrap_atari(RecordFrames(raw, recorder, True), config, training=False)
         return SeedOnFirstReset(env, seed)
     try:
         raw = gymnasium.make(config.env, render_mode="rgb_array", disable_env_checker=True)

@@ -32,11 +32,13 @@ class Config:
     sticky_actions: float = _opt(0.0, "probability the emulator repeats the previous action "
                                  "(0.0 for Nature, 0.25 for Machado et al. 2018)")
     full_action_space: bool = _opt(False, "use all 18 actions instead of the game's minimal set")
-    interp: str = _opt("linear", "opencv interpolation for the 84x84 resize",
-                       choices=("linear", "area", "nearest", "cubic"))
+    interp: str = _opt("area", "opencv interpolation for the 84x84 resize; the vector backend "
+                       "does area only", choices=("area", "linear", "nearest", "cubic"))
     max_episode_steps: int = _opt(27_000, "time limit per game (27k agent steps = 108k frames)",
                                   "agent steps")
-    noop_max: int = _opt(30, "at most this many no-op frames at the start of each game", "frames")
+    noop_max: int = _opt(30, "each game starts with FIRE (in games that have it) then no-ops, "
+                         "0..noop_max-1 frames in all, drawn as ale-py's vector env draws "
+                         "them", "frames")
     action_repeat: int = _opt(4, "frames per agent step; the last two are max-pooled", "frames")
     history_length: int = _opt(4, "frames stacked into one state", "frames")
 

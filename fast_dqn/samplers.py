@@ -6,7 +6,7 @@ first state of its next one, and that state is zero-padded exactly as the replay
 
 - `VectorSamplers` (default): ale-py's AtariVectorEnv. The games step and preprocess in C++
   threads that run outside the GIL, so they really run in parallel, also with TensorFlow.
-- `PythonSamplers`: the Nature wrappers of fast_dqn.atari_wrappers, one env per sampler,
+- `PythonSamplers`: the wrappers of fast_dqn.atari_wrappers, one env per sampler,
   stepped one after another by the calling thread. Python threads would not help: ale-py's
   act() holds the GIL, so two threads stepping two games run no faster than one.
 
@@ -78,17 +78,12 @@ class PythonSamplers:
 
 
 class VectorSamplers:
-    """ale-py's AtariVectorEnv, configured as close to the Nature wrappers as it allows.
+    """ale-py's AtariVectorEnv: the project's preprocessing, done in C++ threads.
 
-    Differences from PythonSamplers, all from ale-py's C++ preprocessing:
-    - grayscale comes from the ALE palette, not opencv's luma of the RGB screen, and the
-      resize is ale-py's own (`--interp` does not apply);
-    - max-pooling is over the grayscale frames, not the RGB ones;
-    - no FIRE after a lost life, only at the start of a game;
-    - game lengths count the agent's own steps, not the reset no-ops and FIRE.
-    What it shares: action repeat with max-pooling of the last two frames, 0..noop_max no-op
-    frames at reset, a lost life is terminal for the learner but the game goes on, unclipped
-    full-game returns in the logs, the same time limit, sticky actions and action set.
+    fast_dqn.atari_wrappers follows this env step for step, so both backends return the same
+    states, rewards and game ends for one seed and action sequence (tests/test_frame_identity.py).
+    Game i is seeded with seed + i, as PythonSamplers seeds its envs. `--interp` other than
+    area cannot be honoured here; the flag check refuses it.
     """
 
     def __init__(self, config, num_samplers, seed, num_threads=0):

@@ -1,8 +1,8 @@
-"""A scripted stand-in for ale_py's AtariEnv: screens, lives, FIRE, rewards. No ROM needed.
+"""A scripted stand-in for fast_dqn.ale_game.AleGame: screens, lives, FIRE, rewards. No ROM.
 
 Every emulator frame f (counted from 1 since the last reset) shows a screen whose pixels all
 equal `screen_value(f)`, except a flickering sprite drawn only on odd frames, so max-pooling
-is visible. Lives drop at the frames listed in `life_loss_frames`; the game ends when lives
+is visible. Screens are 2-D grayscale, as the ALE's. Lives drop at the frames listed in `life_loss_frames`; the game ends when lives
 reach zero or at `game_over_frame`.
 """
 
@@ -18,12 +18,12 @@ class FakeAtariEnv(gymnasium.Env):
                  width=160):
         self.action_meanings = list(action_meanings)
         self.action_space = gymnasium.spaces.Discrete(len(self.action_meanings))
-        self.observation_space = gymnasium.spaces.Box(0, 255, (height, width, 3), np.uint8)
+        self.observation_space = gymnasium.spaces.Box(0, 255, (height, width), np.uint8)
         self.start_lives = lives
         self.life_loss_frames = set(life_loss_frames)
         self.game_over_frame = game_over_frame
         self.reward_fn = reward_fn or (lambda frame, action: 0.0)
-        self.shape = (height, width, 3)
+        self.shape = (height, width)
         self.actions = []      # every action ever stepped, across resets
         self.num_resets = 0
         self.frame = 0

@@ -16,50 +16,60 @@ def test_max_and_skip_pools_last_two_frames_and_sums_rewards():
     # Frames 1..4 were played; pooling frames 3 and 4 keeps frame 3's odd-frame sprite.
     assert reward == 1 + 2 + 3 + 4
     assert obs[SPRITE].min() == 250
-    background = obs[100, 100, 0]
+    background = obs[100, 100]
     assert background == max(FakeAtariEnv.screen_value(3), FakeAtariEnv.screen_value(4))
     assert env.unwrapped.actions == [2, 2, 2, 2]
 
 
-def test_max_and_skip_stops_at_game_over():
-    env = w.MaxAndSkip(FakeAtariEnv(game_over_frame=2, reward_fn=lambda f, a: 1), skip=4)
+def test_max_and_skip_stops_at_game_over_and_pools_what_its_buffers_hold():
+    env = w.MaxAndSkip(FakeAtariEnv(game_over_frame=6, reward_fn=lambda f, a: 1), skip=4)
     env.reset(seed=0)
-    _, reward, terminated, _, _ = env.step(0)
-    assert terminated and reward == 2 and len(env.unwrapped.actions) == 2
+    env.step(0)  # frames 1..4
+    obs, reward, terminated, _, _ = env.step(0)  # frames 5, 6: the game ends
+    assert terminated and reward == 2 and len(env.unwrapped.actions) == 6
+    # As ale-py's vector env: only a step's last two frames fill the buffers, so a step cut
+    # short shows the previous step's pooled frames 3 and 4.
+    assert obs[100, 100] == max(FakeAtariEnv.screen_value(3), FakeAtariEnv.screen_value(4))
+
+
+# No-op counts of ale-py 0.12.1's AtariVectorEnv for games seeded 1..8 (noop_max 30), read
+# from its episode_frame_number after reset: FIRE plus U - 1 no-ops is U frames.
+VECTOR_ENV_COUNTS = [12, 13, 16, 29, 6, 26, 2, 26]
+
+
+def test_no_op_counts_follow_the_vector_envs_generator():
+    draws = [w.vector_env_uniform(w.seeded_mt19937(seed), 30) for seed in range(1, 9)]
+    assert draws == VECTOR_ENV_COUNTS
 
 
 @pytest.mark.parametrize("noop_max", [0, 5, 30])
-def test_noop_reset_plays_between_0_and_noop_max_noops(noop_max):
+def test_game_start_plays_fire_then_no_ops(noop_max):
     counts = set()
     for seed in range(40):
-        fake = FakeAtariEnv()
-        env = w.NoopReset(fake, noop_max=noop_max)
-        env.reset(seed=seed)
-        assert set(fake.actions) <= {0}
+        fake = FakeAtariEnv()  # has FIRE (action 1)
+        w.GameStart(fake, noop_max=noop_max).reset(seed=seed)
+        assert fake.actions[0] == 1 and set(fake.actions[1:]) <= {0}
         counts.add(len(fake.actions))
-    assert min(counts) >= 0 and max(counts) <= noop_max
-    if noop_max:
+    assert min(counts) >= 1 and max(counts) <= max(noop_max - 1, 1)
+    if noop_max > 2:
         assert len(counts) > 1  # really random
 
 
-def test_noop_reset_is_reproducible_with_a_seed():
-    def noops(seed):
-        fake = FakeAtariEnv()
-        w.NoopReset(fake, noop_max=30).reset(seed=seed)
-        return len(fake.actions)
-    assert [noops(s) for s in range(10)] == [noops(s) for s in range(10)]
-
-
-def test_fire_reset_presses_fire_when_the_game_has_it():
-    fake = FakeAtariEnv(action_meanings=("NOOP", "UP", "FIRE"))
-    w.FireReset(fake).reset(seed=0)
-    assert fake.actions == [2]
-
-
-def test_fire_reset_does_nothing_without_fire():
+def test_game_start_without_fire_plays_only_no_ops():
     fake = FakeAtariEnv(action_meanings=("NOOP", "UP", "DOWN"))
-    w.FireReset(fake).reset(seed=0)
-    assert fake.actions == []
+    w.GameStart(fake, noop_max=30).reset(seed=1)
+    assert fake.actions == [0] * VECTOR_ENV_COUNTS[0]
+
+
+def test_game_start_is_reproducible_and_a_seed_restarts_its_draws():
+    fake = FakeAtariEnv(action_meanings=("NOOP", "UP"))
+    env = w.GameStart(fake, noop_max=30)
+    lengths = []
+    for seed in (1, None, None, 1, None, None):
+        before = len(fake.actions)
+        env.reset(seed=seed)
+        lengths.append(len(fake.actions) - before)
+    assert lengths[:3] == lengths[3:] and lengths[0] == VECTOR_ENV_COUNTS[0]
 
 
 def test_episodic_life_ends_the_learner_episode_but_not_the_game():
@@ -68,13 +78,23 @@ def test_episodic_life_ends_the_learner_episode_but_not_the_game():
     env.reset(seed=0)
     dones = [env.step(2)[2] for _ in range(3)]
     assert dones == [False, False, True]
-    env.reset()  # a lost life: no real reset, one no-op step instead
-    assert fake.num_resets == 1 and fake.actions[-1] == 0 and fake.frame == 4
-    env.step(2)
+    obs, info = env.reset()  # a lost life: the game goes on, nothing is played, not even FIRE
+    assert fake.num_resets == 1 and len(fake.actions) == 3 and info["lives"] == 1
+    assert obs[100, 100] == FakeAtariEnv.screen_value(3)
+    assert [env.step(2)[2] for _ in range(2)] == [False, False]  # frames 4, 5
     _, _, terminated, _, _ = env.step(2)  # frame 6: the last life goes, the game is over
     assert terminated
     env.reset()
     assert fake.num_resets == 2 and fake.frame == 0
+
+
+def test_episodic_life_reset_without_a_lost_life_starts_a_new_game():
+    fake = FakeAtariEnv(lives=2, life_loss_frames=(3,))
+    env = w.EpisodicLife(fake)
+    env.reset(seed=0)
+    env.step(2)
+    env.reset()
+    assert fake.num_resets == 2
 
 
 def test_full_game_stats_report_unclipped_whole_game_returns():
@@ -89,9 +109,9 @@ def test_full_game_stats_report_unclipped_whole_game_returns():
         if info["game_over"]:
             break
         if terminated:
-            env.reset()  # the no-op step of a lost life is part of the game too
+            env.reset()  # a lost life: the game goes on
     assert set(clipped) == {1.0}
-    assert infos[-1]["game_return"] == 5.0 * 4  # frames 1..4, including the no-op frame 3
+    assert infos[-1]["game_return"] == 5.0 * 4  # frames 1..4
     assert infos[-1]["game_length"] == 4
     assert not any(i["game_over"] for i in infos[:-1])
 
@@ -101,15 +121,22 @@ def test_clip_reward_keeps_the_sign():
     assert [env.reward(r) for r in (-7.5, 0.0, 0.2, 300)] == [-1.0, 0.0, 1.0, 1.0]
 
 
-@pytest.mark.parametrize("interp", ["linear", "area", "nearest", "cubic"])
-def test_grayscale_resize_gives_84x84_luma(interp):
-    env = w.GrayscaleResize(FakeAtariEnv(), interp=interp)
-    rgb = np.zeros((210, 160, 3), np.uint8)
-    rgb[..., 0], rgb[..., 1], rgb[..., 2] = 200, 100, 50
-    out = env.observation(rgb)
-    assert out.shape == (84, 84) and out.dtype == np.uint8
-    assert np.all(np.abs(out.astype(int) - round(0.299 * 200 + 0.587 * 100 + 0.114 * 50)) <= 1)
+@pytest.mark.parametrize("interp", ["area", "linear", "nearest", "cubic"])
+def test_resize_gives_84x84(interp):
+    env = w.Resize(FakeAtariEnv(), interp=interp)
+    out = env.observation(np.full((210, 160), 77, np.uint8))
+    assert out.shape == (84, 84) and out.dtype == np.uint8 and np.all(out == 77)
     assert env.observation_space.shape == (84, 84)
+
+
+def test_area_resize_averages_what_each_pixel_covers():
+    screen = np.zeros((210, 160), np.uint8)
+    screen[:, ::2] = 200  # one-pixel stripes: linear sampling would keep or lose them whole
+    out = w.Resize(FakeAtariEnv()).observation(screen)
+    # Each output pixel covers 1.9 columns, so about half of its area is a stripe.
+    assert np.all(np.abs(out.astype(int) - 100) <= 6)
+    linear = w.Resize(FakeAtariEnv(), interp="linear").observation(screen)
+    assert np.abs(linear.astype(int) - 100).max() > 50
 
 
 def test_frame_history_zero_pads_at_reset_and_shifts():
@@ -140,19 +167,19 @@ def test_frame_history_zero_pads_at_reset_and_shifts():
 
 def test_full_stack_on_fake_ale_resets_history_on_life_loss():
     config = Config(noop_max=0)
-    fake = FakeAtariEnv(lives=2, life_loss_frames=(12,), game_over_frame=100)
+    fake = FakeAtariEnv(lives=2, life_loss_frames=(9,), game_over_frame=100)
     env = wrap_atari(fake, config, training=True)
     obs, _ = env.reset(seed=0)
-    # FIRE is an agent step like any other: repeated over frames 1..4.
-    assert obs.shape == (4, 84, 84) and fake.actions == [1, 1, 1, 1]
+    # FIRE is one emulator frame, as in ale-py's vector env.
+    assert obs.shape == (4, 84, 84) and fake.actions == [1]
     assert not obs[:3].any() and obs[3].any()
-    _, _, terminated, _, info = env.step(2)  # frames 5..8
+    _, _, terminated, _, info = env.step(2)  # frames 2..5
     assert not terminated
-    _, _, terminated, _, info = env.step(2)  # frames 9..12: a life is lost at frame 12
+    _, _, terminated, _, info = env.step(2)  # frames 6..9: a life is lost at frame 9
     assert terminated and not info["game_over"]
     obs, _ = env.reset()
-    # No real reset: a no-op agent step then FIRE, and a fresh zero-padded history.
-    assert fake.num_resets == 1 and fake.actions[-8:] == [0] * 4 + [1] * 4
+    # No real reset and nothing played, but a fresh zero-padded history.
+    assert fake.num_resets == 1 and len(fake.actions) == 9
     assert not obs[:3].any() and obs[3].any()
 
 

@@ -20,17 +20,19 @@ def test_huber_is_quadratic_inside_and_linear_outside():
     np.testing.assert_allclose(got, [0.125, 1.5, 0.5, 0.0, 3.0], rtol=1e-6)
 
 
-def test_loss_uses_only_the_taken_actions():
+@pytest.mark.parametrize("reduction,scale", [("sum", 1.0), ("mean", 1 / 3)])
+def test_loss_uses_only_the_taken_actions(reduction, scale):
     q = tf.Variable([[1.0, 2.0], [0.0, 0.0], [3.0, -1.0]])
     actions = tf.constant([1, 0, 1])
     targets = tf.constant([2.5, 2.0, 0.0])
     with tf.GradientTape() as tape:
-        loss = dqn_loss(q, actions, targets)
-    # TD errors 0.5, 2, 1 -> Huber 0.125, 1.5, 0.5 -> mean
-    assert loss.numpy() == pytest.approx((0.125 + 1.5 + 0.5) / 3, rel=1e-6)
+        loss = dqn_loss(q, actions, targets, reduction)
+    # TD errors 0.5, 2, 1 -> Huber 0.125, 1.5, 0.5 -> summed, or averaged over the 3
+    assert loss.numpy() == pytest.approx((0.125 + 1.5 + 0.5) * scale, rel=1e-6)
     grad = tape.gradient(loss, q).numpy()
-    # dL/dq = -clip(td, -1, 1) / batch on the taken action, zero elsewhere.
-    np.testing.assert_allclose(grad, [[0, -0.5 / 3], [-1 / 3, 0], [0, -1 / 3]], atol=1e-7)
+    # dL/dq = -clip(td, -1, 1) on the taken action (/ batch for the mean), zero elsewhere.
+    np.testing.assert_allclose(grad, np.array([[0, -0.5], [-1, 0], [0, -1]]) * scale,
+                               atol=1e-7)
 
 
 def linear_net():
@@ -63,11 +65,42 @@ def test_update_target_copies_the_main_weights():
     learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9)
     s = np.array([[1.0, 2.0]], np.float32)
     learner.train(s, [0], [1.0], s, [0.0])
-    assert not np.allclose(learner.main.get_weights()[0], learner.target.get_weights()[0])
+    trained = learner.main.get_weights()[0]
+    assert not np.allclose(trained, learner.target.get_weights()[0])
     learner.update_target()
-    for m, t in zip(learner.main.get_weights(), learner.target.get_weights()):
-        np.testing.assert_array_equal(m, t)
+    # main -> target: both now hold the trained weights (a reversed copy would hold eye(2)).
+    np.testing.assert_array_equal(learner.target.get_weights()[0], trained)
+    np.testing.assert_array_equal(learner.main.get_weights()[0], trained)
     np.testing.assert_array_equal(learner.q_values(s), learner.target_q_values(s))
+
+
+def distinct_networks_learner():
+    """A linear learner whose target network (2 * identity) differs from its main (identity)."""
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9)
+    state = learner.state_dict()
+    state["target"] = [2 * np.eye(2, dtype=np.float32)]
+    learner.load_state_dict(state)
+    return learner
+
+
+def test_the_td_target_uses_the_target_network_and_gradients_reach_main_only():
+    learner = distinct_networks_learner()
+    s = np.array([[1.0, 0.0]], np.float32)
+    s2 = np.array([[0.0, 1.0]], np.float32)
+    loss, _ = learner.train(s, [0], [0.0], s2, [0.0])
+    # max_a' Q_target(s2) = 2 (the main network would say 1): y = 0.9 * 2 = 1.8; Q(s, 0) = 1;
+    # TD error 0.8 -> Huber 0.32, gradient -0.8 on Q(s, 0): kernel[0, 0] += 0.1 * 0.8.
+    assert loss == pytest.approx(0.5 * 0.8 ** 2, rel=1e-5)
+    np.testing.assert_allclose(learner.main.get_weights()[0], [[1.08, 0.0], [0.0, 1.0]],
+                               rtol=1e-6)
+    np.testing.assert_array_equal(learner.target.get_weights()[0], 2 * np.eye(2))
+
+
+def test_a_terminal_transition_does_not_bootstrap_even_from_a_different_target():
+    learner = distinct_networks_learner()
+    s = np.array([[1.0, 0.0]], np.float32)
+    loss, _ = learner.train(s, [0], [1.5], np.array([[0.0, 50.0]], np.float32), [1.0])
+    assert loss == pytest.approx(0.5 * 0.5 ** 2, rel=1e-5)  # y = 1.5 exactly; Q = 1
 
 
 def test_nature_cnn_shape_and_uint8_input():
@@ -119,3 +152,58 @@ def test_mixed_precision_learner_trains_and_keeps_float32_q_values():
     first, last = loss_before_and_after(learner, batch)
     assert np.isfinite(last) and last < 0.5 * first
     assert learner.q_values(batch[0]).dtype == np.float32
+
+
+def nature_lua_gradients(learner, batch, discount=0.99):
+    """dw as NeuralQLearner.lua computes it: the TD error of the taken action, clipped to
+    [-1, 1], backpropagated through the main network and summed over the minibatch."""
+    states, actions, rewards, next_states, dones = batch
+    next_max = learner.target_q_values(next_states).max(axis=1)
+    targets = rewards + discount * (1.0 - dones) * next_max
+    with tf.GradientTape() as tape:
+        q = learner.main(states, training=True)
+        taken = tf.gather(q, actions, axis=1, batch_dims=1)
+    clipped = np.clip(targets - taken.numpy(), -1.0, 1.0).astype(np.float32)
+    # Lua ascends with +delta; the descent gradient is its negative.
+    return [g.numpy() for g in tape.gradient(taken, learner.main.trainable_variables,
+                                               output_gradients=-clipped)]
+
+
+def nature_rmsprop_step(grads, g, g2, lr=2.5e-4):
+    """One update of the Lua code: g = 0.95 g + 0.05 dw; g2 = 0.95 g2 + 0.05 dw^2;
+    w -= lr * dw / sqrt(g2 - g^2 + 0.01)."""
+    deltas = []
+    for i, dw in enumerate(grads):
+        g[i] = 0.95 * g[i] + 0.05 * dw
+        g2[i] = 0.95 * g2[i] + 0.05 * dw * dw
+        deltas.append(-lr * dw / np.sqrt(g2[i] - g[i] ** 2 + 0.01))
+    return deltas
+
+
+def pong_like_batch(rng, n=32, num_actions=6):
+    frames = rng.integers(0, 2, (n, 4, 84, 84), dtype=np.uint8) * 144  # sparse bright objects
+    next_frames = np.roll(frames, 1, axis=3)
+    return (frames, rng.integers(0, num_actions, n).astype(np.int32),
+            rng.choice([-1.0, 0.0, 0.0, 0.0, 1.0], n).astype(np.float32), next_frames,
+            (rng.random(n) < 0.1).astype(np.float32))
+
+
+def test_the_default_optimizer_takes_the_nature_codes_update_per_layer():
+    from fast_dqn.hyperparameters import Config, resolve_optimizer
+    from fast_dqn.training import build_learner
+    tf.keras.utils.set_random_seed(0)
+    learner = build_learner(resolve_optimizer(Config()), (4, 84, 84), 6)
+    rng = np.random.default_rng(0)
+    g = [np.zeros_like(w) for w in learner.main.get_weights()]
+    g2 = [np.zeros_like(w) for w in learner.main.get_weights()]
+    for _ in range(4):
+        batch = pong_like_batch(rng)
+        expected = nature_rmsprop_step(nature_lua_gradients(learner, batch), g, g2)
+        before = learner.main.get_weights()
+        learner.train(*batch)
+        for layer, (b, a, e) in enumerate(zip(before, learner.main.get_weights(), expected)):
+            applied = a - b
+            ratio = np.linalg.norm(applied) / np.linalg.norm(e)
+            assert 0.98 <= ratio <= 1.02, f"layer {layer}: update {ratio:.3f} x Nature's"
+            cosine = np.sum(applied * e) / (np.linalg.norm(applied) * np.linalg.norm(e))
+            assert cosine > 0.999, f"layer {layer}: update direction off ({cosine:.4f})"

@@ -8,7 +8,7 @@ from fast_dqn.samplers import PythonSamplers, VectorSamplers
 
 def test_python_samplers_reset_finished_episodes_and_report_games():
     config = FastConfig(noop_max=0)
-    envs = [SeedOnFirstReset(wrap_atari(FakeAtariEnv(lives=2, life_loss_frames=(12, 24),
+    envs = [SeedOnFirstReset(wrap_atari(FakeAtariEnv(lives=2, life_loss_frames=(9, 21),
                                                      reward_fn=lambda f, a: 3.0),
                                         config, training=True), seed=i) for i in range(2)]
     samplers = PythonSamplers(envs)
@@ -17,14 +17,14 @@ def test_python_samplers_reset_finished_episodes_and_report_games():
     results = [samplers.step(np.array([2, 3])) for _ in range(6)]
     terminated = [r.terminated[0] for r in results]
     game_over = [r.game_over[0] for r in results]
-    # Reset: FIRE on frames 1-4. Steps: 5-8; 9-12 (life lost; the reset then plays a no-op
-    # on 13-16 and FIRE on 17-20); 21-24 (game over); and the same again in the next game.
-    assert terminated == [False, True, True, False, True, True]
-    assert game_over == [False, False, True, False, False, True]
+    # Reset: FIRE on frame 1. Steps: 2-5; 6-9 (life lost; the game goes on); 10-13; 14-17;
+    # 18-21 (game over); then 2-5 of the next game.
+    assert terminated == [False, True, False, False, True, False]
+    assert game_over == [False, False, False, False, True, False]
     assert results[1].rewards[0] == 1.0  # clipped for the learner
-    assert results[2].game_returns[0] == 3.0 * 24  # every frame of the game, unclipped
-    assert results[2].game_lengths[0] == 6  # agent steps, the wrappers' own included
-    for r in results[1:3]:
+    assert results[4].game_returns[0] == 3.0 * 20  # frames 2..21 unclipped; FIRE is the start's
+    assert results[4].game_lengths[0] == 5  # agent steps
+    for r in (results[1], results[4]):
         assert not r.observations[0, :3].any() and r.observations[0, 3].any()
 
 

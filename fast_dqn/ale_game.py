@@ -1,0 +1,92 @@
+"""One Atari emulator as a gymnasium env, driven the way ale-py's AtariVectorEnv drives its games.
+
+The project has one preprocessing (see docs/protocol.md, "Frames"): the one ale-py's vector env
+does in C++, so training on either sampler backend, evaluation and `fast_dqn.evaluate` see
+bit-identical observations. This env is its emulator layer, and the wrappers of
+fast_dqn.atari_wrappers are the rest:
+
+- one emulator frame per step; the observation is the ALE's own grayscale screen (its
+  palette's luminance, `getScreenGrayscale`), 210x160 uint8, as the vector env takes it;
+- `reset(seed=s)` seeds the game as the vector env seeds a game given seed s: the emulator's
+  `random_seed` (which drives sticky actions) is s and the ROM is reloaded; a reset without a
+  seed starts a new game and keeps every random stream going. So two resets with one seed play
+  the same game (gymnasium's env checker asks exactly that);
+- sticky actions are the ALE's own (`repeat_action_probability`);
+- info carries `lives` and `episode_frame_number`;
+- `render()` gives the RGB screen, for videos.
+
+We use ALEInterface directly rather than gymnasium's AtariEnv because AtariEnv derives the
+emulator's seed from a SeedSequence, and the screens and sticky actions must follow the same
+seed as the vector env's.
+"""
+
+import gymnasium
+import numpy as np
+
+SCREEN_SHAPE = (210, 160)
+
+
+def new_emulator():
+    import ale_py
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stdout
+    return ale_py.ALEInterface()
+
+
+class AleGame(gymnasium.Env):
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 60}
+
+    def __init__(self, game, sticky_actions=0.0, full_action_space=False):
+        from ale_py import roms
+        self.game = game
+        self.sticky_actions = float(sticky_actions)
+        self.full_action_space = bool(full_action_space)
+        self.rom_path = roms.get_rom_path(game)
+        self.render_mode = "rgb_array"
+        self.ale = new_emulator()
+        self._load(seed=None)
+        self.action_space = gymnasium.spaces.Discrete(len(self.action_set))
+        self.observation_space = gymnasium.spaces.Box(0, 255, SCREEN_SHAPE, np.uint8)
+
+    def _load(self, seed):
+        if seed is not None:
+            self.ale.setInt("random_seed", int(seed))
+        self.ale.setFloat("repeat_action_probability", self.sticky_actions)
+        self.ale.loadROM(str(self.rom_path))
+        self.action_set = (self.ale.getLegalActionSet() if self.full_action_space
+                           else self.ale.getMinimalActionSet())
+
+    def get_action_meanings(self):
+        return [action.name for action in self.action_set]
+
+    def _info(self):
+        return {"lives": self.ale.lives(), "episode_frame_number": self.ale.getEpisodeFrameNumber()}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self._load(seed)
+        self.ale.reset_game()
+        return self.ale.getScreenGrayscale(), self._info()
+
+    def step(self, action):
+        reward = float(self.ale.act(self.action_set[int(action)]))
+        return (self.ale.getScreenGrayscale(), reward, self.ale.game_over(), False,
+                self._info())
+
+    def render(self):
+        return self.ale.getScreenRGB()
+
+    def close(self):
+        pass  # the emulator is freed with the object
+
+    # Pickling: a checkpoint holds the game mid-play, the emulator's RNG included.
+    def __getstate__(self):
+        return {"game": self.game, "sticky_actions": self.sticky_actions,
+                "full_action_space": self.full_action_space,
+                "emulator": self.ale.cloneState(include_rng=True),
+                "np_random": self.np_random.bit_generator.state}
+
+    def __setstate__(self, state):
+        self.__init__(state["game"], state["sticky_actions"], state["full_action_space"])
+        self.ale.restoreState(state["emulator"])
+        self.np_random.bit_generator.state = state["np_random"]
