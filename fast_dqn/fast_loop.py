@@ -178,6 +178,16 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
                     return stop_mid_period()
                 owed = 0
                 held.flush(replay)
+                if step >= total and trained_through < step:
+                    # A run that ends at its first sync point: that period's minibatches
+                    # would only be handed out at the next one, which never comes. Train
+                    # them now, as the Nature loop would have, then copy the target.
+                    owed = minibatches_due(trained_through, step, train_start,
+                                           config.train_freq)
+                    trained_through = step
+                    if owed:
+                        start_training()
+                        continue  # back to the wait above, with sync_pending still set
                 update_target()
             sync_pending = False
             if trainer is not None and step < total:

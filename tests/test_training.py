@@ -1,0 +1,73 @@
+"""Both loops as fast_dqn.training builds them, run in-process on CartPole, watched through
+the learner: which network acts, and how many minibatches are trained."""
+
+import pytest
+
+from fast_dqn.fast_loop import minibatches_due
+from fast_dqn.hyperparameters import Config, FastConfig, resolve_optimizer
+from fast_dqn.learner import DQNLearner
+from fast_dqn.training import train_fast, train_nature
+
+SMALL = dict(env="CartPole-v1", game=None, history_length=1, replay_capacity=2_000,
+             prepopulate=100, batch_size=8, train_freq=4, target_update_freq=200,
+             evaluate=0, checkpoint_freq=0, eps_decay_steps=500, optimizer="adam", lr=1e-3)
+
+
+@pytest.fixture
+def train_calls(monkeypatch):
+    calls = []
+    train = DQNLearner.train
+
+    def counted(self, *batch):
+        calls.append(len(batch[1]))
+        return train(self, *batch)
+    monkeypatch.setattr(DQNLearner, "train", counted)
+    return calls
+
+
+def small_config(loop, tmp_path, **overrides):
+    """loop: nature, fast (concurrent) or fast-lockstep."""
+    values = dict(SMALL, logdir=str(tmp_path), **overrides)
+    if loop == "nature":
+        return resolve_optimizer(Config(**values))
+    return resolve_optimizer(FastConfig(**values, workers=8, env_backend="python",
+                                        concurrent=loop == "fast"))
+
+
+def run_loop(loop, config):
+    (train_nature if loop == "nature" else train_fast)(config)
+
+
+@pytest.mark.parametrize("loop,acting,idle", [("fast", "target_q_values", "q_values"),
+                                              ("nature", "q_values", "target_q_values")])
+def test_the_fast_loop_acts_through_the_target_network_in_batched_rounds(
+        tmp_path, monkeypatch, loop, acting, idle):
+    sizes = {"q_values": [], "target_q_values": []}
+    for name in sizes:
+        original = getattr(DQNLearner, name)
+
+        def recorded(self, states, name=name, original=original):
+            sizes[name].append(len(states))
+            return original(self, states)
+        monkeypatch.setattr(DQNLearner, name, recorded)
+    run_loop(loop, small_config(loop, tmp_path, timesteps=800, eps_end=0.0,
+                                eps_decay_steps=200))
+    assert sizes[idle] == []
+    assert len(sizes[acting]) > 50
+    if loop == "fast":
+        # After warm-up, epsilon 0: every round sends all 8 samplers' states at once.
+        assert sizes[acting][-1] == 8
+    else:
+        assert set(sizes[acting]) == {1}
+
+
+# The Nature ratio at every budget, counted by wrapping the learner's train step: budgets
+# below, at and just above one target period (200), and several periods.
+@pytest.mark.parametrize("budget", [152, 200, 208, 600])
+@pytest.mark.parametrize("loop", ["nature", "fast", "fast-lockstep"])
+def test_both_loops_train_the_nature_number_of_minibatches(tmp_path, train_calls, loop,
+                                                           budget):
+    run_loop(loop, small_config(loop, tmp_path, timesteps=budget))
+    expected = minibatches_due(0, budget, SMALL["prepopulate"], SMALL["train_freq"])
+    assert expected == max(0, budget // 4 - 25)  # the rule itself, by hand
+    assert len(train_calls) == expected
