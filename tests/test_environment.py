@@ -1,0 +1,60 @@
+"""The Atari env as fast_dqn.environment builds it, on real ROMs: gymnasium's own checker,
+seeded resets, and snapshots that continue the very same game."""
+
+import warnings
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from fast_dqn.environment import make_env, restore_env, snapshot_env
+from fast_dqn.hyperparameters import Config
+
+
+@pytest.mark.parametrize("game", ["breakout", "pong"])
+@pytest.mark.parametrize("training", [True, False])
+def test_gymnasiums_checker_passes(game, training):
+    env = make_env(Config(game=game), seed=1, training=training)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env, skip_render_check=True)
+    messages = [str(w.message) for w in caught]
+    assert not [m for m in messages if "determin" in m], messages
+
+
+def play(env, actions):
+    frames = []
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        frames.append((obs, reward, terminated, truncated))
+        if terminated or truncated:
+            obs, _ = env.reset()
+            frames.append((obs, 0.0, False, False))
+    return frames
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for (obs_a, *rest_a), (obs_b, *rest_b) in zip(a, b):
+        np.testing.assert_array_equal(obs_a, obs_b)
+        assert rest_a == rest_b
+
+
+def test_a_seeded_reset_starts_the_same_game_with_sticky_actions_too():
+    env = make_env(Config(game="breakout", sticky_actions=0.25), seed=1)
+    actions = np.random.default_rng(0).integers(0, 4, 300)
+    first, _ = env.reset(seed=123)
+    a = play(env, actions)
+    again, _ = env.reset(seed=123)
+    np.testing.assert_array_equal(first, again)
+    assert_same(a, play(env, actions))
+
+
+def test_a_snapshot_continues_the_same_game():
+    env = make_env(Config(game="breakout", sticky_actions=0.25), seed=2)
+    env.reset()
+    rng = np.random.default_rng(1)
+    play(env, rng.integers(0, 4, 150))
+    blob = snapshot_env(env)
+    actions = rng.integers(0, 4, 300)
+    assert_same(play(env, actions), play(restore_env(blob), actions))
