@@ -2,7 +2,7 @@
 
 Random actions on Pong, agent steps/s summed over all games, each variant timed in turn and
 repeated, medians reported:
-- python, 1 thread: the Nature wrappers, W envs stepped one after another;
+- python, 1 thread: the wrappers of fast_dqn.atari_wrappers, W envs stepped one after another;
 - python, W threads: the same, one Python thread per env (does the GIL let them overlap?);
 - vector, T threads: ale-py's AtariVectorEnv, W envs stepped by T C++ threads.
 

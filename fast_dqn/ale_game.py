@@ -1,6 +1,6 @@
 """One Atari emulator as a gymnasium env, driven the way ale-py's AtariVectorEnv drives its games.
 
-The project has one preprocessing (see docs/protocol.md, "Frames"): the one ale-py's vector env
+The project has one preprocessing (README, "The protocol"): the one ale-py's vector env
 does in C++, so training on either sampler backend, evaluation and `fast_dqn.evaluate` see
 bit-identical observations. This env is its emulator layer, and the wrappers of
 fast_dqn.atari_wrappers are the rest:

@@ -136,6 +136,11 @@ def build_config(explicit, config_class=hp.Config):
     preset = explicit.get("preset") or ("classic" if explicit.get("env") else "nature")
     names = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in preset_values(preset).items() if k in names}
+    if explicit.get("optimizer", values.get("optimizer")) != values.get("optimizer"):
+        # A preset's epsilon and loss reduction belong to its optimizer: another optimizer
+        # typed on the command line takes its own source's values.
+        for name in ("optimizer_epsilon", "loss_reduction"):
+            values.pop(name, None)
     values.update(explicit)
     values["preset"] = preset
     if values.get("backend") == "ray" and "workers" in explicit:

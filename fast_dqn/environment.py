@@ -57,7 +57,8 @@ def make_atari_env(config, seed, training=True):
 
 
 def make_env(config, seed, training=True):
-    """The run's env: Atari with the Nature wrappers, or the --env one with stats and history."""
+    """The run's env: Atari with the wrappers of fast_dqn.atari_wrappers, or the --env one
+    with stats and history."""
     if config.env is None:
         return make_atari_env(config, seed, training)
     env = gymnasium.make(config.env, disable_env_checker=True)

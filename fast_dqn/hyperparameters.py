@@ -140,7 +140,8 @@ class FastConfig(Config):
     synchronize: bool = _opt(True, "send all samplers' states through the target network in "
                              "one batched call per round; off = one call per sampler")
     env_backend: str = _opt("vector", "vector = ale-py's AtariVectorEnv (C++ threads, "
-                            "parallel); python = the Nature wrappers, stepped in turn",
+                            "parallel); python = fast_dqn.atari_wrappers, stepped in turn; "
+                            "both give the same frames",
                             choices=("vector", "python"))
     env_threads: int = _opt(0, "C++ threads of the vector backend; 0 = one per core, at most "
                             "--workers", "threads")

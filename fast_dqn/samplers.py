@@ -31,7 +31,7 @@ class SamplerStep:
 
 
 class PythonSamplers:
-    """One Nature-wrapped env per sampler (see fast_dqn.environment.make_atari_env)."""
+    """One wrapped env per sampler (see fast_dqn.environment.make_atari_env)."""
 
     def __init__(self, envs):
         self.envs = envs

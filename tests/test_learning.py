@@ -1,25 +1,39 @@
-"""The agent really learns: CartPole-v1 to a greedy evaluation mean of at least 475.
+"""The agent really learns: CartPole-v1, in both loops and both optimizer families.
 
-Each run uses the `classic` preset (50k agent steps, a greedy evaluation of 10 games every
-5k) and a fixed seed; with deterministic ops the outcome is the same every time. Each takes
-about 2 minutes on 2 cores.
+- `run_fast_dqn.py` with the `classic` preset (Adam, 50k agent steps, a greedy evaluation of
+  10 games every 5k);
+- `run_dqn.py` with the same preset but the Nature optimizer: centered RMSProp with the
+  summed loss, lr 2.5e-4, epsilon 0.01 (the defaults of `--optimizer rmsprop`).
+
+A run passes when two evaluations in a row average at least 475 of CartPole's 500: twenty
+greedy games over 5k agent steps of further training, which one lucky evaluation cannot fake.
+Each seed is fixed and TensorFlow's ops are deterministic, so the outcome is the same every
+time. Each run takes about 2 minutes on 2 cores.
 """
-
-import time
 
 import pytest
 
 from test_end_to_end import rows, run
 
 
-@pytest.mark.parametrize("script,seed", [("run_dqn.py", 1), ("run_fast_dqn.py", 0)])
-def test_cartpole_reaches_475(tmp_path, script, seed):
-    start = time.monotonic()
-    result = run(script, ["--env=CartPole-v1", f"--seed={seed}", f"--logdir={tmp_path / 'run'}"],
-                 timeout=600)
+def two_in_a_row(means, threshold=475):
+    return any(a >= threshold and b >= threshold for a, b in zip(means, means[1:]))
+
+
+def test_the_criterion_needs_two_evaluations_in_a_row():
+    assert two_in_a_row([100, 480, 500, 200])
+    assert not two_in_a_row([500, 100, 500, 100])
+    assert not two_in_a_row([500])
+
+
+@pytest.mark.parametrize("script,seed,flags", [
+    ("run_fast_dqn.py", 0, []),
+    ("run_dqn.py", 1, ["--optimizer=rmsprop", "--lr=2.5e-4"]),
+])
+def test_cartpole_is_solved_in_two_evaluations_in_a_row(tmp_path, script, seed, flags):
+    result = run(script, ["--env=CartPole-v1", f"--seed={seed}",
+                          f"--logdir={tmp_path / 'run'}", *flags], timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
-    evals = rows(tmp_path / "run" / "eval.csv")
-    means = [float(row["mean"]) for row in evals]
+    means = [float(row["mean"]) for row in rows(tmp_path / "run" / "eval.csv")]
     assert len(means) == 10
-    assert max(means) >= 475, f"evaluation means {means}"
-    assert time.monotonic() - start < 180
+    assert two_in_a_row(means), f"evaluation means {means}"

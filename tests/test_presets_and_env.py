@@ -87,3 +87,18 @@ def test_list_games_prints_the_installed_roms():
     assert result.returncode == 0
     games = result.stdout.split()
     assert games == available_games() and {"pong", "breakout", "space_invaders"} <= set(games)
+
+
+@pytest.mark.parametrize("explicit,expected", [
+    ({}, ("rmsprop", 0.01, "sum")),                                   # Nature
+    ({"preset": "pong-quick"}, ("adam", 1e-8, "mean")),               # Lapan's PyTorch Adam
+    ({"optimizer": "adam"}, ("adam", 1e-8, "mean")),
+    ({"env": "CartPole-v1"}, ("adam", 1.5e-4, "mean")),               # classic, measured
+    ({"env": "CartPole-v1", "optimizer": "rmsprop"}, ("rmsprop", 0.01, "sum")),
+    ({"optimizer_epsilon": 1e-5, "loss_reduction": "mean"}, ("rmsprop", 1e-5, "mean")),
+])
+def test_each_optimizer_takes_its_sources_epsilon_and_loss_reduction(explicit, expected):
+    from fast_dqn.cli import build_config
+    from fast_dqn.hyperparameters import FastConfig, resolve_optimizer
+    config = resolve_optimizer(build_config(explicit, FastConfig))
+    assert (config.optimizer, config.optimizer_epsilon, config.loss_reduction) == expected
