@@ -45,8 +45,11 @@ def vector_env_uniform(bit_generator, high):
 
 
 def seeded_mt19937(seed):
+    """numpy's MT19937 in the state std::mt19937(seed) starts in: RandomState seeds it with
+    the reference init_genrand, as the C++ standard does."""
+    _, key, position, *_ = np.random.RandomState(int(seed)).get_state()
     generator = np.random.MT19937(0)
-    generator._legacy_seeding(int(seed))  # std::mt19937(seed)'s state, as in ale-py's C++
+    generator.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": position}}
     return generator
 
 

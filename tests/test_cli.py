@@ -134,3 +134,23 @@ def test_help_lists_every_option_with_its_default():
         assert cli.flag_name(name) in out
     assert "(default: 50_000_000 agent steps)" in flat
     assert "(default: 10_000 agent steps)" in flat
+
+
+def test_a_run_saved_before_the_optimizer_flags_resumes_with_its_old_update_rule(tmp_path):
+    import json
+    from fast_dqn.training import train_nature
+    logdir = tmp_path / "run"
+    argv = ["--env=CartPole-v1", "--optimizer=adam", "--timesteps=300", "--prepopulate=100",
+            "--evaluate=0", f"--logdir={logdir}"]
+    assert cli.main("run_dqn.py", "nature", "test", train_nature, argv) == 0
+    saved = json.loads((logdir / "config.json").read_text())
+    assert (saved["optimizer_epsilon"], saved["loss_reduction"]) == (1.5e-4, "mean")
+    for name in ("optimizer_epsilon", "loss_reduction"):  # as a run of before 2026-11-22
+        del saved[name]
+    (logdir / "config.json").write_text(json.dumps(saved))
+    config, _ = cli.resume_config(str(logdir), {}, "nature")
+    assert (config.optimizer_epsilon, config.loss_reduction) == (1.5e-4, "mean")
+    saved["optimizer"] = "rmsprop"
+    (logdir / "config.json").write_text(json.dumps(saved))
+    config, _ = cli.resume_config(str(logdir), {}, "nature")
+    assert (config.optimizer_epsilon, config.loss_reduction) == (0.01, "mean")
