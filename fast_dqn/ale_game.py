@@ -44,6 +44,7 @@ class AleGame(gymnasium.Env):
         self.render_mode = "rgb_array"
         self.ale = new_emulator()
         self._load(seed=None)
+        self.game_start, self.actions_since_start = None, []
         self.action_space = gymnasium.spaces.Discrete(len(self.action_set))
         self.observation_space = gymnasium.spaces.Box(0, 255, SCREEN_SHAPE, np.uint8)
 
@@ -66,9 +67,12 @@ class AleGame(gymnasium.Env):
         if seed is not None:
             self._load(seed)
         self.ale.reset_game()
+        self.game_start = self.ale.cloneState(include_rng=True)
+        self.actions_since_start = []
         return self.ale.getScreenGrayscale(), self._info()
 
     def step(self, action):
+        self.actions_since_start.append(int(action))
         reward = float(self.ale.act(self.action_set[int(action)]))
         return (self.ale.getScreenGrayscale(), reward, self.ale.game_over(), False,
                 self._info())
@@ -79,14 +83,28 @@ class AleGame(gymnasium.Env):
     def close(self):
         pass  # the emulator is freed with the object
 
-    # Pickling: a checkpoint holds the game mid-play, the emulator's RNG included.
+    # Pickling: a checkpoint holds the game mid-play, the emulator's RNG included. The ALE's
+    # saved state lacks the action it applied last, which a sticky action repeats; so with
+    # sticky actions the game is saved as its start and the actions since, and replayed.
     def __getstate__(self):
-        return {"game": self.game, "sticky_actions": self.sticky_actions,
-                "full_action_space": self.full_action_space,
-                "emulator": self.ale.cloneState(include_rng=True),
-                "np_random": self.np_random.bit_generator.state}
+        state = {"game": self.game, "sticky_actions": self.sticky_actions,
+                 "full_action_space": self.full_action_space,
+                 "np_random": self.np_random.bit_generator.state}
+        if self.sticky_actions and self.game_start is not None:
+            state["game_start"] = self.game_start
+            state["actions"] = np.array(self.actions_since_start, np.uint8)
+        else:
+            state["emulator"] = self.ale.cloneState(include_rng=True)
+        return state
 
     def __setstate__(self, state):
         self.__init__(state["game"], state["sticky_actions"], state["full_action_space"])
-        self.ale.restoreState(state["emulator"])
+        if "game_start" in state:
+            self.ale.restoreState(state["game_start"])
+            self.game_start = state["game_start"]
+            self.actions_since_start = []
+            for action in state["actions"]:
+                self.step(action)
+        else:
+            self.ale.restoreState(state["emulator"])
         self.np_random.bit_generator.state = state["np_random"]

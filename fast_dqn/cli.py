@@ -295,7 +295,11 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     names = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in saved.items() if k in names}
     if "loss_reduction" not in saved and saved.get("optimizer") in hp.LEGACY_OPTIMIZER:
+        # A run from before 2026-11-22: keep its update rule. Its --interp (then "linear" by
+        # default) never applied to ale-py's vector env, which resized with area all along.
         values.update(hp.LEGACY_OPTIMIZER[saved["optimizer"]])
+        if saved.get("backend") == "ray" or saved.get("env_backend") == "vector":
+            values["interp"] = "area"
     if "logdir" in explicit and os.path.abspath(explicit["logdir"]) != os.path.abspath(run_dir):
         raise UsageError("--logdir", "a resumed run stays in its own directory; drop --logdir")
     for name, value in explicit.items():

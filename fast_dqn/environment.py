@@ -99,12 +99,18 @@ def snapshot_env(env):
     return pickle.dumps(env, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+class OutdatedSnapshot(ValueError):
+    """The env was saved by fast-dqn before 2026-11-22, with another preprocessing (RGB luma,
+    FIRE after lost lives) whose wrappers no longer exist: its game cannot continue."""
+
+
 def restore_env(blob):
-    """A new env in exactly the state `snapshot_env` saw. Checkpoints written before AleGame
-    held (env, emulator) pairs of gymnasium's AtariEnv and another preprocessing."""
-    env = pickle.loads(blob)
-    if isinstance(env, tuple):
-        raise ValueError("this checkpoint's games were saved with the preprocessing before "
-                         "fast-dqn adopted ale-py's (ALE grayscale, area resize); they cannot "
-                         "continue bit-identically")
+    """A new env in exactly the state `snapshot_env` saw; OutdatedSnapshot for an env saved
+    before fast-dqn adopted ale-py's preprocessing."""
+    try:
+        env = pickle.loads(blob)
+    except (AttributeError, ImportError) as error:  # a wrapper class that is gone
+        raise OutdatedSnapshot(str(error)) from error
+    if isinstance(env, tuple):  # (env, emulator state) of gymnasium's AtariEnv
+        raise OutdatedSnapshot("an env of gymnasium's AtariEnv")
     return env

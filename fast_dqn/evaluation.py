@@ -61,13 +61,19 @@ class Evaluator:
         return {"env": snapshot_env(self.env), "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        from fast_dqn.environment import restore_env
+        from fast_dqn.environment import OutdatedSnapshot, restore_env
+        self.rng.bit_generator.state = state["rng"]
+        try:
+            env = restore_env(state["env"])
+        except OutdatedSnapshot:
+            self.monitor.message("the checkpoint's evaluation env has the preprocessing of "
+                                 "fast-dqn before 2026-11-22: evaluation plays new games")
+            return
         try:
             self.env.close()
         except Exception:  # a failed env may not close cleanly; it is replaced anyway
             pass
-        self.env = restore_env(state["env"])
-        self.rng.bit_generator.state = state["rng"]
+        self.env = env
 
     def close(self):
         self.env.close()

@@ -65,11 +65,15 @@ class PythonSamplers:
     def load_state_dict(self, state, step):
         """Continue every game exactly where the checkpoint left it; returns whether it could
         (False for a checkpoint of another backend or sampler count)."""
-        from fast_dqn.environment import restore_env
+        from fast_dqn.environment import OutdatedSnapshot, restore_env
         if state.get("backend") != "python" or len(state["envs"]) != self.num_samplers:
             return False
+        try:
+            envs = [restore_env(blob) for blob in state["envs"]]
+        except OutdatedSnapshot:
+            return False
         self.close()
-        self.envs = [restore_env(blob) for blob in state["envs"]]
+        self.envs = envs
         return True
 
     def close(self):

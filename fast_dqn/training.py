@@ -5,7 +5,7 @@ import numpy as np
 
 from fast_dqn.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.errors import UsageError
-from fast_dqn.environment import make_env, restore_env, snapshot_env
+from fast_dqn.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
 from fast_dqn.evaluation import Evaluator
 from fast_dqn.monitor import Monitor
 from fast_dqn.progress import make_console
@@ -33,7 +33,9 @@ def network_builder(config, observation_shape, num_actions):
 
 
 def build_learner(config, observation_shape, num_actions):
+    from fast_dqn.hyperparameters import resolve_optimizer
     from fast_dqn.learner import DQNLearner, make_optimizer
+    config = resolve_optimizer(config)  # a config built in code may leave them unset
     return DQNLearner(network_builder(config, observation_shape, num_actions),
                       make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
                                      config.mixed_precision),
@@ -180,9 +182,10 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
                 held.flush(replay)
                 replay.cut_episodes()
                 loop["held"] = []
-                monitor.message("this backend cannot save its games (ale-py's vector env has "
-                                "no state API): each sampler starts a new game; the "
-                                "unfinished ones are not logged")
+                monitor.message("the checkpoint's games cannot continue (ale-py's vector env "
+                                "has no state API, or they were saved before fast-dqn's "
+                                "preprocessing of 2026-11-22): each sampler starts a new "
+                                "game; the unfinished ones are not logged")
         backend.start(learner.target_q_values, learner.target_weights, parts.rng,
                       log=monitor.message)
         if config.concurrent:
@@ -217,8 +220,14 @@ def train_nature(config, resume=None, stop=None):
     try:
         loop = parts.restore()
         if loop:
+            try:
+                restored = restore_env(parts.state["env"])
+            except OutdatedSnapshot:
+                raise UsageError("--resume", "this checkpoint's game was saved with the "
+                                 "preprocessing of fast-dqn before 2026-11-22 (RGB luma, FIRE "
+                                 "after lost lives), which cannot continue; start a new run")
             env.close()
-            holder["env"] = restore_env(parts.state["env"])
+            holder["env"] = restored
         return run_nature_loop(config, holder["env"], parts.learner, parts.replay,
                                parts.monitor, parts.rng, parts.evaluator, parts.checkpoints,
                                loop)

@@ -50,11 +50,43 @@ def test_a_seeded_reset_starts_the_same_game_with_sticky_actions_too():
     assert_same(a, play(env, actions))
 
 
-def test_a_snapshot_continues_the_same_game():
-    env = make_env(Config(game="breakout", sticky_actions=0.25), seed=2)
+@pytest.mark.parametrize("sticky_actions", [0.0, 0.25])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_snapshot_continues_the_same_game(sticky_actions, seed):
+    env = make_env(Config(game="breakout", sticky_actions=sticky_actions), seed=seed)
     env.reset()
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
     play(env, rng.integers(0, 4, 150))
     blob = snapshot_env(env)
     actions = rng.integers(0, 4, 300)
     assert_same(play(env, actions), play(restore_env(blob), actions))
+
+
+def test_a_snapshot_keeps_the_action_a_sticky_frame_repeats():
+    """The ALE's saved state lacks its last applied action: restored naively, a sticky frame
+    would repeat NOOP instead of RIGHT, and the paddle would end elsewhere."""
+    import pickle
+    from fast_dqn.ale_game import AleGame
+    for seed in range(8):
+        game = AleGame("breakout", sticky_actions=0.25)
+        game.reset(seed=seed)
+        right = game.get_action_meanings().index("RIGHT")
+        for _ in range(6):
+            game.step(right)
+        copy = pickle.loads(pickle.dumps(game))
+        for _ in range(10):
+            game.step(0)
+            copy.step(0)
+        np.testing.assert_array_equal(game.ale.getRAM(), copy.ale.getRAM(), f"seed {seed}")
+
+
+def test_an_env_saved_before_the_new_preprocessing_is_recognised():
+    from fast_dqn.environment import OutdatedSnapshot
+    from fast_dqn.samplers import PythonSamplers
+    # A pickle naming a wrapper that no longer exists, as checkpoints of before 2026-11-22 do.
+    old = b"cfast_dqn.atari_wrappers\nNoopReset\n)\x81."
+    with pytest.raises(OutdatedSnapshot):
+        restore_env(old)
+    samplers = PythonSamplers([make_env(Config(game="pong"), seed=0)])
+    assert samplers.load_state_dict({"backend": "python", "envs": [old]}, step=0) is False
+    samplers.reset()  # the original env is still there and plays

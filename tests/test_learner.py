@@ -181,23 +181,30 @@ def nature_rmsprop_step(grads, g, g2, lr=2.5e-4):
 
 
 def pong_like_batch(rng, n=32, num_actions=6):
-    frames = rng.integers(0, 2, (n, 4, 84, 84), dtype=np.uint8) * 144  # sparse bright objects
+    frames = rng.integers(0, 2, (n, 4, 84, 84), dtype=np.uint8) * 144  # binary screens
     next_frames = np.roll(frames, 1, axis=3)
     return (frames, rng.integers(0, num_actions, n).astype(np.int32),
             rng.choice([-1.0, 0.0, 0.0, 0.0, 1.0], n).astype(np.float32), next_frames,
             (rng.random(n) < 0.1).astype(np.float32))
 
 
-def test_the_default_optimizer_takes_the_nature_codes_update_per_layer():
-    from fast_dqn.hyperparameters import Config, resolve_optimizer
+@pytest.mark.parametrize("repeat_one_batch", [False, True])
+def test_the_default_optimizer_takes_the_nature_codes_update_per_layer(repeat_one_batch):
+    """Fresh batches, and one batch again and again: then the running mean of dw nears dw
+    itself, so g2 - g^2 is far from g2 and an uncentered RMSProp would be far off too."""
+    from fast_dqn.hyperparameters import Config
     from fast_dqn.training import build_learner
     tf.keras.utils.set_random_seed(0)
-    learner = build_learner(resolve_optimizer(Config()), (4, 84, 84), 6)
+    learner = build_learner(Config(), (4, 84, 84), 6)
+    optimizer = learner.optimizer
+    assert (optimizer.centered, optimizer.rho, optimizer.epsilon) == (True, 0.95, 0.01)
+    assert float(optimizer.learning_rate) == pytest.approx(2.5e-4)
     rng = np.random.default_rng(0)
     g = [np.zeros_like(w) for w in learner.main.get_weights()]
     g2 = [np.zeros_like(w) for w in learner.main.get_weights()]
-    for _ in range(4):
-        batch = pong_like_batch(rng)
+    same = pong_like_batch(rng)
+    for _ in range(25 if repeat_one_batch else 4):
+        batch = same if repeat_one_batch else pong_like_batch(rng)
         expected = nature_rmsprop_step(nature_lua_gradients(learner, batch), g, g2)
         before = learner.main.get_weights()
         learner.train(*batch)
