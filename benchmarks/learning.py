@@ -29,19 +29,20 @@ POLL_SECONDS = 10
 
 
 def read_games(run_dir):
-    """[(game number, agent step, mean_100, hours)] from episodes.csv, in order."""
+    """[(game number, agent step, mean_100, hours, return)] from episodes.csv, in order."""
     path = os.path.join(run_dir, "episodes.csv")
     if not os.path.isfile(path):
         return []
     with open(path, newline="") as f:
         return [(int(r["episode"]), int(r["agent_step"]), float(r["mean_100"]),
-                 float(r["hours"])) for r in csv.DictReader(f) if r.get("hours")]
+                 float(r["hours"]), float(r["return"])) for r in csv.DictReader(f)
+                if r.get("hours")]
 
 
 def first_reaching(games, threshold, window=100):
     """(agent step, minutes) when the mean of the last `window` games first reached
     `threshold`, counting only once `window` games have ended; None if never."""
-    for number, step, mean_100, hours in games:
+    for number, step, mean_100, hours, _ in games:
         if number >= window and mean_100 >= threshold:
             return step, hours * 60
     return None
@@ -68,7 +69,7 @@ def print_summary(run_dir, thresholds):
         else:
             print(f"| {threshold:g} | {step:,} | {minutes:.1f} |")
     if last:
-        number, step, mean_100, hours = last
+        number, step, mean_100, hours, _ = last
         best = max((g[2] for g in read_games(run_dir) if g[0] >= 100), default=None)
         print(f"end: {number:,} games, agent step {step:,}, {hours * 60:.1f} minutes, "
               f"mean-of-100 {mean_100:.2f}"
@@ -85,14 +86,19 @@ def plot(run_dirs, output, thresholds):
     for run_dir in run_dirs:
         games = read_games(run_dir)
         label = os.path.basename(os.path.normpath(run_dir))
-        by_steps.plot([g[1] for g in games], [g[2] for g in games], label=label)
+        line, = by_steps.plot([g[1] for g in games], [g[2] for g in games], label=label)
         by_minutes.plot([g[3] * 60 for g in games], [g[2] for g in games], label=label)
+        # Each game's own score, faintly: the mean of 100 lags behind it.
+        by_steps.scatter([g[1] for g in games], [g[4] for g in games], s=3, alpha=0.3,
+                         color=line.get_color())
+        by_minutes.scatter([g[3] * 60 for g in games], [g[4] for g in games], s=3, alpha=0.3,
+                           color=line.get_color())
     for axis, xlabel in ((by_steps, "agent steps"), (by_minutes, "training minutes")):
         for threshold in thresholds:
             axis.axhline(threshold, color="grey", linestyle=":", linewidth=1)
         axis.set_xlabel(xlabel)
         axis.grid(alpha=0.3)
-    by_steps.set_ylabel("mean return of the last 100 games")
+    by_steps.set_ylabel("return: mean of the last 100 games (line), each game (dots)")
     by_steps.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(output, dpi=100)

@@ -38,13 +38,14 @@ def drive_both(config, num_samplers, steps, seed, action_seed=0):
     return counts
 
 
-@pytest.mark.parametrize("game,limit,seed", [("breakout", 220, 3), ("pong", 700, 11)])
-def test_python_and_vector_backends_see_the_same_frames(game, limit, seed):
+@pytest.mark.parametrize("game,limit,steps,seed", [("breakout", 220, 1200, 3),
+                                                    ("pong", 850, 2000, 11)])
+def test_python_and_vector_backends_see_the_same_frames(game, limit, steps, seed):
     config = FastConfig(game=game, max_episode_steps=limit)
-    counts = drive_both(config, num_samplers=2, steps=1200, seed=seed)
-    assert counts["cuts"] >= 1
-    if game == "breakout":
-        assert counts["life_losses"] >= 2 and counts["game_overs"] >= 1
+    counts = drive_both(config, num_samplers=2, steps=steps, seed=seed)
+    assert counts["cuts"] >= 1 and counts["game_overs"] >= 1
+    if game == "breakout":  # Pong has no lives
+        assert counts["life_losses"] >= 2
 
 
 def test_the_same_frames_with_sticky_actions_and_all_actions():
