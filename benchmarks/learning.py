@@ -98,7 +98,7 @@ def plot(run_dirs, output, thresholds):
             axis.axhline(threshold, color="grey", linestyle=":", linewidth=1)
         axis.set_xlabel(xlabel)
         axis.grid(alpha=0.3)
-    by_steps.set_ylabel("return: mean of the last 100 games (line), each game (dots)")
+    by_steps.set_ylabel("return (line: mean of 100 games; dots: each game)")
     by_steps.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(output, dpi=100)
