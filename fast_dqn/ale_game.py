@@ -72,7 +72,8 @@ class AleGame(gymnasium.Env):
         return self.ale.getScreenGrayscale(), self._info()
 
     def step(self, action):
-        self.actions_since_start.append(int(action))
+        if self.sticky_actions:  # only a sticky game is saved as its actions (see below)
+            self.actions_since_start.append(int(action))
         reward = float(self.ale.act(self.action_set[int(action)]))
         return (self.ale.getScreenGrayscale(), reward, self.ale.game_over(), False,
                 self._info())
