@@ -22,7 +22,8 @@ Without concurrency, the same chunks run in lockstep: after each chunk its trans
 written and the minibatches due are trained at once.
 
 The Nature ratios hold in every mode: the same warm-up, epsilon by global agent step, and over
-the whole run exactly the minibatches the Nature loop would train.
+the whole run exactly the minibatches the Nature loop would train (fast_dqn.minibatch_schedule
+says when, also across a resume without replay).
 
 Checkpoints: periodic ones are written at a sync point, between steps 3 and 4 above, when the
 trainer is idle and nothing is held. A stop request (Ctrl-C, SIGTERM) is served at the next
@@ -35,13 +36,8 @@ therefore trains, acts and logs exactly as an uninterrupted one.
 import numpy as np
 
 from fast_dqn.evaluation import EvaluationInterrupted
+from fast_dqn.minibatch_schedule import MinibatchSchedule
 from fast_dqn.schedules import LinearSchedule
-
-
-def minibatches_due(start, end, prepopulate, train_freq):
-    """How many minibatches the Nature loop trains at agent steps s in (start, end]."""
-    low = max(start, prepopulate)
-    return max(0, end // train_freq - low // train_freq)
 
 
 def next_sync_point(step, period, round_size, total):
@@ -123,20 +119,22 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
     R = backend.round_size
     period = config.target_update_freq
     total = -(-config.timesteps // R) * R
-    schedule = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
+    exploration = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
 
     def epsilon_at(steps):
-        return np.where(np.asarray(steps) < config.prepopulate, 1.0, schedule(steps))
+        return np.where(np.asarray(steps) < config.prepopulate, 1.0, exploration(steps))
 
     stop_requested = checkpoints.stop_requested if checkpoints else (lambda: False)
     if resume:
         step, trained_through = resume["step"], resume["trained_through"]
-        last_eval, train_start = resume["last_eval"], resume["train_start"]
+        last_eval = resume["last_eval"]
+        schedule = MinibatchSchedule.from_loop_state(resume, config.train_freq, monitor.message)
         owed, held = resume["owed"], HeldTransitions(resume["held"])
         sync_pending, eval_pending = resume["sync_pending"], resume["eval_pending"]
         boundary = resume["boundary"]
     else:
-        step, trained_through, last_eval, train_start, owed = 0, 0, 0, config.prepopulate, 0
+        step, trained_through, last_eval, owed = 0, 0, 0, 0
+        schedule = MinibatchSchedule(config.prepopulate, config.train_freq, warn=monitor.message)
         held = HeldTransitions()
         sync_pending = eval_pending = False
         boundary = True  # a consistent point: trainer idle, nothing held
@@ -144,9 +142,14 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
 
     def loop_state():
         return {"step": step, "trained_through": trained_through, "last_eval": last_eval,
-                "train_start": train_start, "owed": owed, "held": held.chunks,
+                "schedule": schedule.state_dict(), "owed": owed, "held": held.chunks,
                 "sync_pending": sync_pending, "eval_pending": eval_pending,
                 "boundary": boundary}
+
+    def minibatches(start, end, final):
+        """Take the minibatches of agent steps (start, end] from the schedule; `final` at the
+        run's last write of replay, the last chance to repay deferred ones."""
+        return schedule.take(start, end, final, replay_ready=replay.can_sample)
 
     def update_target():
         learner.update_target()
@@ -178,12 +181,12 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
                     return stop_mid_period()
                 owed = 0
                 held.flush(replay)
-                if step >= total and trained_through < step:
+                if step >= total and (trained_through < step or schedule.deferred):
                     # A run that ends at its first sync point: that period's minibatches
                     # would only be handed out at the next one, which never comes. Train
-                    # them now, as the Nature loop would have, then copy the target.
-                    owed = minibatches_due(trained_through, step, train_start,
-                                           config.train_freq)
+                    # them now, as the Nature loop would have, and any still deferred,
+                    # then copy the target.
+                    owed = minibatches(trained_through, step, final=True)
                     trained_through = step
                     if owed:
                         start_training()
@@ -192,7 +195,7 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
             sync_pending = False
             if trainer is not None and step < total:
                 end = next_sync_point(step, period, R, total)
-                owed = minibatches_due(trained_through, end, train_start, config.train_freq)
+                owed = minibatches(trained_through, end, final=False)
                 trained_through = end
             eval_pending = bool(evaluator) and (
                 step // config.evaluate > last_eval // config.evaluate or step >= total)
@@ -234,7 +237,7 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
         sync_pending = step // period > previous // period or step >= total
         if trainer is None:
             held.flush(replay)
-            for _ in range(minibatches_due(previous, step, train_start, config.train_freq)):
+            for _ in range(minibatches(previous, step, final=step >= total)):
                 monitor.record_train(*learner.train(*replay.sample(config.batch_size)))
             if sync_pending:
                 update_target()

@@ -5,6 +5,7 @@ is a consistent point for a checkpoint.
 """
 
 from fast_dqn.evaluation import EvaluationInterrupted
+from fast_dqn.minibatch_schedule import MinibatchSchedule
 from fast_dqn.policy import select_action
 from fast_dqn.schedules import LinearSchedule
 
@@ -21,14 +22,15 @@ def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,
     num_actions = env.action_space.n
     if resume:
         step, obs, eval_pending = resume["step"], resume["obs"], resume["eval_pending"]
-        train_start = resume["train_start"]
+        schedule = MinibatchSchedule.from_loop_state(resume, config.train_freq, monitor.message)
     else:
-        step, eval_pending, train_start = 0, False, config.prepopulate
+        step, eval_pending = 0, False
+        schedule = MinibatchSchedule(config.prepopulate, config.train_freq, warn=monitor.message)
         obs, _ = env.reset()
 
     def loop_state():
         return {"step": step, "obs": obs, "eval_pending": eval_pending,
-                "train_start": train_start}
+                "schedule": schedule.state_dict()}
 
     while True:
         if eval_pending:
@@ -62,7 +64,8 @@ def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,
                 monitor.record_game(step, info["game_length"], info["game_return"], eps)
             obs, _ = env.reset()
 
-        if step > train_start and step % config.train_freq == 0:
+        for _ in range(schedule.take(step - 1, step, final=step == config.timesteps,
+                                     replay_ready=replay.can_sample)):
             monitor.record_train(*learner.train(*replay.sample(config.batch_size)))
         if step % config.target_update_freq == 0:
             learner.update_target()

@@ -7,6 +7,7 @@ from fast_dqn.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.errors import UsageError
 from fast_dqn.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
 from fast_dqn.evaluation import Evaluator
+from fast_dqn.minibatch_schedule import MinibatchSchedule
 from fast_dqn.monitor import Monitor
 from fast_dqn.progress import make_console
 from fast_dqn.replay_memory import ReplayMemory
@@ -131,11 +132,16 @@ class RunParts:
             self.replay.load_state_dict(state["replay"])
         else:
             self.replay.rng.bit_generator.state = state["replay"]["rng"]
-            loop["train_start"] = max(loop["train_start"],
-                                      loop["step"] + self.config.prepopulate)
-            self.monitor.message(f"the checkpoint holds no replay (--save-replay was off): "
-                                 f"training pauses for {self.config.prepopulate:,} steps "
-                                 "while replay refills")
+            schedule = MinibatchSchedule.from_loop_state(loop, self.config.train_freq)
+            schedule.refill(loop["step"], self.config.prepopulate, owed=loop.get("owed", 0))
+            loop["schedule"] = schedule.state_dict()
+            if "owed" in loop:
+                loop["owed"] = 0  # the fast loop's minibatches of the current period
+            self.monitor.message(
+                f"the checkpoint holds no replay (--save-replay was off): training pauses for "
+                f"{self.config.prepopulate:,} steps while replay refills; the minibatches "
+                f"due meanwhile, and {schedule.deferred:,} owed now, are trained after it, at "
+                "up to twice the usual rate")
         self.monitor.message(f"resumed from {self.resume.path} at step {loop['step']:,}")
         return loop
 

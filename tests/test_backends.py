@@ -12,7 +12,8 @@ import pytest
 
 from fast_dqn import cli, training
 from fast_dqn.experience import LocalBackend
-from fast_dqn.fast_loop import HeldTransitions, minibatches_due, run_fast_loop
+from fast_dqn.fast_loop import HeldTransitions, run_fast_loop
+from fast_dqn.minibatch_schedule import minibatches_due
 from fast_dqn.hyperparameters import FastConfig
 from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 

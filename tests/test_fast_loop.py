@@ -8,7 +8,8 @@ import pytest
 from fake_samplers import K, FakeLearner, FakeSamplers, NullMonitor
 from fast_dqn.background_trainer import BackgroundTrainer
 from fast_dqn.experience import LocalBackend
-from fast_dqn.fast_loop import minibatches_due, next_sync_point, run_fast_loop
+from fast_dqn.fast_loop import next_sync_point, run_fast_loop
+from fast_dqn.minibatch_schedule import minibatches_due
 from fast_dqn.hyperparameters import FastConfig
 from fast_dqn.replay_memory import ReplayMemory
 
@@ -35,13 +36,6 @@ def run(config, samplers=None, learner=None, prefetch=True):
         if trainer:
             trainer.close()
     return steps, samplers, learner, replay, monitor
-
-
-def test_minibatches_due_counts_nature_train_steps():
-    # Nature trains at every step s > prepopulate with s % 4 == 0.
-    brute = lambda a, b: sum(1 for s in range(a + 1, b + 1) if s > 10 and s % 4 == 0)
-    for a, b in [(0, 10), (0, 12), (8, 30), (12, 13), (11, 100), (50, 50)]:
-        assert minibatches_due(a, b, 10, 4) == brute(a, b)
 
 
 def test_next_sync_point():

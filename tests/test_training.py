@@ -3,7 +3,7 @@ the learner: which network acts, and how many minibatches are trained."""
 
 import pytest
 
-from fast_dqn.fast_loop import minibatches_due
+from fast_dqn.minibatch_schedule import minibatches_due
 from fast_dqn.hyperparameters import Config, FastConfig, resolve_optimizer
 from fast_dqn.learner import DQNLearner
 from fast_dqn.training import train_fast, train_nature
@@ -71,3 +71,23 @@ def test_both_loops_train_the_nature_number_of_minibatches(tmp_path, train_calls
     expected = minibatches_due(0, budget, SMALL["prepopulate"], SMALL["train_freq"])
     assert expected == max(0, budget // 4 - 25)  # the rule itself, by hand
     assert len(train_calls) == expected
+
+
+# A stop during warm-up, mid-run (mid-period for the fast loop, whose trainer is busy) and
+# close enough to the end that the refill outlasts the budget; each resumed without replay.
+@pytest.mark.parametrize("stop_after", [0, 20, 150])
+@pytest.mark.parametrize("loop", ["nature", "fast", "fast-lockstep"])
+def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, train_calls,
+                                                                     loop, stop_after):
+    from fast_dqn.checkpoint import CheckpointStore
+    config = small_config(loop, tmp_path, timesteps=800)
+    run = train_nature if loop == "nature" else train_fast
+    stopped_at = run(config, stop=lambda: len(train_calls) >= stop_after)
+    assert stopped_at < 800
+    checkpoint = CheckpointStore(str(tmp_path)).latest()
+    assert checkpoint.step == stopped_at and not checkpoint.has_replay
+    before = len(train_calls)
+    assert run(config, resume=checkpoint) == 800
+    assert len(train_calls) == minibatches_due(0, 800, SMALL["prepopulate"], 4) == 175
+    if stop_after == 20:  # the refill of 100 steps ends well before the budget
+        assert len(train_calls) - before > 0

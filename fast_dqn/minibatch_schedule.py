@@ -1,0 +1,66 @@
+"""How many minibatches to train, and when: the Nature ratio, kept across a refill of replay.
+
+The Nature loop trains one minibatch every train_freq agent steps once warm-up is over
+(agent step > train_start). Both loops train exactly those minibatches over a run, also when
+the run is split by resumes.
+
+A run resumed from a checkpoint without replay (--save-replay off) starts with an empty
+replay. Training on a few fresh transitions would overfit them, so it pauses for a *refill* of
+--prepopulate steps. The minibatches the Nature loop trains meanwhile, and those the
+checkpoint still owed, are *deferred*: after the refill each minibatch due brings at most one
+deferred one with it (so training runs at most at twice the Nature rate until they are
+repaid), and whatever is left is trained at the run's last step. Only a run that ends before
+replay holds a single complete transition drops any, and says so.
+"""
+
+
+def minibatches_due(start, end, train_start, train_freq):
+    """How many minibatches the Nature loop trains at agent steps s in (start, end]."""
+    low = max(start, train_start)
+    return max(0, end // train_freq - low // train_freq)
+
+
+class MinibatchSchedule:
+    def __init__(self, train_start, train_freq, refill_until=0, deferred=0, warn=None):
+        """warn(message): told of deferred minibatches a run ended without training."""
+        self.train_start = train_start
+        self.train_freq = train_freq
+        self.refill_until = refill_until  # no training at agent steps up to this one
+        self.deferred = deferred
+        self.warn = warn or (lambda message: None)
+
+    @classmethod
+    def from_loop_state(cls, loop, train_freq, warn=None):
+        """The schedule a checkpoint's loop state holds; checkpoints from before refills were
+        deferred kept only train_start (already moved past their refill)."""
+        saved = loop.get("schedule") or {"train_start": loop["train_start"]}
+        return cls(train_freq=train_freq, warn=warn, **saved)
+
+    def state_dict(self):
+        return {"train_start": self.train_start, "refill_until": self.refill_until,
+                "deferred": self.deferred}
+
+    def refill(self, step, prepopulate, owed=0):
+        """Replay was emptied at `step`: defer `owed` and pause for `prepopulate` steps."""
+        self.deferred += owed
+        self.refill_until = max(self.refill_until, step + prepopulate)
+
+    def take(self, start, end, final, replay_ready=lambda: True):
+        """The minibatches to train for agent steps (start, end]; `final` when `end` is the
+        run's last step. replay_ready() says whether replay can be sampled at all; asked
+        only when something is due."""
+        due = minibatches_due(start, end, self.train_start, self.train_freq)
+        after_refill = minibatches_due(max(start, self.refill_until), end, self.train_start,
+                                       self.train_freq)
+        self.deferred += due - after_refill
+        repaid = self.deferred if final else min(self.deferred, after_refill)
+        self.deferred -= repaid
+        count = after_refill + repaid
+        if count and not replay_ready():
+            if final:
+                self.warn(f"{count:,} deferred minibatches were not trained: the run ended "
+                          "before replay held a complete transition")
+            else:
+                self.deferred += count
+            return 0
+        return count
