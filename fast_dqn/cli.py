@@ -14,6 +14,8 @@ import traceback
 
 from fast_dqn import hyperparameters as hp
 from fast_dqn.errors import UsageError
+from fast_dqn.run_directory import (RunLock, check_logdir, check_writable, create_run_directory,
+                                    default_logdir, load_run_config)
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -253,8 +255,6 @@ def validate_and_resolve(config, loop_name, validate_extra=None):
     `validate_extra` holds a loop's own rules; it runs after the basic number checks, so it may
     divide by any size. Creates nothing: the caller makes the run directory afterwards.
     """
-    from fast_dqn.run_directory import check_logdir, default_logdir
-
     validate_numbers(config)
     if validate_extra:
         validate_extra(config)
@@ -286,7 +286,6 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     Raises UsageError for anything that would make the resumed run not the same run.
     """
     from fast_dqn.checkpoint import latest_checkpoint
-    from fast_dqn.run_directory import check_writable, load_run_config
 
     saved = load_run_config(run_dir, "--resume")
     if saved.get("loop") != loop_name:
@@ -343,16 +342,15 @@ def fail(prog, error):
 
 def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
          validate_extra=None):
-    """Parse, validate, create (or reopen) the run directory, then `train(config, ...)`.
+    """Parse, validate, create (or reopen) and lock the run directory, then `train(config,
+    ...)`; the lock is held until train returns.
 
-    Returns the process exit status: 0 when the budget is done, 2 for bad input, 128 + the
+    Returns the process exit status: 0 when the budget is done, 2 for bad input or a run
+    directory another process holds, 128 + the
     signal number when a signal stopped the run after a checkpoint, 130 when a second Ctrl-C
     aborted it, 1 when the run failed: a thread's exception (its traceback is printed),
     divergence to NaN/Inf, or a checkpoint that could not be written.
     """
-    from fast_dqn.checkpoint import CheckpointError
-    from fast_dqn.interrupts import StopSignals
-
     parser = build_parser(prog, description, config_class)
     args = parser.parse_args(argv)
     if getattr(args, "list_games", False):
@@ -360,18 +358,36 @@ def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
         print("\n".join(available_games()))
         return 0
     explicit = explicit_values(args, config_class)
-    checkpoint = None
+    checkpoint = lock = None
     try:
         if getattr(args, "resume", None):
+            lock = hold_run(args.resume)
             config, checkpoint = resume_config(args.resume, explicit, loop_name, config_class,
                                                validate_extra)
+            lock.sign()
         else:
             config = validate_and_resolve(build_config(explicit, config_class), loop_name,
                                           validate_extra)
-            from fast_dqn.run_directory import create_run_directory
-            create_run_directory(config.logdir, {"loop": loop_name, **config.to_dict()})
+            lock = create_run_directory(config.logdir, {"loop": loop_name, **config.to_dict()})
     except UsageError as error:
+        if lock:
+            lock.release()
         return fail(prog, error)
+    with lock:
+        return _train(prog, config, train, checkpoint)
+
+
+def hold_run(run_dir):
+    """Lock a run directory for --resume, once it is known to be a run: nothing is written
+    into a directory that is not one."""
+    load_run_config(run_dir, "--resume")
+    return RunLock(run_dir, "--resume")
+
+
+def _train(prog, config, train, checkpoint):
+    from fast_dqn.checkpoint import CheckpointError
+    from fast_dqn.interrupts import StopSignals
+
     print(f"{prog}: run directory {os.path.abspath(config.logdir)}", flush=True)
     with StopSignals() as stop:
         try:

@@ -1,11 +1,20 @@
-"""The run directory: where a run's config and logs live. Never overwrites anything."""
+"""The run directory: where a run's config and logs live. Never overwrites anything, and is
+written by one process at a time."""
 
+import errno
+import fcntl
 import json
 import os
+import socket
+import sys
 import tempfile
 import time
 
 from fast_dqn.errors import UsageError
+
+LOCK_FILE = "run.lock"
+# What a filesystem without locks answers (Lustre without -o flock, some FUSE mounts).
+_NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL}
 
 
 def default_logdir(game, loop, now=None):
@@ -48,19 +57,83 @@ def check_writable(directory, flag):
                          f"{flag} needs a directory you can write to")
 
 
+class RunLock:
+    """The one process that may write a run directory: it holds flock() on RUN_DIR/run.lock.
+
+    The kernel drops the lock when its process dies, kill -9 included, so a crashed run can
+    always be resumed; the file stays (deleting a lock file races with the next taker) and
+    names its last holder, for the refusal message. Why flock and not fcntl locks: an fcntl
+    lock is released when the process closes *any* descriptor of the file, and flock
+    descriptors are opened close-on-exec, so no child process keeps a lock alive. Linux's NFS
+    client turns flock into NFS byte-range locks, so two machines sharing the run see each
+    other. A filesystem without locks gets a warning, and no protection.
+    """
+
+    def __init__(self, run_dir, flag, warn=None):
+        warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
+        try:
+            self.fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise UsageError(flag, f"cannot write in '{run_dir}' ({error.strerror}); {flag} "
+                             "needs a directory you can write to")
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno not in _NO_LOCKS:
+                holder = os.pread(self.fd, 512, 0).decode(errors="replace").strip()
+                self.release()
+                raise UsageError(flag, f"'{run_dir}' is in use by {holder or 'another process'};"
+                                 " one process per run: wait for it to end, or stop it (Ctrl-C "
+                                 "or kill, it checkpoints) and resume then")
+            warn(f"warning: {run_dir} is on a filesystem without file locks "
+                 f"({error.strerror}): nothing stops a second process from writing this run")
+
+    def sign(self):
+        """Name this process as the holder; apart from making the file, taking the lock
+        changes nothing on disk, so a run refused for another reason is left as it was."""
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"process {os.getpid()} on {socket.gethostname()}, since "
+                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)  # releases the lock
+            self.fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    __del__ = release  # a lock nobody keeps is let go
+
+
 def create_run_directory(path, config_dict):
-    """Make the directory and write config.json; 'x' mode refuses to clobber a racing run."""
+    """Make the directory, lock it, and write config.json; returns the held RunLock.
+
+    The lock comes first, so a --resume racing this sees no config and touches nothing; 'x'
+    mode then refuses to clobber a run that was made in the meantime.
+    """
     try:
         os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise UsageError("--logdir", f"cannot create '{path}' ({error.strerror}); "
+                         "choose a --logdir you can write to")
+    lock = RunLock(path, "--logdir")
+    lock.sign()
+    try:
         with open(os.path.join(path, "config.json"), "x") as f:
             json.dump(config_dict, f, indent=2, sort_keys=True)
             f.write("\n")
     except FileExistsError:
+        lock.release()
         raise UsageError("--logdir", f"'{path}' was just taken by another run; choose another")
     except OSError as error:
+        lock.release()
         raise UsageError("--logdir", f"cannot create '{path}' ({error.strerror}); "
                          "choose a --logdir you can write to")
-    return path
+    return lock
 
 
 def load_run_config(run_dir, flag):

@@ -200,3 +200,33 @@ def test_an_abort_or_a_failed_checkpoint_gives_its_exit_status(tmp_path, capsys,
 
     assert cli.main("run_dqn.py", "dqn", "", train, [f"--logdir={tmp_path / 'run'}"]) == code
     assert words in capsys.readouterr().err
+
+
+def test_one_process_per_run_until_kill_9_frees_it(tmp_path):
+    logdir = tmp_path / "run"
+    args = ["--env=CartPole-v1", "--workers=4", "--timesteps=1000000", "--evaluate=0",
+            "--checkpoint-freq=1000"]
+    process = subprocess.Popen([sys.executable, "run_fast_dqn.py", *args, f"--logdir={logdir}"],
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        store = CheckpointStore(str(logdir))
+        wait_for(lambda: store.steps(), process)
+        for script, extra in (("run_fast_dqn.py", []), ("run_dqn.py", [])):
+            second = run(script, [f"--resume={logdir}", *extra])
+            assert second.returncode == 2 and "Traceback" not in second.stderr
+            line = second.stderr.strip().splitlines()
+            assert len(line) == 1 and line[0].startswith(
+                f"{script}: error: --resume: '{logdir}' is in use by process {process.pid} on ")
+        assert run("run_fast_dqn.py", args + [f"--logdir={logdir}"]).returncode == 2
+        assert process.poll() is None  # the run went on, untouched
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    budget = store.steps()[-1] + 1000
+    result = run("run_fast_dqn.py", [f"--resume={logdir}", f"--timesteps={budget}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    episodes = rows(logdir / "episodes.csv")
+    assert [int(row["episode"]) for row in episodes] == list(range(1, len(episodes) + 1))
+    steps = [int(row["agent_step"]) for row in episodes]
+    assert steps == sorted(steps) and steps[-1] <= budget

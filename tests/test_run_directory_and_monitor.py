@@ -1,11 +1,12 @@
 import csv
+import os
 
 import pytest
 
 from fast_dqn.errors import UsageError
 from fast_dqn.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
 from fast_dqn.progress import ProgressLines
-from fast_dqn.run_directory import check_logdir, create_run_directory, default_logdir
+from fast_dqn.run_directory import RunLock, check_logdir, create_run_directory, default_logdir
 
 
 def test_default_logdir_never_reuses_a_name(tmp_path, monkeypatch):
@@ -72,3 +73,18 @@ def test_console_line_at_least_every_interval(tmp_path):
     assert len(lines) == 2
     assert "100 steps/s" in lines[0] and "eps 0.250" in lines[0] and "1,000/10,000" in lines[0]
     monitor.close()
+
+
+def test_a_held_run_is_refused_by_name_until_its_holder_lets_go(tmp_path):
+    first = create_run_directory(tmp_path / "r", {"a": 1})
+    assert (tmp_path / "r" / "run.lock").read_text().startswith(f"process {os.getpid()} on ")
+    before = (tmp_path / "r" / "run.lock").stat().st_mtime_ns
+    with pytest.raises(UsageError, match=f"--resume: '{tmp_path / 'r'}' is in use by process "
+                                         f"{os.getpid()} on .*one process per run"):
+        RunLock(str(tmp_path / "r"), "--resume")
+    assert (tmp_path / "r" / "run.lock").stat().st_mtime_ns == before  # the refusal wrote nothing
+    first.release()
+    with RunLock(str(tmp_path / "r"), "--resume"):
+        with pytest.raises(UsageError, match="in use"):
+            RunLock(str(tmp_path / "r"), "--resume")
+    RunLock(str(tmp_path / "r"), "--resume").release()  # let go on leaving the with block
