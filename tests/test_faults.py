@@ -17,7 +17,7 @@ from fast_dqn.checkpoint import CheckpointStore
 from test_end_to_end import ROOT, logs, rows, run
 
 FAULT_RUN = textwrap.dedent("""
-    import sys, time
+    import errno, os, sys, time
     sys.path[:0] = [{root!r}]
     import numpy as np
     from fast_dqn import cli, evaluation, learner, replay_memory, samplers, training
@@ -31,7 +31,11 @@ FAULT_RUN = textwrap.dedent("""
             seen[0] += 1
             if seen[0] > calls:
                 open(marker, "w").write(repr(time.time()))
-                raise error
+                if error is None:  # hang, for the test to kill -9
+                    time.sleep(600)
+                # A fresh exception each time: re-raising one instance from this closure
+                # would tie its traceback's frames into a cycle that outlives the run.
+                raise type(error)(*error.args)
             return original(*args, **kwargs)
         setattr(owner, name, wrapper)
 
@@ -47,6 +51,19 @@ FAULT_RUN = textwrap.dedent("""
     elif mode == "nan":
         loss = learner.dqn_loss
         learner.dqn_loss = lambda *args: loss(*args) * float("nan")
+    elif mode in ("full-disk", "kill-while-saving"):
+        # The first checkpoint is written; the second breaks off a few writes in.
+        from fast_dqn import checkpoint
+        save, saves = checkpoint.CheckpointStore.save, [0]
+        def second_save_breaks(self, *args, **kwargs):
+            saves[0] += 1
+            if saves[0] == 2 and mode == "full-disk":
+                fail_after(checkpoint._ChecksumWriter, "write", 3,
+                           OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+            elif saves[0] == 2:
+                fail_after(checkpoint._ChecksumWriter, "write", 3, None)
+            return save(self, *args, **kwargs)
+        checkpoint.CheckpointStore.save = second_save_breaks
     sys.exit(cli.main("run_fast_dqn.py", "fast", "", training.train_fast, sys.argv[3:],
                       config_class=FastConfig, validate_extra=cli.validate_fast))
 """)
@@ -211,8 +228,8 @@ def test_one_process_per_run_until_kill_9_frees_it(tmp_path):
     try:
         store = CheckpointStore(str(logdir))
         wait_for(lambda: store.steps(), process)
-        for script, extra in (("run_fast_dqn.py", []), ("run_dqn.py", [])):
-            second = run(script, [f"--resume={logdir}", *extra])
+        for script in ("run_fast_dqn.py", "run_dqn.py"):
+            second = run(script, [f"--resume={logdir}"])
             assert second.returncode == 2 and "Traceback" not in second.stderr
             line = second.stderr.strip().splitlines()
             assert len(line) == 1 and line[0].startswith(
@@ -230,3 +247,43 @@ def test_one_process_per_run_until_kill_9_frees_it(tmp_path):
     assert [int(row["episode"]) for row in episodes] == list(range(1, len(episodes) + 1))
     steps = [int(row["agent_step"]) for row in episodes]
     assert steps == sorted(steps) and steps[-1] <= budget
+
+
+def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoint(tmp_path):
+    result, fault_time = run_with_fault(
+        tmp_path, "full-disk", ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400",
+                                "--save-replay"])
+    assert result.returncode == 1 and fault_time is not None, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (f"run_fast_dqn.py: error: could not write the checkpoint of step 800 in "
+                    f"{tmp_path / 'run' / 'checkpoints'} (No space left on device); the "
+                    "previous checkpoints are intact")
+    assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == ["step-000000000400"]
+    resumed = run("run_fast_dqn.py", [f"--resume={tmp_path / 'run'}", "--timesteps=1200"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout and "at step 400" in resumed.stdout
+
+
+def test_kill_9_while_a_checkpoint_is_written_leaves_the_previous_one_usable(tmp_path):
+    script = tmp_path / "fault.py"
+    script.write_text(FAULT_RUN.format(root=ROOT))
+    marker, logdir = tmp_path / "fault-time", tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, str(script), "kill-while-saving", str(marker), *TINY,
+         "--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400", "--save-replay",
+         f"--logdir={logdir}"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(marker.exists, process)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    names = sorted(os.listdir(logdir / "checkpoints"))
+    assert names[1:] == ["step-000000000400"] and names[0].startswith(".partial-step-")
+    resumed = run("run_fast_dqn.py", [f"--resume={logdir}", "--timesteps=1200"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "at step 400" in resumed.stdout
+    # The next save removed the half-written one; the newest two are kept.
+    assert sorted(os.listdir(logdir / "checkpoints")) == ["step-000000000800",
+                                                           "step-000000001200"]
