@@ -7,4 +7,4 @@ from fast_dqn.cli import main
 from fast_dqn.training import train_nature
 
 if __name__ == "__main__":
-    sys.exit(main("run_dqn.py", "dqn", __doc__, train_nature))
+    sys.exit(main("run_dqn.py", "dqn", __doc__, train_nature, script=True))

@@ -10,4 +10,4 @@ from fast_dqn.training import train_fast
 
 if __name__ == "__main__":
     sys.exit(main("run_fast_dqn.py", "fast", __doc__, train_fast, config_class=FastConfig,
-                  validate_extra=validate_fast))
+                  validate_extra=validate_fast, script=True))

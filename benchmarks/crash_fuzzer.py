@@ -8,8 +8,10 @@ It starts the run and stops it one to three times, each with SIGINT, SIGTERM or 
 random moment, resuming it each time, then lets the last resume finish. A stop that comes
 before the run's first checkpoint leaves nothing to resume, so the trial starts the run
 again, as a user would. Then it checks what a user relies on:
-- a stop by SIGINT or SIGTERM exits 128 + the signal, without a traceback, after a checkpoint;
-- the last process exits 0, and the newest checkpoint is at the budget;
+- a stop by SIGINT or SIGTERM exits 128 + the signal after a checkpoint, and no process
+  that was not killed prints a traceback or leaves minibatches untrained;
+- the last process exits 0, and the newest checkpoint is at the budget and has trained
+  exactly the Nature loop's number of minibatches;
 - episodes.csv numbers its games 1, 2, 3, ... at increasing agent steps; eval.csv has exactly
   the evaluations the schedule makes, in order;
 - at most 2 checkpoints, and no partial checkpoint directory;
@@ -34,7 +36,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from fast_dqn.checkpoint import CheckpointStore  # noqa: E402
 from fast_dqn.fast_loop import next_sync_point  # noqa: E402
+from fast_dqn.minibatch_schedule import minibatches_due  # noqa: E402
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 EXIT_TIMEOUT = 180  # seconds a signalled run may take to checkpoint and exit: a hang guard
@@ -46,12 +50,12 @@ RUN_TIMEOUT = 900   # seconds any one process may run at all
 # which spreads the random stops over the run.
 GAMES = {
     "cartpole": dict(budget=2400, evaluate=800, workers=4, seconds=14, periods=(96, 800),
-                     flags=["--env=CartPole-v1", "--prepopulate=300", "--eval-episodes=2",
-                            "--checkpoint-freq=400"]),
+                     prepopulate=300, train_freq=1,  # --train-freq: the classic preset's
+                     flags=["--env=CartPole-v1", "--eval-episodes=2", "--checkpoint-freq=400"]),
     "pong": dict(budget=1200, evaluate=600, workers=4, seconds=18, periods=(96, 800),
-                 flags=["--game=pong", "--prepopulate=300", "--replay-capacity=2000",
-                        "--max-episode-steps=300", "--eval-episodes=1",
-                        "--checkpoint-freq=400"]),
+                 prepopulate=300, train_freq=4,
+                 flags=["--game=pong", "--replay-capacity=2000", "--max-episode-steps=300",
+                        "--eval-episodes=1", "--checkpoint-freq=400"]),
 }
 
 
@@ -73,7 +77,7 @@ class Trial:
         backend = "vector" if game == "pong" and loop == "fast" and rng.random() < 0.5 \
             else "python"
         # Fractions past 1 let some stops come after the run has ended, and a few land in the
-        # startup, before the loop begins (negative: that many seconds before it is ready).
+        # startup, before signals are handled (negative f: -10 f seconds after launch).
         stops = [(rng.choice(sorted(SIGNALS)), rng.uniform(-0.15, 1.1))
                  for _ in range(rng.randint(1, 3))]
         return cls(seed, game, loop, backend, rng.random() < 0.5,
@@ -91,6 +95,7 @@ class Trial:
     def args(self, logdir):
         game = GAMES[self.game]
         args = [*game["flags"], f"--timesteps={game['budget']}",
+                f"--prepopulate={game['prepopulate']}", f"--train-freq={game['train_freq']}",
                 f"--evaluate={game['evaluate']}", f"--target-update-freq={self.period}",
                 f"--seed={self.seed}", f"--logdir={logdir}"]
         if self.save_replay:
@@ -151,7 +156,8 @@ def run_segment(command, stop, seconds):
         if fraction < 0:
             time.sleep(-fraction * 10)  # somewhere in the startup
         else:
-            process.started.wait(RUN_TIMEOUT)
+            while not process.started.wait(0.1) and process.popen.poll() is None:
+                pass
             time.sleep(fraction * seconds)
         if process.popen.poll() is None:
             process.popen.send_signal(SIGNALS[name])
@@ -225,12 +231,20 @@ def check_run(trial, logdir):
     if any(name.startswith(".partial") for name in names) or len(names) > 2:
         problems.append(f"checkpoints/ holds {names}")
     final = final_step(trial)
-    if not names or names[-1] != f"step-{final:012d}":
+    newest = CheckpointStore(logdir).latest() if names else None
+    if newest is None or newest.step != final:
         problems.append(f"the newest checkpoint is {names[-1:]}, not step {final}")
+        return problems
+    # Keras's optimizers count their updates in their first variable.
+    trained = int(newest.load_state()["learner"]["optimizer"][0])
+    game = GAMES[trial.game]
+    due = minibatches_due(0, final, game["prepopulate"], game["train_freq"])
+    if trained != due:
+        problems.append(f"{trained} minibatches trained, the Nature loop trains {due}")
     return problems
 
 
-def run_trial(trial, workdir, log=print):
+def run_trial(trial, workdir):
     """Run one trial in `workdir`; returns (passed, summary line)."""
     started = time.monotonic()
     game = GAMES[trial.game]
@@ -247,24 +261,29 @@ def run_trial(trial, workdir, log=print):
             problems.append(f"a process hung ({'after ' + sent if sent else 'running'})")
             break
         events.append(f"{sent or 'run'}->{code}")
-        if sent is None:  # it ran to its end, maybe before its stop came
+        # SIGKILL, or a signal before the run handles signals, ends it where it stands.
+        abrupt = sent is not None and (sent == "SIGKILL" or not ready)
+        if not abrupt:
+            problems += [f"'{sign}' in the output ({sent or 'no signal'}):\n{text[-2000:]}"
+                         for sign in ("Traceback", "Exception in thread", "were not trained")
+                         if sign in text]
+            if problems:
+                break
+        if sent is None or code == 0:
+            # It ran to its end: before its stop came, or it was finishing when the signal
+            # came (a finished run ignores late signals). check_run says if it really ended.
             if code != 0:
                 problems.append(f"exit {code} with no signal sent:\n{text[-2000:]}")
             break
-        handled = sent != "SIGKILL" and ready
-        if handled:
-            if code != 128 + SIGNALS[sent]:
-                problems.append(f"{sent} gave exit {code}, not {128 + SIGNALS[sent]}:\n"
-                                f"{text[-2000:]}")
-                break
-            if "Traceback" in text:
-                problems.append(f"a traceback after {sent}:\n{text[-2000:]}")
-                break
-        elif code not in (-SIGNALS[sent], 128 + SIGNALS[sent], 1, 0):
-            problems.append(f"{sent} before the run was ready gave exit {code}")
+        if not abrupt and code != 128 + SIGNALS[sent]:
+            problems.append(f"{sent} gave exit {code}, not {128 + SIGNALS[sent]}:\n"
+                            f"{text[-2000:]}")
+            break
+        if abrupt and code not in (-SIGNALS[sent], 128 + SIGNALS[sent], 1):
+            problems.append(f"{sent} before signals were handled gave exit {code}")
             break
         has_checkpoint = any(name.startswith("step-") for name in checkpoints(logdir))
-        if handled and not has_checkpoint:
+        if not abrupt and not has_checkpoint:
             problems.append(f"{sent} was handled but left no checkpoint:\n{text[-2000:]}")
             break
         if has_checkpoint:

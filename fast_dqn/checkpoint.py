@@ -2,8 +2,8 @@
 
 Layout, inside the run directory:
 
-    checkpoints/step-000000250000/
-        state.pkl.zst   everything but the replay frames: weights, optimizer, RNGs, envs,
+    checkpoints/step-000000250000/    (step-000000250000.1, .2, ...: a later one at the same
+        state.pkl.zst                   step, written when a resumed run finished its work)   everything but the replay frames: weights, optimizer, RNGs, envs,
                         log positions, the loop's own counters and held transitions
         replay.zst      the replay memory's arrays (only with --save-replay)
         manifest.json   the size and CRC-32 of each file above, written last
@@ -29,7 +29,7 @@ import zstandard
 from fast_dqn.array_file import CorruptFile, read_arrays, write_arrays
 
 STATE_FILE, REPLAY_FILE, MANIFEST_FILE = "state.pkl.zst", "replay.zst", "manifest.json"
-_NAME = re.compile(r"^step-(\d{12})$")
+_NAME = re.compile(r"^step-(\d{12})(?:\.(\d+))?$")
 
 
 class CheckpointError(Exception):
@@ -105,11 +105,13 @@ class CheckpointStore:
         state: any picklable object; replay_arrays: {name: ndarray} or None.
         Raises CheckpointError (disk full, unwritable path); older checkpoints stay intact.
         """
-        final = os.path.join(self.dir, f"step-{step:012d}")
-        if os.path.exists(final):
-            # Only a run resumed and stopped again before its next step gets here, and then the
-            # state is the one already on disk. Replacing it would open a window with no copy.
-            return final
+        # A run resumed at its last step, with work still to do there (a period's minibatches
+        # owed, an evaluation), saves that step again. Replacing the checkpoint in place would
+        # open a window with no copy, so the new one takes the next free suffix.
+        final, n = os.path.join(self.dir, f"step-{step:012d}"), 0
+        while os.path.exists(final):
+            n += 1
+            final = os.path.join(self.dir, f"step-{step:012d}.{n}")
         partial = os.path.join(self.dir, f".partial-step-{step:012d}-{os.getpid()}")
         try:
             os.makedirs(self.dir, exist_ok=True)
@@ -151,21 +153,21 @@ class CheckpointStore:
                 shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
 
     def _prune(self):
-        for step, name in self._complete()[:-self.keep]:
+        for step, _, name in self._complete()[:-self.keep]:
             shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
 
     # --- reading
 
     def _complete(self):
-        """(step, name) of every finished checkpoint directory, oldest first."""
+        """(step, suffix, name) of every finished checkpoint directory, oldest first."""
         if not os.path.isdir(self.dir):
             return []
-        found = [(int(m.group(1)), name) for name in os.listdir(self.dir)
+        found = [(int(m.group(1)), int(m.group(2) or 0), name) for name in os.listdir(self.dir)
                  if (m := _NAME.match(name))]
         return sorted(found)
 
     def steps(self):
-        return [step for step, _ in self._complete()]
+        return [step for step, _, _ in self._complete()]
 
     def latest(self):
         """The newest checkpoint that verifies, warning about each damaged newer one.
@@ -174,7 +176,7 @@ class CheckpointStore:
         some but none is usable.
         """
         problems = []
-        for step, name in reversed(self._complete()):
+        for step, _, name in reversed(self._complete()):
             path = os.path.join(self.dir, name)
             try:
                 checkpoint = Checkpoint(path, step, self._verify(path))
@@ -237,9 +239,13 @@ class Checkpointer:
         last = self.last_saved or 0
         return bool(self.freq) and step // self.freq > last // self.freq
 
-    def save(self, step, loop_state):
-        if step == self.last_saved:
-            return  # nothing happened since: a resumed run asked to stop at once, say
+    def save(self, step, loop_state, final=False):
+        """final: the run's last checkpoint, written even at the step it resumed from, since
+        the resumed run may have finished work there (a sync point, an evaluation)."""
+        if step == self.last_saved and not final:
+            # A stop at the step the run resumed from: what is on disk resumes just as well
+            # (work done since at this step is done again, its log rows trimmed).
+            return
         start = self.clock()
         state = self.collect(step)
         state["loop"] = loop_state

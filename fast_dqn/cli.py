@@ -341,10 +341,12 @@ def fail(prog, error):
 
 
 def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
-         validate_extra=None):
+         validate_extra=None, script=False):
     """Parse, validate, create (or reopen) and lock the run directory, then `train(config,
     ...)`; the lock is held until train returns.
 
+    script: true when main is the whole process, whose last moments then ignore Ctrl-C and
+    SIGTERM (see StopSignals); false in-process, which gets its own handlers back.
     Returns the process exit status: 0 when the budget is done, 2 for bad input or a run
     directory another process holds, 128 + the
     signal number when a signal stopped the run after a checkpoint, 130 when a second Ctrl-C
@@ -374,7 +376,7 @@ def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
             lock.release()
         return fail(prog, error)
     with lock:
-        return _train(prog, config, train, checkpoint)
+        return _train(prog, config, train, checkpoint, script)
 
 
 def hold_run(run_dir):
@@ -384,12 +386,13 @@ def hold_run(run_dir):
     return RunLock(run_dir, "--resume")
 
 
-def _train(prog, config, train, checkpoint):
+def _train(prog, config, train, checkpoint, script):
     from fast_dqn.checkpoint import CheckpointError
     from fast_dqn.interrupts import StopSignals
 
-    print(f"{prog}: run directory {os.path.abspath(config.logdir)}", flush=True)
-    with StopSignals() as stop:
+    with StopSignals(then_ignore=script) as stop:
+        # Printed once signals are handled: from this line on, Ctrl-C checkpoints.
+        print(f"{prog}: run directory {os.path.abspath(config.logdir)}", flush=True)
         try:
             train(config, resume=checkpoint, stop=stop)
         except KeyboardInterrupt:

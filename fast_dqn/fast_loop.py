@@ -214,7 +214,7 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
         if boundary:
             stop = stop_requested()
             if checkpoints and (stop or checkpoints.due(step) or step >= total):
-                checkpoints.save(step, loop_state())
+                checkpoints.save(step, loop_state(), final=step >= total)
             if stop or step >= total:
                 return step
             boundary = False

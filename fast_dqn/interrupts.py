@@ -11,7 +11,11 @@ import threading
 
 
 class StopSignals:
-    def __init__(self):
+    def __init__(self, then_ignore=False):
+        """then_ignore: on leaving, ignore SIGINT and SIGTERM instead of putting the previous
+        handlers back. For a script whose run is over and saved: a signal in its last moments
+        (TensorFlow's teardown takes a while) must not turn a finished run into a traceback."""
+        self.then_ignore = then_ignore
         self.requested = False
         self.signum = None
         self._previous = {}
@@ -27,7 +31,7 @@ class StopSignals:
 
     def __exit__(self, *exc):
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if self.then_ignore else handler)
         self._previous.clear()
 
     def _handle(self, signum, frame):

@@ -58,8 +58,8 @@ class MinibatchSchedule:
         count = after_refill + repaid
         if count and not replay_ready():
             if final:
-                self.warn(f"{count:,} deferred minibatches were not trained: the run ended "
-                          "before replay held a complete transition")
+                self.warn(f"{count:,} minibatches were not trained: the run ended before "
+                          "replay held a complete transition")
             else:
                 self.deferred += count
             return 0

@@ -47,7 +47,7 @@ def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,
         if checkpoints:
             stop = checkpoints.stop_requested()
             if stop or checkpoints.due(step) or step == config.timesteps:
-                checkpoints.save(step, loop_state())
+                checkpoints.save(step, loop_state(), final=step == config.timesteps)
             if stop:
                 return step
         if step >= config.timesteps:

@@ -33,7 +33,8 @@ def check_logdir(path):
         if not os.path.isdir(path):
             raise UsageError("--logdir", f"'{path}' is a file, not a directory; "
                              "choose another --logdir")
-        if os.listdir(path):
+        # A lone run.lock is what a run that died while being created leaves.
+        if set(os.listdir(path)) - {LOCK_FILE}:
             raise UsageError("--logdir", f"'{path}' already holds files; runs are never "
                              "overwritten, so choose a new or empty --logdir")
         existing = path
@@ -71,6 +72,8 @@ class RunLock:
 
     def __init__(self, run_dir, flag, warn=None):
         warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
+        self.fd = None
+        self.run_dir, self.flag = run_dir, flag
         try:
             self.fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
@@ -81,19 +84,28 @@ class RunLock:
         except OSError as error:
             if error.errno not in _NO_LOCKS:
                 holder = os.pread(self.fd, 512, 0).decode(errors="replace").strip()
+                holder = holder or "another process"
                 self.release()
-                raise UsageError(flag, f"'{run_dir}' is in use by {holder or 'another process'};"
-                                 " one process per run: wait for it to end, or stop it (Ctrl-C "
-                                 "or kill, it checkpoints) and resume then")
+                if flag == "--logdir":
+                    raise UsageError(flag, f"'{run_dir}' was just taken by {holder}; choose "
+                                     "another --logdir")
+                raise UsageError(flag, f"'{run_dir}' is in use by {holder}; one process per "
+                                 "run: wait for it to end, or stop it (Ctrl-C or kill, it "
+                                 "checkpoints) and resume then")
             warn(f"warning: {run_dir} is on a filesystem without file locks "
                  f"({error.strerror}): nothing stops a second process from writing this run")
 
     def sign(self):
         """Name this process as the holder; apart from making the file, taking the lock
         changes nothing on disk, so a run refused for another reason is left as it was."""
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, f"process {os.getpid()} on {socket.gethostname()}, since "
-                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        try:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"process {os.getpid()} on {socket.gethostname()}, since "
+                               f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        except OSError as error:
+            self.release()
+            raise UsageError(self.flag, f"cannot write in '{self.run_dir}' ({error.strerror}); "
+                             f"{self.flag} needs a directory you can write to")
 
     def release(self):
         if self.fd is not None:

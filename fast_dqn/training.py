@@ -141,7 +141,7 @@ class RunParts:
                 f"the checkpoint holds no replay (--save-replay was off): training pauses for "
                 f"{self.config.prepopulate:,} steps while replay refills; the minibatches "
                 f"due meanwhile, and {schedule.deferred:,} owed now, are trained after it, at "
-                "up to twice the usual rate")
+                "up to twice the usual rate (any left at the last step, there)")
         self.monitor.message(f"resumed from {self.resume.path} at step {loop['step']:,}")
         return loop
 

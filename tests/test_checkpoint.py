@@ -139,3 +139,14 @@ def test_checkpointer_saves_at_the_first_chance_past_each_multiple(tmp_path):
     checkpoints.save(3072, "again")  # same step twice: nothing new to save
     assert len(saved) == 3
     assert not Checkpointer(Store(), 0, collect=dict).due(10**9)  # 0 turns them off
+    checkpoints.save(3072, "finished there", final=True)  # the run's end: saved again
+    assert saved[-1] == (3072, "finished there")
+
+
+def test_a_second_checkpoint_at_one_step_is_the_newer_and_both_count_for_keep(tmp_path):
+    store = CheckpointStore(str(tmp_path))
+    for step, state in ((100, "a"), (200, "b"), (200, "c"), (200, "d")):
+        store.save(step, {"s": state})
+    assert sorted(os.listdir(store.dir)) == ["step-000000000200.1", "step-000000000200.2"]
+    assert store.latest().load_state() == {"s": "d"} and store.latest().step == 200
+    assert store.steps() == [200, 200]

@@ -62,8 +62,8 @@ def test_a_run_that_ends_before_replay_can_be_sampled_drops_its_debt_and_says_so
     schedule.refill(100, prepopulate=50, owed=7)
     assert schedule.take(100, 110, final=False, replay_ready=lambda: False) == 0
     assert schedule.take(110, 120, final=True, replay_ready=lambda: False) == 0
-    assert said == ["27 deferred minibatches were not trained: the run ended before replay "
-                    "held a complete transition"]
+    assert said == ["27 minibatches were not trained: the run ended before replay held a "
+                    "complete transition"]
 
 
 def test_a_checkpoint_from_before_deferral_keeps_its_train_start():

@@ -88,3 +88,12 @@ def test_a_held_run_is_refused_by_name_until_its_holder_lets_go(tmp_path):
         with pytest.raises(UsageError, match="in use"):
             RunLock(str(tmp_path / "r"), "--resume")
     RunLock(str(tmp_path / "r"), "--resume").release()  # let go on leaving the with block
+
+
+def test_a_run_that_died_while_being_created_leaves_a_reusable_directory(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "run.lock").write_text("process 1 on box, since then\n")
+    check_logdir(str(tmp_path / "r"))  # no error: only the dead run's lock is there
+    (tmp_path / "r" / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="already holds files"):
+        check_logdir(str(tmp_path / "r"))

@@ -89,5 +89,8 @@ def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, tr
     before = len(train_calls)
     assert run(config, resume=checkpoint) == 800
     assert len(train_calls) == minibatches_due(0, 800, SMALL["prepopulate"], 4) == 175
+    # The last checkpoint holds them all: the optimizer's first variable counts its steps.
+    final = CheckpointStore(str(tmp_path)).latest()
+    assert final.step == 800 and final.load_state()["learner"]["optimizer"][0] == 175
     if stop_after == 20:  # the refill of 100 steps ends well before the budget
         assert len(train_calls) - before > 0
