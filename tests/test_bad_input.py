@@ -12,7 +12,7 @@ from fast_dqn import cli
 from fast_dqn.checkpoint import CheckpointStore
 from fast_dqn.hyperparameters import Config, FastConfig
 from fast_dqn.run_directory import create_run_directory
-from test_end_to_end import ROOT, TINY
+from helpers import ROOT, TINY
 
 SCRIPTS = {"dqn": ("run_dqn.py", Config, None),
            "fast": ("run_fast_dqn.py", FastConfig, cli.validate_fast)}

@@ -1,31 +1,8 @@
 """Real runs of the entry scripts on the real Pong ROM, with tiny budgets."""
 
-import csv
 import json
-import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--game=pong", "--timesteps=1600", "--prepopulate=400", "--replay-capacity=1000",
-        "--evaluate=800", "--eval-episodes=1", "--max-episode-steps=300",
-        "--target-update-freq=200"]
-
-
-def run(script, args, timeout=300):
-    return subprocess.run([sys.executable, os.path.join(ROOT, script), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-
-
-def rows(path):
-    with open(path) as f:
-        return list(csv.DictReader(f))
-
-
-def logs(logdir):
-    """episodes.csv and eval.csv without their wall-clock column."""
-    return tuple([{k: v for k, v in row.items() if k != "hours"} for row in rows(logdir / name)]
-                 for name in ("episodes.csv", "eval.csv"))
+from helpers import TINY, logs, rows, run
 
 
 def test_run_dqn_tiny_pong_writes_both_csvs(tmp_path):

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from test_end_to_end import ROOT, logs, rows, run
+from helpers import ROOT, logs, rows, run
 
 TINY_FAST = ["--game=pong", "--workers=4", "--timesteps=2400", "--prepopulate=400",
              "--replay-capacity=2000", "--target-update-freq=400", "--evaluate=1200",

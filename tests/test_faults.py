@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fast_dqn.checkpoint import CheckpointStore
-from test_end_to_end import ROOT, logs, rows, run
+from helpers import ROOT, logs, rows, run
 
 FAULT_RUN = textwrap.dedent("""
     import errno, os, sys, time

@@ -13,7 +13,7 @@ time. Each run takes about 2 minutes on 2 cores.
 
 import pytest
 
-from test_end_to_end import rows, run
+from helpers import rows, run
 
 
 def two_in_a_row(means, threshold=475):

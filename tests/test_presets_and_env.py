@@ -8,7 +8,7 @@ from fast_dqn import cli
 from fast_dqn.errors import UsageError
 from fast_dqn.hyperparameters import Config, FastConfig
 from fast_dqn.presets import PRESETS
-from test_end_to_end import run
+from helpers import run
 
 
 def parse(argv, config_class=Config):

@@ -12,7 +12,7 @@ import pytest
 
 from fast_dqn.checkpoint import CheckpointStore
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
-from test_end_to_end import ROOT, rows
+from helpers import ROOT, rows
 
 ray = pytest.importorskip("ray")
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from test_end_to_end import ROOT, logs, rows, run
+from helpers import ROOT, logs, rows, run
 
 SPLIT = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=1000",
          "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",

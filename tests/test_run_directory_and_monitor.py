@@ -7,6 +7,7 @@ from fast_dqn.errors import UsageError
 from fast_dqn.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
 from fast_dqn.progress import ProgressLines
 from fast_dqn.run_directory import RunLock, check_logdir, create_run_directory, default_logdir
+from helpers import FakeClock
 
 
 def test_default_logdir_never_reuses_a_name(tmp_path, monkeypatch):
@@ -26,14 +27,6 @@ def test_config_json_is_never_overwritten(tmp_path):
 
 def test_empty_existing_directory_is_accepted(tmp_path):
     check_logdir(str(tmp_path))
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
 
 
 def read(path):

@@ -11,8 +11,7 @@ import pytest
 from fast_dqn.atari_scores import SCORES, human_normalized
 from fast_dqn.monitor import Monitor
 from fast_dqn.progress import ProgressBar, ProgressLines, make_console
-from test_end_to_end import ROOT, TINY, run
-from test_run_directory_and_monitor import FakeClock
+from helpers import ROOT, TINY, FakeClock, run
 
 
 def read_scalars(logdir):
