@@ -2,11 +2,13 @@
 
 Layout, inside the run directory:
 
-    checkpoints/step-000000250000/    (step-000000250000.1, .2, ...: a later one at the same
-        state.pkl.zst                   step, written when a resumed run finished its work)   everything but the replay frames: weights, optimizer, RNGs, envs,
+    checkpoints/step-000000250000/
+        state.pkl.zst   everything but the replay frames: weights, optimizer, RNGs, envs,
                         log positions, the loop's own counters and held transitions
         replay.zst      the replay memory's arrays (only with --save-replay)
         manifest.json   the size and CRC-32 of each file above, written last
+    checkpoints/step-000000250000.1/   a later checkpoint at the same step, written when a run
+                                       resumed at its last step finished the work left there
 
 A checkpoint is written into a `.partial-*` directory, every file is fsync'ed, and only then
 is the directory renamed to its final name, so a crash or a full disk at any moment leaves

@@ -27,8 +27,9 @@ says when, also across a resume without replay).
 
 Checkpoints: periodic ones are written at a sync point, between steps 3 and 4 above, when the
 trainer is idle and nothing is held. A stop request (Ctrl-C, SIGTERM) is served at the next
-chunk, even while the loop waits for the trainer at a sync point: the trainer stops after its
-current minibatch, and the checkpoint keeps what is held, the minibatches still owed for the
+chunk, even while the loop waits for the trainer at a sync point (except the last one, where
+the trainer finishes: no step is left to refill a replay that was not saved): the trainer
+stops after its current minibatch, and the checkpoint keeps what is held, the minibatches still owed for the
 period, and replay's RNG rewound to where those minibatches will be drawn. A resumed run
 therefore trains, acts and logs exactly as an uninterrupted one.
 """
@@ -151,6 +152,16 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
         run's last write of replay, the last chance to repay deferred ones."""
         return schedule.take(start, end, final, replay_ready=replay.can_sample)
 
+    told_finishing = []
+
+    def finishing():
+        """The abort test of the last wait: never aborts, but says why a stop waits."""
+        if stop_requested() and not told_finishing:
+            monitor.message("the last period's minibatches are still training: the run "
+                            "finishes them before it stops")
+            told_finishing.append(True)
+        return False
+
     def update_target():
         learner.update_target()
         backend.target_updated()
@@ -177,7 +188,10 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
     while True:
         if sync_pending:
             if trainer is not None:
-                if not trainer.wait(abort=stop_requested):
+                # At the last sync point no step is left to play: a stop there lets the trainer
+                # finish (at most a period), since a run resumed without replay could never
+                # train what it owes. A second Ctrl-C still aborts at once.
+                if not trainer.wait(abort=finishing if step >= total else stop_requested):
                     return stop_mid_period()
                 owed = 0
                 held.flush(replay)

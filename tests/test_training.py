@@ -94,3 +94,24 @@ def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, tr
     assert final.step == 800 and final.load_state()["learner"]["optimizer"][0] == 175
     if stop_after == 20:  # the refill of 100 steps ends well before the budget
         assert len(train_calls) - before > 0
+
+
+def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatch, capsys):
+    # The samplers reach the budget long before a slow trainer ends the last period: a stop
+    # then must not leave minibatches owed, which a resume without replay could never train.
+    import time
+    from fast_dqn.checkpoint import CheckpointStore
+    calls = []
+    train = DQNLearner.train
+
+    def slow(self, *batch):
+        calls.append(1)
+        time.sleep(0.05)
+        return train(self, *batch)
+    monkeypatch.setattr(DQNLearner, "train", slow)
+    config = small_config("fast", tmp_path, timesteps=800)
+    assert train_fast(config, stop=lambda: len(calls) >= 170) == 800
+    assert len(calls) == 175
+    assert "the last period's minibatches are still training" in capsys.readouterr().out
+    state = CheckpointStore(str(tmp_path)).latest().load_state()
+    assert state["loop"]["owed"] == 0 and state["learner"]["optimizer"][0] == 175
