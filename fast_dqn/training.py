@@ -52,7 +52,10 @@ def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
 
 def start_tensorflow(config):
     devices = configure_tensorflow(config.seed, config.threads)
-    print(f"TensorFlow devices: {', '.join(devices)}", flush=True)
+    gpus = [d.split("device:")[-1] for d in devices if "GPU" in d]
+    # The networks go where TensorFlow puts them by default: the first GPU, if any.
+    print(f"device: {gpus[0]}" + (f" (of {', '.join(gpus)})" if len(gpus) > 1 else "")
+          if gpus else "device: CPU (TensorFlow found no GPU)", flush=True)
 
 
 def build_samplers(config, count=None, seed=None):
