@@ -81,21 +81,51 @@ def flag_name(field_name):
     return "--" + field_name.replace("_", "-")
 
 
+# --help shows the flags by topic, in this order; every Config field belongs to one.
+HELP_TOPICS = {
+    "protocol: the game and its preprocessing": (
+        "preset", "game", "env", "episodic_life", "sticky_actions", "full_action_space",
+        "interp", "max_episode_steps", "noop_max", "action_repeat", "history_length"),
+    "budget and evaluation": ("timesteps", "evaluate", "eval_episodes", "eval_epsilon"),
+    "training": (
+        "replay_capacity", "prepopulate", "batch_size", "train_freq", "target_update_freq",
+        "discount", "optimizer", "optimizer_epsilon", "loss_reduction", "lr", "eps_start",
+        "eps_end", "eps_decay_steps"),
+    "fast loop": ("workers", "concurrent", "synchronize", "env_backend", "env_threads",
+                  "prefetch"),
+    "Ray (--backend ray)": ("backend", "num_samplers", "envs_per_sampler", "rollout_steps",
+                            "requests_in_flight", "ray_address", "ray_object_store_mb"),
+    "run: directory, checkpoints, resources": (
+        "seed", "logdir", "checkpoint_freq", "save_replay", "xla", "threads",
+        "mixed_precision"),
+}
+
+
 def add_config_flags(parser, config_class=hp.Config):
-    """One flag per Config field, its help ending in the default and unit."""
+    """One flag per Config field, grouped by topic, its help ending in the default and unit."""
     defaults = config_class()
-    for f in dataclasses.fields(config_class):
-        meta = f.metadata
-        default = getattr(defaults, f.name)
-        unit = f" {meta['unit']}" if meta.get("unit") else ""
-        shown = f"{default:_}" if f.type is int else default
-        text = f"{meta['help']} (default: {shown}{unit})"
-        kwargs = dict(meta.get("argparse", {}))
-        if f.type is bool:
-            parser.add_argument(flag_name(f.name), action=BoolFlag, help=text)
-            continue
-        convert = {int: parse_count, float: parse_real}.get(f.type, str)
-        parser.add_argument(flag_name(f.name), type=convert, help=text, **kwargs)
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    groups = {}
+    for topic, names in HELP_TOPICS.items():
+        if any(name in fields for name in names):
+            group = parser.add_argument_group(topic)
+            groups.update((name, group) for name in names)
+    for f in fields.values():
+        _add_flag(groups[f.name], f, getattr(defaults, f.name))
+    return groups
+
+
+def _add_flag(parser, f, default):
+    meta = f.metadata
+    unit = f" {meta['unit']}" if meta.get("unit") else ""
+    shown = f"{default:_}" if f.type is int else default
+    text = f"{meta['help']} (default: {shown}{unit})"
+    kwargs = dict(meta.get("argparse", {}))
+    if f.type is bool:
+        parser.add_argument(flag_name(f.name), action=BoolFlag, help=text)
+        return
+    convert = {int: parse_count, float: parse_real}.get(f.type, str)
+    parser.add_argument(flag_name(f.name), type=convert, help=text, **kwargs)
 
 
 # Flags that may differ from the saved config when resuming: they change speed, budget or
@@ -111,16 +141,16 @@ def build_parser(prog, description, config_class=hp.Config):
     The defaults are shown in each flag's help instead; knowing the explicit flags is what
     lets a preset sit between the defaults and the command line, and --resume spot conflicts.
     """
-    parser = OneLineParser(prog=prog, description=description,
+    parser = OneLineParser(prog=prog, description=description, usage="%(prog)s [options]",
                            argument_default=argparse.SUPPRESS)
-    add_config_flags(parser, config_class)
-    parser.add_argument("--resume", metavar="RUN_DIR",
+    run = add_config_flags(parser, config_class)["logdir"]
+    run.add_argument("--resume", metavar="RUN_DIR",
                         help="continue the run in RUN_DIR from its latest complete checkpoint, "
                         "with its saved config; only " + ", ".join(
                             flag_name(n) for n in RESUME_OVERRIDES
                             if n in {f.name for f in dataclasses.fields(config_class)})
                         + " may change")
-    parser.add_argument("--list-games", action="store_true",
+    run.add_argument("--list-games", action="store_true",
                         help="print the Atari games of the installed ROMs and exit")
     return parser
 

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from fast_dqn import cli
 from helpers import ROOT, logs, rows, run
 
 TINY_FAST = ["--game=pong", "--workers=4", "--timesteps=2400", "--prepopulate=400",
@@ -115,3 +116,9 @@ def test_fast_help_explains_each_mode():
                  "--no-synchronize", "--env-backend", "--prefetch", "--timesteps", "--game"):
         assert flag in flat
     assert "(default: 8 samplers)" in flat
+    # Grouped by topic, in order, each flag under its own topic.
+    topics = [line.rstrip(":") for line in result.stdout.splitlines()
+              if line and not line.startswith(" ") and line.endswith(":")]
+    assert topics == ["options"] + list(cli.HELP_TOPICS)
+    ray = result.stdout.split("Ray (--backend ray):")[1].split("run: directory")[0]
+    assert "  --num-samplers" in ray and "  --workers" not in ray
