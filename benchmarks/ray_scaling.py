@@ -93,10 +93,10 @@ def spread(values, digits=0):
 
 def with_learner(config, backend, learner, segments):
     from speedtest import TimingMonitor
-    from fast_dqn import training
+    from fast_dqn import components
     from fast_dqn.background_trainer import BackgroundTrainer
     from fast_dqn.fast_loop import run_fast_loop
-    replay = training.build_replay(config, (84, 84), backend.num_shards)
+    replay = components.build_replay(config, (84, 84), backend.num_shards)
     # Timed from the second sync point after warm-up (the first trains the warm-up's tail).
     first = -(-config.prepopulate // config.target_update_freq) * config.target_update_freq
     start = first + config.target_update_freq
@@ -124,7 +124,7 @@ def main():
     args = parser.parse_args()
 
     import ray
-    from fast_dqn import training
+    from fast_dqn import components
     from fast_dqn.experience import LocalBackend
     from fast_dqn.hyperparameters import FastConfig
     from fast_dqn.ray_backend import RayBackend, start_private_cluster
@@ -144,7 +144,7 @@ def main():
         config = dataclasses.replace(base, num_samplers=n)
         backend = RayBackend(config, log=lambda line: None)
         try:
-            learner = training.build_learner(config, (4, 84, 84), backend.num_actions)
+            learner = components.build_learner(config, (4, 84, 84), backend.num_actions)
             alone, per_step, latency, learning = measure(config, backend, learner, args)
         finally:
             backend.close()
@@ -155,9 +155,9 @@ def main():
               f"({weights_bytes / 2**20:.2f} MiB per {args.period:,} steps) |", flush=True)
     if args.threads_reference:
         config = dataclasses.replace(base, backend="threads", workers=8)
-        backend = LocalBackend(training.build_samplers(config))
+        backend = LocalBackend(components.build_samplers(config))
         try:
-            learner = training.build_learner(config, (4, 84, 84), backend.num_actions)
+            learner = components.build_learner(config, (4, 84, 84), backend.num_actions)
             alone, _, _, learning = measure(config, backend, learner, args)
         finally:
             backend.close()

@@ -99,7 +99,7 @@ def measure(case, args):
     """Run one configuration in this process; return its figures as a dict."""
     import numpy as np
 
-    from fast_dqn import training
+    from fast_dqn import components
     from fast_dqn.tf_setup import configure_tensorflow
 
     config = _config(case, args)
@@ -115,8 +115,8 @@ def measure(case, args):
         start, segment = args.warmup, args.nature_segment
         config = dataclasses.replace(config, timesteps=start + args.steps)
         env = make_atari_env(config, seed=0)
-        learner = training.build_learner(config, shape, env.action_space.n)
-        replay = training.build_replay(config, shape[1:])
+        learner = components.build_learner(config, shape, env.action_space.n)
+        replay = components.build_replay(config, shape[1:])
         monitor = TimingMonitor(start, segment, start + args.steps)
         run_nature_loop(config, env, learner, replay, monitor, np.random.default_rng(0))
     else:
@@ -134,9 +134,9 @@ def measure(case, args):
             start, segment = first_sync + args.period, args.period
         config = dataclasses.replace(config, timesteps=start + args.steps)
         from fast_dqn.experience import LocalBackend
-        samplers = LocalBackend(training.build_samplers(config), batched=config.synchronize)
-        learner = training.build_learner(config, shape, samplers.num_actions)
-        replay = training.build_replay(config, shape[1:], num_shards=config.workers)
+        samplers = LocalBackend(components.build_samplers(config), batched=config.synchronize)
+        learner = components.build_learner(config, shape, samplers.num_actions)
+        replay = components.build_replay(config, shape[1:], num_shards=config.workers)
         trainer = None
         if config.concurrent:
             trainer = BackgroundTrainer(learner.train,
@@ -159,15 +159,15 @@ def _measure_learner(config, args, shape):
     """The learner's ceiling: the fast loop's trainer with prefetch, on a full replay."""
     import numpy as np
 
-    from fast_dqn import training
+    from fast_dqn import components
     from fast_dqn.background_trainer import BackgroundTrainer
-    replay = training.build_replay(config, shape[1:])
+    replay = components.build_replay(config, shape[1:])
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (1000, 84, 84), dtype=np.uint8)
     for start in range(0, args.replay, 1000):
         ends = rng.random(1000) < 1e-3
         replay.add_batch(frames, rng.integers(0, 6, 1000), rng.normal(size=1000), ends, ends)
-    learner = training.build_learner(config, shape, 6)
+    learner = components.build_learner(config, shape, 6)
     trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
     trainer.start(20)  # compile and warm up
     trainer.wait()

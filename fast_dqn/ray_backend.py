@@ -133,7 +133,7 @@ class SamplerActor:
 
     def __init__(self, config, seed):
         from fast_dqn.tf_setup import configure_tensorflow
-        from fast_dqn.training import build_samplers, network_builder
+        from fast_dqn.components import build_samplers, network_builder
         # Ray sets only OMP_NUM_THREADS=1 here; TF's own pools would take every core of the
         # node, once per actor.
         configure_tensorflow(seed, threads=1)
@@ -160,7 +160,7 @@ class SamplerActor:
 
     def restart(self, seed):
         """New games from a new seed (a resumed run does not replay its first games)."""
-        from fast_dqn.training import build_samplers
+        from fast_dqn.components import build_samplers
         self.local.close()
         self.local = LocalBackend(build_samplers(self.config, self.config.envs_per_sampler,
                                                  seed))

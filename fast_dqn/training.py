@@ -1,54 +1,19 @@
-"""Building the components of a run from its Config, restoring them from a checkpoint, and
-running either loop with them."""
+"""A run from its Config: its parts assembled (built by fast_dqn.components), restored from a
+checkpoint, and either loop run with them."""
 
 import numpy as np
 
 from fast_dqn.checkpoint import Checkpointer, CheckpointStore
+from fast_dqn.components import (ACTION_RNG_STREAM, EVAL_ENV_SEED_OFFSET, EVAL_RNG_STREAM,
+                                 build_learner, build_replay, build_samplers, rng_for)
 from fast_dqn.errors import UsageError
 from fast_dqn.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
 from fast_dqn.evaluation import Evaluator
 from fast_dqn.minibatch_schedule import MinibatchSchedule
 from fast_dqn.monitor import Monitor
 from fast_dqn.progress import make_console
-from fast_dqn.replay_memory import ReplayMemory
 from fast_dqn.tensorboard_log import TensorBoardLog
 from fast_dqn.tf_setup import configure_tensorflow
-
-# Seed offsets keep every random stream of a run distinct yet derived from the one --seed.
-EVAL_ENV_SEED_OFFSET = 10_000
-ACTION_RNG_STREAM, EVAL_RNG_STREAM, REPLAY_RNG_STREAM = 0, 1, 2
-
-
-def rng_for(seed, stream):
-    return np.random.default_rng([seed, stream])
-
-
-def network_builder(config, observation_shape, num_actions):
-    """A function that builds one fresh Q-network for this config: a Nature CNN for Atari,
-    an MLP for --env."""
-    from fast_dqn.q_network import mlp, nature_cnn
-    policy = "mixed_float16" if config.mixed_precision else None
-    if config.env is None:
-        return lambda: nature_cnn(observation_shape, num_actions, policy)
-    return lambda: mlp(observation_shape, num_actions, dtype_policy=policy)
-
-
-def build_learner(config, observation_shape, num_actions):
-    from fast_dqn.hyperparameters import resolve_optimizer
-    from fast_dqn.learner import DQNLearner, make_optimizer
-    config = resolve_optimizer(config)  # a config built in code may leave them unset
-    return DQNLearner(network_builder(config, observation_shape, num_actions),
-                      make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
-                                     config.mixed_precision),
-                      config.discount, xla=config.xla, loss_reduction=config.loss_reduction)
-
-
-def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
-    return ReplayMemory(config.replay_capacity, frame_shape, config.history_length,
-                        frame_dtype=frame_dtype,
-                        seed=rng_for(config.seed, REPLAY_RNG_STREAM).integers(2**31),
-                        num_shards=num_shards)
-
 
 def start_tensorflow(config):
     devices = configure_tensorflow(config.seed, config.threads)
@@ -56,17 +21,6 @@ def start_tensorflow(config):
     # The networks go where TensorFlow puts them by default: the first GPU, if any.
     print(f"device: {gpus[0]}" + (f" (of {', '.join(gpus)})" if len(gpus) > 1 else "")
           if gpus else "device: CPU (TensorFlow found no GPU)", flush=True)
-
-
-def build_samplers(config, count=None, seed=None):
-    """`count` games (default --workers) stepped together: game i is seeded with seed + i."""
-    from fast_dqn.samplers import PythonSamplers, VectorSamplers
-    count = config.workers if count is None else count
-    seed = config.seed if seed is None else seed
-    if config.env_backend == "vector" and config.env is None:
-        return VectorSamplers(config, count, seed, config.env_threads)
-    return PythonSamplers([make_env(config, seed=seed + i, training=True)
-                           for i in range(count)])
 
 
 class RunParts:

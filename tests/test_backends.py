@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from fast_dqn import cli, training
+from fast_dqn import cli, components
 from fast_dqn.experience import LocalBackend
 from fast_dqn.fast_loop import HeldTransitions, run_fast_loop
 from fast_dqn.minibatch_schedule import minibatches_due
@@ -37,7 +37,7 @@ def ray_cluster():
 
 def make_backend(kind, request, config=CONFIG, log=None):
     if kind == "threads":
-        return LocalBackend(training.build_samplers(config))
+        return LocalBackend(components.build_samplers(config))
     request.getfixturevalue("ray_cluster")
     from fast_dqn.ray_backend import RayBackend
     return RayBackend(dataclasses.replace(config, backend="ray"), log=log or (lambda line: None))
@@ -82,7 +82,7 @@ def test_backend_contract(kind, request):
     try:
         assert backend.num_actions == 2 and backend.observation_space.shape == (1, 4)
         assert backend.num_shards == 4
-        learner = training.build_learner(CONFIG, backend.observation_space.shape, 2)
+        learner = components.build_learner(CONFIG, backend.observation_space.shape, 2)
         backend.start(learner.target_q_values, learner.target_weights,
                       np.random.default_rng(0))
 
@@ -201,8 +201,8 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
                                  replay_capacity=20_000, batch_size=16, evaluate=0)
     messages = []
     backend = make_backend("ray", request, config, log=messages.append)
-    learner = training.build_learner(config, backend.observation_space.shape, 2)
-    replay = training.build_replay(config, (4,), backend.num_shards, np.float32)
+    learner = components.build_learner(config, backend.observation_space.shape, 2)
+    replay = components.build_replay(config, (4,), backend.num_shards, np.float32)
     monitor = KillingMonitor(backend, at=800)
     trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
                                 on_loss=lambda result: monitor.record_train(*result))

@@ -23,7 +23,7 @@ TWO_NODES = textwrap.dedent("""
     import numpy as np
     import ray
     from ray.cluster_utils import Cluster
-    from fast_dqn import cli, training
+    from fast_dqn import cli, components
     from fast_dqn.hyperparameters import FastConfig
     from fast_dqn.ray_backend import RayBackend
 
@@ -40,7 +40,7 @@ TWO_NODES = textwrap.dedent("""
         backend = RayBackend(config, log=lambda line: None)
         try:
             nodes = backend.node_ids()
-            learner = training.build_learner(config, backend.observation_space.shape, 2)
+            learner = components.build_learner(config, backend.observation_space.shape, 2)
             backend.start(learner.target_q_values, learner.target_weights,
                           np.random.default_rng(0))
             shards, steps = set(), 0

@@ -197,7 +197,7 @@ def test_replay_returns_what_the_agent_saw_on_a_real_rom(env_backend):
     from fast_dqn.experience import LocalBackend
     from fast_dqn.fast_loop import HeldTransitions
     from fast_dqn.hyperparameters import FastConfig
-    from fast_dqn.training import build_samplers
+    from fast_dqn.components import build_samplers
 
     config = FastConfig(game="breakout", max_episode_steps=120, env_backend=env_backend,
                         env_threads=1)

@@ -1,0 +1,57 @@
+"""The parts of a run, each built from a Config: the Q-network, the learner, replay and the
+samplers, with the seeds that keep their random streams apart.
+
+Both the run builder (fast_dqn.training) and the Ray sampler actors (fast_dqn.ray_backend)
+build from here, so neither needs the other.
+"""
+
+import numpy as np
+
+from fast_dqn.environment import make_env
+from fast_dqn.replay_memory import ReplayMemory
+
+# Seed offsets keep every random stream of a run distinct yet derived from the one --seed.
+EVAL_ENV_SEED_OFFSET = 10_000
+ACTION_RNG_STREAM, EVAL_RNG_STREAM, REPLAY_RNG_STREAM = 0, 1, 2
+
+
+def rng_for(seed, stream):
+    return np.random.default_rng([seed, stream])
+
+
+def network_builder(config, observation_shape, num_actions):
+    """A function that builds one fresh Q-network for this config: a Nature CNN for Atari,
+    an MLP for --env."""
+    from fast_dqn.q_network import mlp, nature_cnn
+    policy = "mixed_float16" if config.mixed_precision else None
+    if config.env is None:
+        return lambda: nature_cnn(observation_shape, num_actions, policy)
+    return lambda: mlp(observation_shape, num_actions, dtype_policy=policy)
+
+
+def build_learner(config, observation_shape, num_actions):
+    from fast_dqn.hyperparameters import resolve_optimizer
+    from fast_dqn.learner import DQNLearner, make_optimizer
+    config = resolve_optimizer(config)  # a config built in code may leave them unset
+    return DQNLearner(network_builder(config, observation_shape, num_actions),
+                      make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
+                                     config.mixed_precision),
+                      config.discount, xla=config.xla, loss_reduction=config.loss_reduction)
+
+
+def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
+    return ReplayMemory(config.replay_capacity, frame_shape, config.history_length,
+                        frame_dtype=frame_dtype,
+                        seed=rng_for(config.seed, REPLAY_RNG_STREAM).integers(2**31),
+                        num_shards=num_shards)
+
+
+def build_samplers(config, count=None, seed=None):
+    """`count` games (default --workers) stepped together: game i is seeded with seed + i."""
+    from fast_dqn.samplers import PythonSamplers, VectorSamplers
+    count = config.workers if count is None else count
+    seed = config.seed if seed is None else seed
+    if config.env_backend == "vector" and config.env is None:
+        return VectorSamplers(config, count, seed, config.env_threads)
+    return PythonSamplers([make_env(config, seed=seed + i, training=True)
+                           for i in range(count)])
