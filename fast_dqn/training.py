@@ -1,8 +1,6 @@
 """A run from its Config: its parts assembled (built by fast_dqn.components), restored from a
 checkpoint, and either loop run with them."""
 
-import numpy as np
-
 from fast_dqn.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.components import (ACTION_RNG_STREAM, EVAL_ENV_SEED_OFFSET, EVAL_RNG_STREAM,
                                  build_learner, build_replay, build_samplers, rng_for)
