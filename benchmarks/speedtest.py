@@ -66,6 +66,9 @@ class TimingMonitor:
     def record_eval(self, *args):
         pass
 
+    def message(self, text):
+        print(text, flush=True)
+
     def rates(self):
         return [(b[0] - a[0]) / (b[1] - a[1]) for a, b in zip(self.points, self.points[1:])]
 
