@@ -76,7 +76,7 @@ def streams(chunks):
             for shard, parts in out.items()}
 
 
-@pytest.mark.parametrize("kind", ["threads", "ray"])
+@pytest.mark.parametrize("kind", ["threads", pytest.param("ray", marks=pytest.mark.slow)])
 def test_backend_contract(kind, request):
     backend = make_backend(kind, request)
     try:
@@ -195,6 +195,7 @@ class KillingMonitor:
         pass
 
 
+@pytest.mark.slow
 def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
     from fast_dqn.background_trainer import BackgroundTrainer
     config = dataclasses.replace(CONFIG, timesteps=2400, prepopulate=200, target_update_freq=96,

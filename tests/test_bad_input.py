@@ -129,6 +129,7 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys)
     assert "warning: skipping damaged checkpoint step-000000000200" in err
 
 
+@pytest.mark.slow  # a real run
 def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_path):
     # A real checkpoint of a Pong run, copied into a Breakout run: action counts differ.
     pong, breakout = tmp_path / "pong", tmp_path / "breakout"

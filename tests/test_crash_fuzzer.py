@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 spec = importlib.util.spec_from_file_location("crash_fuzzer",
                                               os.path.join(ROOT, "benchmarks", "crash_fuzzer.py"))

@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from helpers import TINY, logs, rows, run
+
+pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
 
 
 def test_run_dqn_tiny_pong_writes_both_csvs(tmp_path):

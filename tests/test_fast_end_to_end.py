@@ -10,6 +10,8 @@ import pytest
 from fast_dqn import cli
 from helpers import ROOT, logs, rows, run
 
+pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+
 TINY_FAST = ["--game=pong", "--workers=4", "--timesteps=2400", "--prepopulate=400",
              "--replay-capacity=2000", "--target-update-freq=400", "--evaluate=1200",
              "--eval-episodes=1", "--max-episode-steps=300", "--eps-decay-steps=800",

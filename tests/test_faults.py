@@ -16,6 +16,8 @@ import pytest
 from fast_dqn.checkpoint import CheckpointStore
 from helpers import ROOT, logs, rows, run
 
+pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+
 FAULT_RUN = textwrap.dedent("""
     import errno, os, sys, time
     sys.path[:0] = [{root!r}]

@@ -15,6 +15,8 @@ import pytest
 
 from helpers import rows, run
 
+pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+
 
 def two_in_a_row(means, threshold=475):
     return any(a >= threshold and b >= threshold for a, b in zip(means, means[1:]))

@@ -14,6 +14,8 @@ from fast_dqn.checkpoint import CheckpointStore
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 from helpers import ROOT, rows
 
+pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+
 ray = pytest.importorskip("ray")
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from helpers import ROOT, logs, rows, run
 
+pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+
 SPLIT = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=1000",
          "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",
          "--eps-decay-steps=600", "--eps-end=0.05", "--seed=3", "--save-replay"]

@@ -5,6 +5,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

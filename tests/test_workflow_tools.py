@@ -81,12 +81,14 @@ def trained_run(tmp_path_factory):
     return logdir
 
 
+@pytest.mark.slow  # a real run
 def test_a_real_run_writes_tensorboard_events(trained_run):
     scalars = read_scalars(trained_run)
     assert len(scalars["train/episode_return"]) >= 5
     assert [step for step, _ in scalars["eval/mean"]] == [800, 1600]
 
 
+@pytest.mark.slow  # a real run
 def test_evaluate_prints_scores_and_writes_a_playable_mp4(trained_run, tmp_path):
     import cv2
     video = tmp_path / "agent.mp4"
@@ -119,6 +121,7 @@ def test_evaluate_refuses_a_directory_that_is_not_a_run(tmp_path):
     assert main([str(tmp_path)]) == 2
 
 
+@pytest.mark.slow  # a real run
 def test_plot_writes_a_png(trained_run, tmp_path):
     import cv2
     from fast_dqn.plot import main
