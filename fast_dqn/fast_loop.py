@@ -29,8 +29,8 @@ Checkpoints: periodic ones are written at a sync point, between steps 3 and 4 ab
 trainer is idle and nothing is held. A stop request (Ctrl-C, SIGTERM) is served at the next
 chunk, even while the loop waits for the trainer at a sync point (except the last one, where
 the trainer finishes: no step is left to refill a replay that was not saved): the trainer
-stops after its current minibatch, and the checkpoint keeps what is held, the minibatches still owed for the
-period, and replay's RNG rewound to where those minibatches will be drawn. A resumed run
+stops after its current minibatch, and the checkpoint keeps what is held, the minibatches
+still owed for the period, and replay's RNG rewound to where those minibatches will be drawn. A resumed run
 therefore trains, acts and logs exactly as an uninterrupted one.
 """
 
