@@ -115,3 +115,24 @@ def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatc
     assert "the last period's minibatches are still training" in capsys.readouterr().out
     state = CheckpointStore(str(tmp_path)).latest().load_state()
     assert state["loop"]["owed"] == 0 and state["learner"]["optimizer"][0] == 175
+
+
+def test_the_nature_loop_trains_right_after_each_fourth_step_past_warm_up(tmp_path,
+                                                                         monkeypatch):
+    # The Lua agent trains when numSteps % update_freq == 0 and numSteps > learn_start,
+    # just after storing that step: counted here by replay writes at each train call.
+    from fast_dqn.replay_memory import ReplayMemory
+    added, trained_at = [0], []
+    add, train = ReplayMemory.add, DQNLearner.train
+
+    def counted_add(self, *args, **kwargs):
+        added[0] += 1
+        return add(self, *args, **kwargs)
+
+    def recorded_train(self, *batch):
+        trained_at.append(added[0])
+        return train(self, *batch)
+    monkeypatch.setattr(ReplayMemory, "add", counted_add)
+    monkeypatch.setattr(DQNLearner, "train", recorded_train)
+    run_loop("nature", small_config("nature", tmp_path, timesteps=400))
+    assert trained_at == [s for s in range(101, 401) if s % 4 == 0]
