@@ -3,8 +3,8 @@
 
 import sys
 
-from fast_dqn.cli import main
-from fast_dqn.training import train_nature
+from fast_dqn.run.cli import main
+from fast_dqn.run.training import train_nature
 
 if __name__ == "__main__":
     sys.exit(main("run_dqn.py", "dqn", __doc__, train_nature, script=True))

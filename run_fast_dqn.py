@@ -4,9 +4,9 @@ rounds while a background thread trains the main network. Same protocol as run_d
 
 import sys
 
-from fast_dqn.cli import main, validate_fast
-from fast_dqn.hyperparameters import FastConfig
-from fast_dqn.training import train_fast
+from fast_dqn.run.cli import main, validate_fast
+from fast_dqn.run.hyperparameters import FastConfig
+from fast_dqn.run.training import train_fast
 
 if __name__ == "__main__":
     sys.exit(main("run_fast_dqn.py", "fast", __doc__, train_fast, config_class=FastConfig,

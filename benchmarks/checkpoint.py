@@ -44,8 +44,8 @@ def main(argv=None):
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args(argv)
 
-    from fast_dqn.checkpoint import CheckpointStore
-    from fast_dqn.replay_memory import ReplayMemory
+    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.agent.replay_memory import ReplayMemory
 
     workers = 8
     replay = ReplayMemory(args.capacity, (84, 84), 4, num_shards=workers)

@@ -36,9 +36,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from fast_dqn.checkpoint import CheckpointStore  # noqa: E402
-from fast_dqn.fast_loop import next_sync_point  # noqa: E402
-from fast_dqn.minibatch_schedule import minibatches_due  # noqa: E402
+from fast_dqn.run.checkpoint import CheckpointStore  # noqa: E402
+from fast_dqn.loops.fast_loop import next_sync_point  # noqa: E402
+from fast_dqn.loops.minibatch_schedule import minibatches_due  # noqa: E402
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 EXIT_TIMEOUT = 180  # seconds a signalled run may take to checkpoint and exit: a hang guard

@@ -35,9 +35,9 @@ def main():
     parser.add_argument("--threads", type=int, default=0, help="TF intra-op threads")
     args = parser.parse_args()
 
-    from fast_dqn.learner import DQNLearner, make_optimizer
-    from fast_dqn.q_network import nature_cnn
-    from fast_dqn.tf_setup import configure_tensorflow
+    from fast_dqn.agent.learner import DQNLearner, make_optimizer
+    from fast_dqn.agent.q_network import nature_cnn
+    from fast_dqn.agent.tf_setup import configure_tensorflow
     configure_tensorflow(0, args.threads)
 
     rng = np.random.default_rng(0)

@@ -93,9 +93,9 @@ def spread(values, digits=0):
 
 def with_learner(config, backend, learner, segments):
     from speedtest import TimingMonitor
-    from fast_dqn import components
-    from fast_dqn.background_trainer import BackgroundTrainer
-    from fast_dqn.fast_loop import run_fast_loop
+    from fast_dqn.run import components
+    from fast_dqn.loops.background_trainer import BackgroundTrainer
+    from fast_dqn.loops.fast_loop import run_fast_loop
     replay = components.build_replay(config, (84, 84), backend.num_shards)
     # Timed from the second sync point after warm-up (the first trains the warm-up's tail).
     first = -(-config.prepopulate // config.target_update_freq) * config.target_update_freq
@@ -124,11 +124,11 @@ def main():
     args = parser.parse_args()
 
     import ray
-    from fast_dqn import components
-    from fast_dqn.experience import LocalBackend
-    from fast_dqn.hyperparameters import FastConfig
-    from fast_dqn.ray_backend import RayBackend, start_private_cluster
-    from fast_dqn.tf_setup import configure_tensorflow
+    from fast_dqn.run import components
+    from fast_dqn.loops.experience import LocalBackend
+    from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.loops.ray_backend import RayBackend, start_private_cluster
+    from fast_dqn.agent.tf_setup import configure_tensorflow
 
     configure_tensorflow(0, args.threads)
     start_private_cluster(max(os.cpu_count(), max(args.actors)), 1024)
@@ -142,7 +142,7 @@ def main():
                       evaluate=0, eps_start=0.1, eps_end=0.1, threads=args.threads)
     for n in args.actors:
         config = dataclasses.replace(base, num_samplers=n)
-        backend = RayBackend(config, log=lambda line: None)
+        backend = RayBackend(config, *components.ray_sampler_builders(config), log=lambda line: None)
         try:
             learner = components.build_learner(config, (4, 84, 84), backend.num_actions)
             alone, per_step, latency, learning = measure(config, backend, learner, args)

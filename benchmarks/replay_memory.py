@@ -14,7 +14,7 @@ import numpy as np
 import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fast_dqn.replay_memory import ReplayMemory, check_fits_in_memory, estimate_bytes  # noqa: E402
+from fast_dqn.agent.replay_memory import ReplayMemory, check_fits_in_memory, estimate_bytes  # noqa: E402
 
 
 def peak_rss_bytes():

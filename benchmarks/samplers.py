@@ -2,7 +2,7 @@
 
 Random actions on Pong, agent steps/s summed over all games, each variant timed in turn and
 repeated, medians reported:
-- python, 1 thread: the wrappers of fast_dqn.atari_wrappers, W envs stepped one after another;
+- python, 1 thread: the wrappers of fast_dqn.envs.atari_wrappers, W envs stepped one after another;
 - python, W threads: the same, one Python thread per env (does the GIL let them overlap?);
 - vector, T threads: ale-py's AtariVectorEnv, W envs stepped by T C++ threads.
 
@@ -23,8 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def python_envs(workers):
-    from fast_dqn.environment import make_atari_env
-    from fast_dqn.hyperparameters import Config
+    from fast_dqn.envs.environment import make_atari_env
+    from fast_dqn.run.hyperparameters import Config
     envs = [make_atari_env(Config(game="pong"), seed=i) for i in range(workers)]
     for env in envs:
         env.reset()

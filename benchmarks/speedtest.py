@@ -45,7 +45,7 @@ sys.path.insert(0, ROOT)
 # --------------------------------------------------------------------------- the measured side
 
 class TimingMonitor:
-    """Stands in for fast_dqn.monitor.Monitor: records (step, wall, cpu) at segment marks."""
+    """Stands in for fast_dqn.run.monitor.Monitor: records (step, wall, cpu) at segment marks."""
 
     def __init__(self, start, segment, end):
         self.marks = list(range(start, end + 1, segment))
@@ -88,7 +88,7 @@ def _peak_rss_mb():
 
 
 def _config(case, args):
-    from fast_dqn.hyperparameters import FastConfig
+    from fast_dqn.run.hyperparameters import FastConfig
     config = FastConfig(game="pong", replay_capacity=args.replay, prepopulate=args.warmup,
                         target_update_freq=args.period, evaluate=0, seed=0,
                         workers=case.get("workers", 1), concurrent=case.get("concurrent", True),
@@ -102,8 +102,8 @@ def measure(case, args):
     """Run one configuration in this process; return its figures as a dict."""
     import numpy as np
 
-    from fast_dqn import components
-    from fast_dqn.tf_setup import configure_tensorflow
+    from fast_dqn.run import components
+    from fast_dqn.agent.tf_setup import configure_tensorflow
 
     config = _config(case, args)
     configure_tensorflow(config.seed, config.threads)
@@ -113,8 +113,8 @@ def measure(case, args):
         return _measure_learner(config, args, shape)
 
     if kind == "nature":
-        from fast_dqn.environment import make_atari_env
-        from fast_dqn.nature_loop import run_nature_loop
+        from fast_dqn.envs.environment import make_atari_env
+        from fast_dqn.loops.nature_loop import run_nature_loop
         start, segment = args.warmup, args.nature_segment
         config = dataclasses.replace(config, timesteps=start + args.steps)
         env = make_atari_env(config, seed=0)
@@ -123,8 +123,8 @@ def measure(case, args):
         monitor = TimingMonitor(start, segment, start + args.steps)
         run_nature_loop(config, env, learner, replay, monitor, np.random.default_rng(0))
     else:
-        from fast_dqn.background_trainer import BackgroundTrainer
-        from fast_dqn.fast_loop import run_fast_loop
+        from fast_dqn.loops.background_trainer import BackgroundTrainer
+        from fast_dqn.loops.fast_loop import run_fast_loop
         samplers_only = kind == "samplers"
         if samplers_only:
             # Act through the network every round (epsilon 0.1 throughout), never train.
@@ -136,7 +136,7 @@ def measure(case, args):
             first_sync = -(-args.warmup // args.period) * args.period
             start, segment = first_sync + args.period, args.period
         config = dataclasses.replace(config, timesteps=start + args.steps)
-        from fast_dqn.experience import LocalBackend
+        from fast_dqn.loops.experience import LocalBackend
         samplers = LocalBackend(components.build_samplers(config), batched=config.synchronize)
         learner = components.build_learner(config, shape, samplers.num_actions)
         replay = components.build_replay(config, shape[1:], num_shards=config.workers)
@@ -162,8 +162,8 @@ def _measure_learner(config, args, shape):
     """The learner's ceiling: the fast loop's trainer with prefetch, on a full replay."""
     import numpy as np
 
-    from fast_dqn import components
-    from fast_dqn.background_trainer import BackgroundTrainer
+    from fast_dqn.run import components
+    from fast_dqn.loops.background_trainer import BackgroundTrainer
     replay = components.build_replay(config, shape[1:])
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (1000, 84, 84), dtype=np.uint8)

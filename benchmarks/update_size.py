@@ -28,9 +28,9 @@ ADAM = {"reference": ("adam", 1e-4, 1e-8, "mean"),
 
 
 def real_minibatches(game, count, batch_size=32, seed=0):
-    from fast_dqn.hyperparameters import FastConfig
-    from fast_dqn.replay_memory import ReplayMemory
-    from fast_dqn.samplers import VectorSamplers
+    from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.agent.replay_memory import ReplayMemory
+    from fast_dqn.envs.samplers import VectorSamplers
     samplers = VectorSamplers(FastConfig(game=game), 8, seed, num_threads=1)
     replay = ReplayMemory(20_000, (84, 84), 4, seed=seed, num_shards=8)
     rng = np.random.default_rng(seed)
@@ -52,8 +52,8 @@ def real_minibatches(game, count, batch_size=32, seed=0):
 
 def weight_changes(settings, batches, num_actions, seed=0):
     import tensorflow as tf
-    from fast_dqn.learner import DQNLearner, make_optimizer
-    from fast_dqn.q_network import nature_cnn
+    from fast_dqn.agent.learner import DQNLearner, make_optimizer
+    from fast_dqn.agent.q_network import nature_cnn
     tf.keras.utils.set_random_seed(seed)
     initial = nature_cnn((4, 84, 84), num_actions).get_weights()
     changes = {}

@@ -1,4 +1,4 @@
-"""A scripted stand-in for fast_dqn.ale_game.AleGame: screens, lives, FIRE, rewards. No ROM.
+"""A scripted stand-in for fast_dqn.envs.ale_game.AleGame: screens, lives, FIRE, rewards. No ROM.
 
 Every emulator frame f (counted from 1 since the last reset) shows a screen whose pixels all
 equal `screen_value(f)`, except a flickering sprite drawn only on odd frames, so max-pooling

@@ -7,7 +7,7 @@ every second episode ends the game (so some ends are lost lives, some game overs
 import gymnasium
 import numpy as np
 
-from fast_dqn.samplers import SamplerStep
+from fast_dqn.envs.samplers import SamplerStep
 
 K = 4
 

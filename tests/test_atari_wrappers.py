@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from fake_ale import SPRITE, FakeAtariEnv
-from fast_dqn import atari_wrappers as w
-from fast_dqn.environment import wrap_atari
-from fast_dqn.hyperparameters import Config
+from fast_dqn.envs import atari_wrappers as w
+from fast_dqn.envs.environment import wrap_atari
+from fast_dqn.run.hyperparameters import Config
 
 
 def test_max_and_skip_pools_last_two_frames_and_sums_rewards():

@@ -1,4 +1,4 @@
-"""The backend contract of fast_dqn.experience, run against both backends, and the Ray
+"""The backend contract of fast_dqn.loops.experience, run against both backends, and the Ray
 backend's fault tolerance. CartPole keeps the games short and the networks small; the Ray
 cluster is private, on loopback, and shared by this module's tests."""
 
@@ -10,11 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from fast_dqn import cli, components
-from fast_dqn.experience import LocalBackend
-from fast_dqn.fast_loop import HeldTransitions, run_fast_loop
-from fast_dqn.minibatch_schedule import minibatches_due
-from fast_dqn.hyperparameters import FastConfig
+from fast_dqn.run import cli, components
+from fast_dqn.loops.experience import LocalBackend
+from fast_dqn.loops.fast_loop import HeldTransitions, run_fast_loop
+from fast_dqn.loops.minibatch_schedule import minibatches_due
+from fast_dqn.run.hyperparameters import FastConfig
 from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 
 CONFIG = cli.build_config({"env": "CartPole-v1", "workers": 4, "num_samplers": 2,
@@ -24,7 +24,7 @@ CONFIG = cli.build_config({"env": "CartPole-v1", "workers": 4, "num_samplers": 2
 @pytest.fixture(scope="module")
 def ray_cluster():
     ray = pytest.importorskip("ray")
-    from fast_dqn.ray_backend import start_private_cluster
+    from fast_dqn.loops.ray_backend import start_private_cluster
     before = ray_processes()
     with pytest.MonkeyPatch.context() as patch:  # undoes the cluster's own token too
         for name in RAY_SETTINGS:
@@ -39,8 +39,9 @@ def make_backend(kind, request, config=CONFIG, log=None):
     if kind == "threads":
         return LocalBackend(components.build_samplers(config))
     request.getfixturevalue("ray_cluster")
-    from fast_dqn.ray_backend import RayBackend
-    return RayBackend(dataclasses.replace(config, backend="ray"), log=log or (lambda line: None))
+    from fast_dqn.loops.ray_backend import RayBackend
+    return RayBackend(ray_config := dataclasses.replace(config, backend="ray"),
+                      *components.ray_sampler_builders(ray_config), log=log or (lambda line: None))
 
 
 def favour(learner, action):
@@ -127,8 +128,8 @@ def test_backend_contract(kind, request):
 
 
 def test_held_transitions_cut_a_restarted_stream():
-    from fast_dqn.experience import Chunk
-    from fast_dqn.replay_memory import ReplayMemory
+    from fast_dqn.loops.experience import Chunk
+    from fast_dqn.agent.replay_memory import ReplayMemory
 
     def chunk(t0, shards, new_stream=False):
         n = len(shards)
@@ -161,7 +162,7 @@ def test_checkpoints_from_before_the_backends_still_load():
     rounds = [(np.full((3, 2), t), np.arange(3), np.ones(3, np.float32), np.zeros(3, bool),
                np.zeros(3, bool)) for t in range(5)]
     held = HeldTransitions(rounds)
-    from fast_dqn.replay_memory import ReplayMemory
+    from fast_dqn.agent.replay_memory import ReplayMemory
     replay = ReplayMemory(30, (2,), 1, frame_dtype=np.int64, num_shards=3)
     held.flush(replay)
     assert replay.sizes.tolist() == [5, 5, 5]
@@ -197,7 +198,7 @@ class KillingMonitor:
 
 @pytest.mark.slow
 def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
-    from fast_dqn.background_trainer import BackgroundTrainer
+    from fast_dqn.loops.background_trainer import BackgroundTrainer
     config = dataclasses.replace(CONFIG, timesteps=2400, prepopulate=200, target_update_freq=96,
                                  replay_capacity=20_000, batch_size=16, evaluate=0)
     messages = []

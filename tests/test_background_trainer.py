@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from fast_dqn.background_trainer import BackgroundTrainer
+from fast_dqn.loops.background_trainer import BackgroundTrainer
 
 
 @pytest.mark.parametrize("prefetch", [True, False])

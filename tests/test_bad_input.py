@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from fast_dqn import cli
-from fast_dqn.checkpoint import CheckpointStore
-from fast_dqn.hyperparameters import Config, FastConfig
-from fast_dqn.run_directory import create_run_directory
+from fast_dqn.run import cli
+from fast_dqn.run.checkpoint import CheckpointStore
+from fast_dqn.run.hyperparameters import Config, FastConfig
+from fast_dqn.run.run_directory import create_run_directory
 from helpers import ROOT, TINY
 
 SCRIPTS = {"dqn": ("run_dqn.py", Config, None),

@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from fast_dqn import checkpoint as ckpt
-from fast_dqn.array_file import CorruptFile, read_arrays, write_arrays
-from fast_dqn.checkpoint import Checkpointer, CheckpointError, CheckpointStore
+from fast_dqn.run import checkpoint as ckpt
+from fast_dqn.run.array_file import CorruptFile, read_arrays, write_arrays
+from fast_dqn.run.checkpoint import Checkpointer, CheckpointError, CheckpointStore
 
 
 def replay_like(seed=0):

@@ -1,4 +1,4 @@
-"""The Atari env as fast_dqn.environment builds it, on real ROMs: gymnasium's own checker,
+"""The Atari env as fast_dqn.envs.environment builds it, on real ROMs: gymnasium's own checker,
 seeded resets, and snapshots that continue the very same game."""
 
 import warnings
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from fast_dqn.environment import make_env, restore_env, snapshot_env
-from fast_dqn.hyperparameters import Config
+from fast_dqn.envs.environment import make_env, restore_env, snapshot_env
+from fast_dqn.run.hyperparameters import Config
 
 
 @pytest.mark.parametrize("game", ["breakout", "pong"])
@@ -66,7 +66,7 @@ def test_a_snapshot_keeps_the_action_a_sticky_frame_repeats():
     """The ALE's saved state lacks its last applied action: restored naively, a sticky frame
     would repeat NOOP instead of RIGHT, and the paddle would end elsewhere."""
     import pickle
-    from fast_dqn.ale_game import AleGame
+    from fast_dqn.envs.ale_game import AleGame
     for seed in range(8):
         game = AleGame("breakout", sticky_actions=0.25)
         game.reset(seed=seed)
@@ -81,8 +81,8 @@ def test_a_snapshot_keeps_the_action_a_sticky_frame_repeats():
 
 
 def test_an_env_saved_before_the_new_preprocessing_is_recognised():
-    from fast_dqn.environment import OutdatedSnapshot
-    from fast_dqn.samplers import PythonSamplers
+    from fast_dqn.envs.environment import OutdatedSnapshot
+    from fast_dqn.envs.samplers import PythonSamplers
     # A pickle naming a wrapper that no longer exists, as checkpoints of before 2026-11-22 do.
     old = b"cfast_dqn.atari_wrappers\nNoopReset\n)\x81."
     with pytest.raises(OutdatedSnapshot):
@@ -90,3 +90,23 @@ def test_an_env_saved_before_the_new_preprocessing_is_recognised():
     samplers = PythonSamplers([make_env(Config(game="pong"), seed=0)])
     assert samplers.load_state_dict({"backend": "python", "envs": [old]}, step=0) is False
     samplers.reset()  # the original env is still there and plays
+
+
+def test_an_env_saved_before_the_package_moved_continues_the_same_game():
+    """Checkpoints of before 2026-11-22 name classes `fast_dqn.atari_wrappers.X`; the package
+    now has them in fast_dqn.envs. Protocol 2 writes class paths as plain text, so such a
+    pickle is made by renaming them back."""
+    import pickle
+    from fast_dqn.legacy_pickles import MOVED_MODULES
+    env = make_env(Config(game="breakout"), seed=3)
+    env.reset()
+    play(env, np.random.default_rng(3).integers(0, 4, 100))
+    blob = pickle.dumps(env, protocol=2)
+    old = blob
+    for old_path, new_path in MOVED_MODULES.items():
+        old = old.replace(b"c" + new_path.encode() + b"\n", b"c" + old_path.encode() + b"\n")
+    assert b"cfast_dqn.atari_wrappers\n" in old and b"fast_dqn.envs" not in old
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(old)
+    actions = np.random.default_rng(4).integers(0, 4, 300)
+    assert_same(play(env, actions), play(restore_env(old), actions))

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from fast_dqn import cli
+from fast_dqn.run import cli
 from helpers import ROOT, logs, rows, run
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
@@ -46,11 +46,11 @@ FAULTY_RUN = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
     from fake_ale import FakeAtariEnv
-    from fast_dqn import cli, training
-    from fast_dqn.environment import SeedOnFirstReset, wrap_atari
-    from fast_dqn.experience import LocalBackend
-    from fast_dqn.hyperparameters import FastConfig
-    from fast_dqn.samplers import PythonSamplers
+    from fast_dqn.run import cli, training
+    from fast_dqn.envs.environment import SeedOnFirstReset, wrap_atari
+    from fast_dqn.loops.experience import LocalBackend
+    from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.envs.samplers import PythonSamplers
 
     class FaultyAle(FakeAtariEnv):
         def step(self, action):

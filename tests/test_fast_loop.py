@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from fake_samplers import K, FakeLearner, FakeSamplers, NullMonitor
-from fast_dqn.background_trainer import BackgroundTrainer
-from fast_dqn.experience import LocalBackend
-from fast_dqn.fast_loop import next_sync_point, run_fast_loop
-from fast_dqn.minibatch_schedule import minibatches_due
-from fast_dqn.hyperparameters import FastConfig
-from fast_dqn.replay_memory import ReplayMemory
+from fast_dqn.loops.background_trainer import BackgroundTrainer
+from fast_dqn.loops.experience import LocalBackend
+from fast_dqn.loops.fast_loop import next_sync_point, run_fast_loop
+from fast_dqn.loops.minibatch_schedule import minibatches_due
+from fast_dqn.run.hyperparameters import FastConfig
+from fast_dqn.agent.replay_memory import ReplayMemory
 
 BASE = FastConfig(timesteps=960, prepopulate=100, replay_capacity=4000, target_update_freq=96,
                   train_freq=4, batch_size=8, eps_decay_steps=400, eps_end=0.1, evaluate=0)

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from fast_dqn.checkpoint import CheckpointStore
+from fast_dqn.run.checkpoint import CheckpointStore
 from helpers import ROOT, logs, rows, run
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
@@ -22,8 +22,11 @@ FAULT_RUN = textwrap.dedent("""
     import errno, os, sys, time
     sys.path[:0] = [{root!r}]
     import numpy as np
-    from fast_dqn import cli, evaluation, learner, replay_memory, samplers, training
-    from fast_dqn.hyperparameters import FastConfig
+    from fast_dqn.run import cli, training
+    from fast_dqn.loops import evaluation
+    from fast_dqn.agent import learner, replay_memory
+    from fast_dqn.envs import samplers
+    from fast_dqn.run.hyperparameters import FastConfig
 
     mode, marker = sys.argv[1], sys.argv[2]
 
@@ -55,7 +58,7 @@ FAULT_RUN = textwrap.dedent("""
         learner.dqn_loss = lambda *args: loss(*args) * float("nan")
     elif mode in ("full-disk", "kill-while-saving"):
         # The first checkpoint is written; the second breaks off a few writes in.
-        from fast_dqn import checkpoint
+        from fast_dqn.run import checkpoint
         save, saves = checkpoint.CheckpointStore.save, [0]
         def second_save_breaks(self, *args, **kwargs):
             saves[0] += 1
@@ -190,7 +193,7 @@ def test_kill_9_then_resume_loses_nothing_logged(tmp_path):
 
 
 def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
-    from fast_dqn.interrupts import StopSignals
+    from fast_dqn.run.interrupts import StopSignals
     previous = signal.getsignal(signal.SIGINT)
     with StopSignals() as stop:
         assert not stop()
@@ -208,8 +211,8 @@ def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
 ])
 def test_an_abort_or_a_failed_checkpoint_gives_its_exit_status(tmp_path, capsys, error, code,
                                                                 words):
-    from fast_dqn import cli
-    from fast_dqn.checkpoint import CheckpointError
+    from fast_dqn.run import cli
+    from fast_dqn.run.checkpoint import CheckpointError
 
     def train(config, **kwargs):
         if error == "checkpoint":

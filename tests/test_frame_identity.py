@@ -6,9 +6,9 @@ and time-limit cuts."""
 import numpy as np
 import pytest
 
-from fast_dqn.environment import make_env
-from fast_dqn.hyperparameters import FastConfig
-from fast_dqn.samplers import PythonSamplers, VectorSamplers
+from fast_dqn.envs.environment import make_env
+from fast_dqn.run.hyperparameters import FastConfig
+from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
 
 FIELDS = ("rewards", "terminated", "truncated", "game_over", "game_returns", "game_lengths")
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from fast_dqn.learner import DQNLearner, dqn_loss, huber, make_optimizer, td_targets
-from fast_dqn.q_network import nature_cnn
+from fast_dqn.agent.learner import DQNLearner, dqn_loss, huber, make_optimizer, td_targets
+from fast_dqn.agent.q_network import nature_cnn
 
 
 def test_td_targets_by_hand():
@@ -192,8 +192,8 @@ def pong_like_batch(rng, n=32, num_actions=6):
 def test_the_default_optimizer_takes_the_nature_codes_update_per_layer(repeat_one_batch):
     """Fresh batches, and one batch again and again: then the running mean of dw nears dw
     itself, so g2 - g^2 is far from g2 and an uncentered RMSProp would be far off too."""
-    from fast_dqn.hyperparameters import Config
-    from fast_dqn.components import build_learner
+    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.components import build_learner
     tf.keras.utils.set_random_seed(0)
     learner = build_learner(Config(), (4, 84, 84), 6)
     optimizer = learner.optimizer

@@ -3,7 +3,7 @@ and against a step-by-step count."""
 
 import numpy as np
 
-from fast_dqn.minibatch_schedule import MinibatchSchedule, minibatches_due
+from fast_dqn.loops.minibatch_schedule import MinibatchSchedule, minibatches_due
 
 
 def test_minibatches_due_counts_nature_train_steps():

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from fast_dqn import cli
+from fast_dqn.run import cli
 from fast_dqn.errors import UsageError
-from fast_dqn.hyperparameters import Config, FastConfig
-from fast_dqn.presets import PRESETS
+from fast_dqn.run.hyperparameters import Config, FastConfig
+from fast_dqn.run.presets import PRESETS
 from helpers import run
 
 
@@ -66,7 +66,7 @@ def test_conflicting_environment_flags_name_the_flag(argv, config_class, flag):
     ("Pendulum-v1", "discrete"),
 ])
 def test_unusable_gym_envs_are_refused(name, message):
-    from fast_dqn.environment import check_gym_env
+    from fast_dqn.envs.environment import check_gym_env
     with pytest.raises(UsageError, match=message):
         check_gym_env(name)
 
@@ -82,7 +82,7 @@ def test_config_json_records_the_final_values(tmp_path):
 
 
 def test_list_games_prints_the_installed_roms():
-    from fast_dqn.games import available_games
+    from fast_dqn.envs.games import available_games
     result = run("run_fast_dqn.py", ["--list-games"], timeout=120)
     assert result.returncode == 0
     games = result.stdout.split()
@@ -98,7 +98,7 @@ def test_list_games_prints_the_installed_roms():
     ({"optimizer_epsilon": 1e-5, "loss_reduction": "mean"}, ("rmsprop", 1e-5, "mean")),
 ])
 def test_each_optimizer_takes_its_sources_epsilon_and_loss_reduction(explicit, expected):
-    from fast_dqn.cli import build_config
-    from fast_dqn.hyperparameters import FastConfig, resolve_optimizer
+    from fast_dqn.run.cli import build_config
+    from fast_dqn.run.hyperparameters import FastConfig, resolve_optimizer
     config = resolve_optimizer(build_config(explicit, FastConfig))
     assert (config.optimizer, config.optimizer_epsilon, config.loss_reduction) == expected

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fast_dqn.checkpoint import CheckpointStore
+from fast_dqn.run.checkpoint import CheckpointStore
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 from helpers import ROOT, rows
 
@@ -25,9 +25,9 @@ TWO_NODES = textwrap.dedent("""
     import numpy as np
     import ray
     from ray.cluster_utils import Cluster
-    from fast_dqn import cli, components
-    from fast_dqn.hyperparameters import FastConfig
-    from fast_dqn.ray_backend import RayBackend
+    from fast_dqn.run import cli, components
+    from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.loops.ray_backend import RayBackend
 
     # The head (the learner's machine) offers no CPU, so the one-CPU sampler actors can only
     # be placed on the second node: the recipe's `ray start --head --num-cpus=0`. Both nodes
@@ -39,7 +39,7 @@ TWO_NODES = textwrap.dedent("""
         config = cli.build_config({{"env": "CartPole-v1", "backend": "ray", "num_samplers": 2,
                                    "envs_per_sampler": 2, "rollout_steps": 8,
                                    "ray_address": cluster.address}}, FastConfig)
-        backend = RayBackend(config, log=lambda line: None)
+        backend = RayBackend(config, *components.ray_sampler_builders(config), log=lambda line: None)
         try:
             nodes = backend.node_ids()
             learner = components.build_learner(config, backend.observation_space.shape, 2)

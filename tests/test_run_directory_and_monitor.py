@@ -4,9 +4,9 @@ import os
 import pytest
 
 from fast_dqn.errors import UsageError
-from fast_dqn.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
-from fast_dqn.progress import ProgressLines
-from fast_dqn.run_directory import RunLock, check_logdir, create_run_directory, default_logdir
+from fast_dqn.run.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
+from fast_dqn.run.progress import ProgressLines
+from fast_dqn.run.run_directory import RunLock, check_logdir, create_run_directory, default_logdir
 from helpers import FakeClock
 
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from fast_dqn.policy import epsilon_greedy_rows, select_action
-from fast_dqn.schedules import LinearSchedule
+from fast_dqn.agent.policy import epsilon_greedy_rows, select_action
+from fast_dqn.agent.schedules import LinearSchedule
 
 
 def test_linear_schedule_nature_values():

@@ -2,7 +2,7 @@
 
 import os
 
-from fast_dqn.tf_setup import without_start_up_noise
+from fast_dqn.agent.tf_setup import without_start_up_noise
 
 
 def test_start_up_noise_is_dropped_and_other_lines_are_kept(capfd):

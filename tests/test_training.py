@@ -1,12 +1,12 @@
-"""Both loops as fast_dqn.training builds them, run in-process on CartPole, watched through
+"""Both loops as fast_dqn.run.training builds them, run in-process on CartPole, watched through
 the learner: which network acts, and how many minibatches are trained."""
 
 import pytest
 
-from fast_dqn.minibatch_schedule import minibatches_due
-from fast_dqn.hyperparameters import Config, FastConfig, resolve_optimizer
-from fast_dqn.learner import DQNLearner
-from fast_dqn.training import train_fast, train_nature
+from fast_dqn.loops.minibatch_schedule import minibatches_due
+from fast_dqn.run.hyperparameters import Config, FastConfig, resolve_optimizer
+from fast_dqn.agent.learner import DQNLearner
+from fast_dqn.run.training import train_fast, train_nature
 
 SMALL = dict(env="CartPole-v1", game=None, history_length=1, replay_capacity=2_000,
              prepopulate=100, batch_size=8, train_freq=4, target_update_freq=200,
@@ -79,7 +79,7 @@ def test_both_loops_train_the_nature_number_of_minibatches(tmp_path, train_calls
 @pytest.mark.parametrize("loop", ["nature", "fast", "fast-lockstep"])
 def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, train_calls,
                                                                      loop, stop_after):
-    from fast_dqn.checkpoint import CheckpointStore
+    from fast_dqn.run.checkpoint import CheckpointStore
     config = small_config(loop, tmp_path, timesteps=800)
     run = train_nature if loop == "nature" else train_fast
     stopped_at = run(config, stop=lambda: len(train_calls) >= stop_after)
@@ -100,7 +100,7 @@ def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatc
     # The samplers reach the budget long before a slow trainer ends the last period: a stop
     # then must not leave minibatches owed, which a resume without replay could never train.
     import time
-    from fast_dqn.checkpoint import CheckpointStore
+    from fast_dqn.run.checkpoint import CheckpointStore
     calls = []
     train = DQNLearner.train
 
@@ -121,7 +121,7 @@ def test_the_nature_loop_trains_right_after_each_fourth_step_past_warm_up(tmp_pa
                                                                          monkeypatch):
     # The Lua agent trains when numSteps % update_freq == 0 and numSteps > learn_start,
     # just after storing that step: counted here by replay writes at each train call.
-    from fast_dqn.replay_memory import ReplayMemory
+    from fast_dqn.agent.replay_memory import ReplayMemory
     added, trained_at = [0], []
     add, train = ReplayMemory.add, DQNLearner.train
 

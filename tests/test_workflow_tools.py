@@ -1,4 +1,4 @@
-"""TensorBoard scalars, the progress display, `python -m fast_dqn.evaluate` and `.plot`."""
+"""TensorBoard scalars, the progress display, `python -m fast_dqn.tools.evaluate` and `.plot`."""
 
 import glob
 import io
@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from fast_dqn.atari_scores import SCORES, human_normalized
-from fast_dqn.monitor import Monitor
-from fast_dqn.progress import ProgressBar, ProgressLines, make_console
+from fast_dqn.tools.atari_scores import SCORES, human_normalized
+from fast_dqn.run.monitor import Monitor
+from fast_dqn.run.progress import ProgressBar, ProgressLines, make_console
 from helpers import ROOT, TINY, FakeClock, run
 
 
@@ -27,7 +27,7 @@ def read_scalars(logdir):
 
 
 def test_tensorboard_gets_every_scalar(tmp_path):
-    from fast_dqn.tensorboard_log import TensorBoardLog
+    from fast_dqn.run.tensorboard_log import TensorBoardLog
     clock = FakeClock()
     monitor = Monitor(str(tmp_path), 1000, interval=10, clock=clock,
                       console=ProgressLines(1000, out=io.StringIO()),
@@ -93,7 +93,7 @@ def test_evaluate_prints_scores_and_writes_a_playable_mp4(trained_run, tmp_path)
     import cv2
     video = tmp_path / "agent.mp4"
     result = subprocess.run(
-        [sys.executable, "-m", "fast_dqn.evaluate", str(trained_run), "--episodes=2",
+        [sys.executable, "-m", "fast_dqn.tools.evaluate", str(trained_run), "--episodes=2",
          "--epsilon=0.05", f"--video={video}"],
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -110,21 +110,21 @@ def test_evaluate_prints_scores_and_writes_a_playable_mp4(trained_run, tmp_path)
     assert capture.get(cv2.CAP_PROP_FPS) == 60
     # The run cuts games at 300 agent steps of 4 frames, after 0..30 no-op frames and FIRE.
     assert 1200 <= frames <= 1200 + 30 + 8
-    again = subprocess.run([sys.executable, "-m", "fast_dqn.evaluate", str(trained_run),
+    again = subprocess.run([sys.executable, "-m", "fast_dqn.tools.evaluate", str(trained_run),
                             f"--video={video}"], capture_output=True, text=True, cwd=ROOT,
                            timeout=300)
     assert again.returncode == 2 and "would be overwritten" in again.stderr
 
 
 def test_evaluate_refuses_a_directory_that_is_not_a_run(tmp_path):
-    from fast_dqn.evaluate import main
+    from fast_dqn.tools.evaluate import main
     assert main([str(tmp_path)]) == 2
 
 
 @pytest.mark.slow  # a real run
 def test_plot_writes_a_png(trained_run, tmp_path):
     import cv2
-    from fast_dqn.plot import main
+    from fast_dqn.tools.plot import main
     output = tmp_path / "curves.png"
     assert main([str(trained_run), str(trained_run), "-o", str(output)]) == 0
     assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,6 +1,6 @@
 """The fast DQN loop of Daley & Amato (2021): concurrent training, synchronized sampling.
 
-Experience comes from a backend (fast_dqn.experience) in equal *chunks*, acting
+Experience comes from a backend (fast_dqn.loops.experience) in equal *chunks*, acting
 epsilon-greedily through the *target* network. With the local backend a chunk is a round: each
 of W samplers takes one agent step, and when synchronized the states of the round's greedy
 samplers go through the network in one batched call (otherwise each queries it alone; samplers
@@ -22,7 +22,7 @@ Without concurrency, the same chunks run in lockstep: after each chunk its trans
 written and the minibatches due are trained at once.
 
 The Nature ratios hold in every mode: the same warm-up, epsilon by global agent step, and over
-the whole run exactly the minibatches the Nature loop would train (fast_dqn.minibatch_schedule
+the whole run exactly the minibatches the Nature loop would train (fast_dqn.loops.minibatch_schedule
 says when, also across a resume without replay).
 
 Checkpoints: periodic ones are written at a sync point, between steps 3 and 4 above, when the
@@ -36,9 +36,9 @@ therefore trains, acts and logs exactly as an uninterrupted one.
 
 import numpy as np
 
-from fast_dqn.evaluation import EvaluationInterrupted
-from fast_dqn.minibatch_schedule import MinibatchSchedule
-from fast_dqn.schedules import LinearSchedule
+from fast_dqn.loops.evaluation import EvaluationInterrupted
+from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.agent.schedules import LinearSchedule
 
 
 def next_sync_point(step, period, round_size, total):
@@ -105,7 +105,7 @@ def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=
                   checkpoints=None, resume=None):
     """Train for config.timesteps agent steps (rounded up to whole chunks).
 
-    backend: where experience comes from (see fast_dqn.experience), already started; learner:
+    backend: where experience comes from (see fast_dqn.loops.experience), already started; learner:
     trains the main network and copies it to the target; trainer: a BackgroundTrainer, or None
     for lockstep training; evaluator(step): an Evaluator, or None when evaluation is off;
     checkpoints: a Checkpointer, or None; resume: the loop state of a checkpoint to continue

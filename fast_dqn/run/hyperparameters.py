@@ -10,6 +10,8 @@ step-based conventions of DeepMind's released Lua code where the table is ambigu
 import dataclasses
 from dataclasses import dataclass, field
 
+from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
+
 
 def _opt(default, help, unit=None, **argparse_kwargs):
     """A config field that also knows how to present itself on the command line."""
@@ -102,17 +104,6 @@ PROBABILITIES = ("sticky_actions", "eval_epsilon", "eps_start", "eps_end")
 
 
 # Each optimizer's epsilon and loss reduction as in the code it comes from.
-#   rmsprop: the Nature code (Mnih et al. 2015, NeuralQLearner.lua): centered RMSProp,
-#            rho 0.95, epsilon 0.01 added inside the square root, gradients summed over the
-#            minibatch. Keras's centered RMSprop puts epsilon inside the root too, so with a
-#            summed loss one update equals the Lua rule (tests/test_learner.py checks
-#            it against a numpy transcription of the Lua rule).
-#   adam:    Kingma & Ba's epsilon 1e-8, which Lapan (the pong-quick source), CleanRL and SB3
-#            keep, with the loss averaged over the minibatch as they do.
-OPTIMIZER_DEFAULTS = {"rmsprop": {"epsilon": 0.01, "loss_reduction": "sum"},
-                      "adam": {"epsilon": 1e-8, "loss_reduction": "mean"}}
-
-
 def resolve_optimizer(config):
     """The config with an unset optimizer epsilon and loss reduction made explicit, so
     config.json records the values the run really used."""
@@ -140,7 +131,7 @@ class FastConfig(Config):
     synchronize: bool = _opt(True, "send all samplers' states through the target network in "
                              "one batched call per round; off = one call per sampler")
     env_backend: str = _opt("vector", "vector = ale-py's AtariVectorEnv (C++ threads, "
-                            "parallel); python = fast_dqn.atari_wrappers, stepped in turn; "
+                            "parallel); python = fast_dqn.envs.atari_wrappers, stepped in turn; "
                             "both give the same frames",
                             choices=("vector", "python"))
     env_threads: int = _opt(0, "C++ threads of the vector backend; 0 = one per core, at most "

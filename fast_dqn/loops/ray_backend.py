@@ -2,7 +2,7 @@
 
 The learner, replay and the fast loop stay in the driver; each `SamplerActor` plays
 `--envs-per-sampler` games with its own copy of the target network, acting exactly as the local
-backend does (it runs a fast_dqn.experience.LocalBackend inside). One request returns
+backend does (it runs a fast_dqn.loops.experience.LocalBackend inside). One request returns
 `--rollout-steps` steps of each of its games as one Chunk of single uint8 frames, never stacks:
 replay rebuilds the stacks, so the wire carries a quarter of the bytes.
 
@@ -36,7 +36,7 @@ import time
 import numpy as np
 import ray
 
-from fast_dqn.experience import STEP_FIELDS, LocalBackend, join_chunks
+from fast_dqn.loops.experience import STEP_FIELDS, LocalBackend, join_chunks
 
 POLL_SECONDS = 0.2
 STALL_SECONDS = 600.0  # a TF actor takes ~6 s to start alone, much longer on a busy machine
@@ -131,18 +131,17 @@ def start_private_cluster(num_cpus, object_store_mb, **init_kwargs):
 class SamplerActor:
     """Plays its games with a copy of the target network; one `rollout` call, one chunk."""
 
-    def __init__(self, config, seed):
-        from fast_dqn.tf_setup import configure_tensorflow
-        from fast_dqn.components import build_samplers, network_builder
+    def __init__(self, make_samplers, make_network, seed):
+        from fast_dqn.agent.tf_setup import configure_tensorflow
         # Ray sets only OMP_NUM_THREADS=1 here; TF's own pools would take every core of the
         # node, once per actor.
         configure_tensorflow(seed, threads=1)
         import tensorflow as tf
 
-        self.config, self.seed = config, seed
-        self.local = LocalBackend(build_samplers(config, config.envs_per_sampler, seed))
+        self.make_samplers = make_samplers
+        self.local = LocalBackend(make_samplers(seed))
         space = self.local.observation_space
-        self.network = network_builder(config, space.shape, self.local.num_actions)()
+        self.network = make_network(space.shape, self.local.num_actions)()
         spec = tf.TensorSpec((None, *space.shape), space.dtype)
         self._q = tf.function(lambda s: self.network(s, training=False), input_signature=(spec,),
                               autograph=False)
@@ -160,10 +159,8 @@ class SamplerActor:
 
     def restart(self, seed):
         """New games from a new seed (a resumed run does not replay its first games)."""
-        from fast_dqn.components import build_samplers
         self.local.close()
-        self.local = LocalBackend(build_samplers(self.config, self.config.envs_per_sampler,
-                                                 seed))
+        self.local = LocalBackend(self.make_samplers(seed))
         self._start(seed)
 
     def load_weights(self, weights, version):
@@ -184,10 +181,14 @@ class SamplerActor:
 
 
 class RayBackend:
-    """The fast loop's backend on Ray (see fast_dqn.experience for the interface)."""
+    """The fast loop's backend on Ray (see fast_dqn.loops.experience for the interface)."""
 
-    def __init__(self, config, log=print):
+    def __init__(self, config, make_samplers, make_network, log=print):
+        """make_samplers(seed): one actor's games; make_network(shape, num_actions): a
+        function that builds its Q-network. Both are pickled to the actors, so they must be
+        module-level functions or partials of them (fast_dqn.run.components has them)."""
         self.config, self.log = config, log
+        self.make_samplers, self.make_network = make_samplers, make_network
         self.connected = connect(config, log)
         self.num_samplers = config.num_samplers
         self.games = config.envs_per_sampler
@@ -218,7 +219,7 @@ class RayBackend:
                 + (self.incarnations[i] * self.num_samplers + i) * self.games)
 
     def _launch(self, i):
-        self.actors[i] = SamplerActor.remote(self.config, self._seed(i))
+        self.actors[i] = SamplerActor.remote(self.make_samplers, self.make_network, self._seed(i))
 
     def _first_spec(self):
         """Wait for the first actor to come up; its start-up errors surface here."""

@@ -6,19 +6,20 @@ import pickle
 import gymnasium
 import numpy as np
 
-from fast_dqn import atari_wrappers as w
+from fast_dqn import legacy_pickles
+from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.errors import UsageError
-from fast_dqn.games import env_id
+from fast_dqn.envs.games import env_id
 
 
 def make_raw_atari_env(game, sticky_actions, full_action_space):
     """The emulator, one frame per step: frame skipping and time limits are the wrappers'."""
-    from fast_dqn.ale_game import AleGame
+    from fast_dqn.envs.ale_game import AleGame
     return AleGame(game, sticky_actions=sticky_actions, full_action_space=full_action_space)
 
 
 def wrap_atari(env, config, training):
-    """Apply the preprocessing stack (see fast_dqn.atari_wrappers) to a raw emulator env."""
+    """Apply the preprocessing stack (see fast_dqn.envs.atari_wrappers) to a raw emulator env."""
     env = w.GameStart(env, noop_max=config.noop_max)
     env = w.MaxAndSkip(env, skip=config.action_repeat)
     env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=config.max_episode_steps)
@@ -57,7 +58,7 @@ def make_atari_env(config, seed, training=True):
 
 
 def make_env(config, seed, training=True):
-    """The run's env: Atari with the wrappers of fast_dqn.atari_wrappers, or the --env one
+    """The run's env: Atari with the wrappers of fast_dqn.envs.atari_wrappers, or the --env one
     with stats and history."""
     if config.env is None:
         return make_atari_env(config, seed, training)
@@ -108,7 +109,7 @@ def restore_env(blob):
     """A new env in exactly the state `snapshot_env` saw; OutdatedSnapshot for an env saved
     before fast-dqn adopted ale-py's preprocessing."""
     try:
-        env = pickle.loads(blob)
+        env = legacy_pickles.loads(blob)
     except (AttributeError, ImportError) as error:  # a wrapper class that is gone
         raise OutdatedSnapshot(str(error)) from error
     if isinstance(env, tuple):  # (env, emulator state) of gymnasium's AtariEnv

@@ -1,6 +1,6 @@
 """Evaluation: play full games with a fixed epsilon and report their unclipped scores."""
 
-from fast_dqn.policy import select_action
+from fast_dqn.agent.policy import select_action
 
 
 class EvaluationInterrupted(Exception):
@@ -57,11 +57,11 @@ class Evaluator:
         self.monitor.record_eval(step, returns)
 
     def state_dict(self):
-        from fast_dqn.environment import snapshot_env
+        from fast_dqn.envs.environment import snapshot_env
         return {"env": snapshot_env(self.env), "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        from fast_dqn.environment import OutdatedSnapshot, restore_env
+        from fast_dqn.envs.environment import OutdatedSnapshot, restore_env
         self.rng.bit_generator.state = state["rng"]
         try:
             env = restore_env(state["env"])

@@ -6,7 +6,7 @@ first state of its next one, and that state is zero-padded exactly as the replay
 
 - `VectorSamplers` (default): ale-py's AtariVectorEnv. The games step and preprocess in C++
   threads that run outside the GIL, so they really run in parallel, also with TensorFlow.
-- `PythonSamplers`: the wrappers of fast_dqn.atari_wrappers, one env per sampler,
+- `PythonSamplers`: the wrappers of fast_dqn.envs.atari_wrappers, one env per sampler,
   stepped one after another by the calling thread. Python threads would not help: ale-py's
   act() holds the GIL, so two threads stepping two games run no faster than one.
 
@@ -31,7 +31,7 @@ class SamplerStep:
 
 
 class PythonSamplers:
-    """One wrapped env per sampler (see fast_dqn.environment.make_atari_env)."""
+    """One wrapped env per sampler (see fast_dqn.envs.environment.make_atari_env)."""
 
     def __init__(self, envs):
         self.envs = envs
@@ -59,13 +59,13 @@ class PythonSamplers:
                            game_returns, game_lengths)
 
     def state_dict(self):
-        from fast_dqn.environment import snapshot_env
+        from fast_dqn.envs.environment import snapshot_env
         return {"backend": "python", "envs": [snapshot_env(env) for env in self.envs]}
 
     def load_state_dict(self, state, step):
         """Continue every game exactly where the checkpoint left it; returns whether it could
         (False for a checkpoint of another backend or sampler count)."""
-        from fast_dqn.environment import OutdatedSnapshot, restore_env
+        from fast_dqn.envs.environment import OutdatedSnapshot, restore_env
         if state.get("backend") != "python" or len(state["envs"]) != self.num_samplers:
             return False
         try:
@@ -84,7 +84,7 @@ class PythonSamplers:
 class VectorSamplers:
     """ale-py's AtariVectorEnv: the project's preprocessing, done in C++ threads.
 
-    fast_dqn.atari_wrappers follows this env step for step, so both backends return the same
+    fast_dqn.envs.atari_wrappers follows this env step for step, so both backends return the same
     states, rewards and game ends for one seed and action sequence (tests/test_frame_identity.py).
     Game i is seeded with seed + i, as PythonSamplers seeds its envs. `--interp` other than
     area cannot be honoured here; the flag check refuses it.

@@ -1,6 +1,6 @@
 """Command-line front end shared by run_dqn.py and run_fast_dqn.py.
 
-Flags are generated from fast_dqn.hyperparameters.Config, so every option shows its default and
+Flags are generated from fast_dqn.run.hyperparameters.Config, so every option shows its default and
 unit in --help. Everything the user typed is validated before anything is created; a problem
 ends the run with one line naming the flag and the fix, and exit status 2.
 """
@@ -12,10 +12,10 @@ import os
 import sys
 import traceback
 
-from fast_dqn import hyperparameters as hp
+from fast_dqn.run import hyperparameters as hp
 from fast_dqn.errors import UsageError
-from fast_dqn.run_directory import (RunLock, check_logdir, check_writable, create_run_directory,
-                                    default_logdir, load_run_config)
+from fast_dqn.run.run_directory import (RunLock, check_logdir, check_writable, create_run_directory,
+                                        default_logdir, load_run_config)
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -162,7 +162,7 @@ def explicit_values(args, config_class=hp.Config):
 
 def build_config(explicit, config_class=hp.Config):
     """Defaults, then the preset, then the explicit flags."""
-    from fast_dqn.presets import preset_values
+    from fast_dqn.run.presets import preset_values
     if explicit.get("env") is not None and "game" in explicit:
         raise UsageError("--env", "--env and --game are exclusive; give only one of them")
     preset = explicit.get("preset") or ("classic" if explicit.get("env") else "nature")
@@ -237,7 +237,7 @@ def validate_ray(config):
         if not config.ray_address.strip():
             raise UsageError("--ray-address", "is empty; give 'auto', HOST:PORT, or drop it "
                              "to start a private cluster")
-        from fast_dqn.ray_backend import check_reachable
+        from fast_dqn.loops.ray_backend import check_reachable
         check_reachable(config.ray_address)
 
 
@@ -297,9 +297,9 @@ def validate_and_resolve(config, loop_name, validate_extra=None):
 
 def resolve_environment(config):
     """Check the game or env exists and its replay fits in RAM; returns the resolved config."""
-    from fast_dqn.environment import check_gym_env
-    from fast_dqn.games import resolve_game
-    from fast_dqn.replay_memory import check_fits_in_memory
+    from fast_dqn.envs.environment import check_gym_env
+    from fast_dqn.envs.games import resolve_game
+    from fast_dqn.agent.replay_memory import check_fits_in_memory
 
     if config.env is not None:
         shape, dtype = check_gym_env(config.env)
@@ -315,7 +315,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
 
     Raises UsageError for anything that would make the resumed run not the same run.
     """
-    from fast_dqn.checkpoint import latest_checkpoint
+    from fast_dqn.run.checkpoint import latest_checkpoint
 
     saved = load_run_config(run_dir, "--resume")
     if saved.get("loop") != loop_name:
@@ -336,7 +336,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
             values[name] = value
             continue
         if name == "game" and values.get("game") is not None:
-            from fast_dqn.games import resolve_game
+            from fast_dqn.envs.games import resolve_game
             value = resolve_game(value)
         if values.get(name) != value:
             raise UsageError(flag_name(name), f"{value} conflicts with this run's saved "
@@ -357,7 +357,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
 
 
 def _last_checkpoint(run_dir):
-    from fast_dqn.checkpoint import CheckpointStore
+    from fast_dqn.run.checkpoint import CheckpointStore
     steps = CheckpointStore(run_dir).steps()
     if not steps:
         return "no checkpoint was written"
@@ -386,7 +386,7 @@ def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
     parser = build_parser(prog, description, config_class)
     args = parser.parse_args(argv)
     if getattr(args, "list_games", False):
-        from fast_dqn.games import available_games
+        from fast_dqn.envs.games import available_games
         print("\n".join(available_games()))
         return 0
     explicit = explicit_values(args, config_class)
@@ -417,8 +417,8 @@ def hold_run(run_dir):
 
 
 def _train(prog, config, train, checkpoint, script):
-    from fast_dqn.checkpoint import CheckpointError
-    from fast_dqn.interrupts import StopSignals
+    from fast_dqn.run.checkpoint import CheckpointError
+    from fast_dqn.run.interrupts import StopSignals
 
     with StopSignals(then_ignore=script) as stop:
         # Printed once signals are handled: from this line on, Ctrl-C checkpoints.

@@ -4,10 +4,10 @@ Single-threaded: acting, replay writes and training strictly alternate, so every
 is a consistent point for a checkpoint.
 """
 
-from fast_dqn.evaluation import EvaluationInterrupted
-from fast_dqn.minibatch_schedule import MinibatchSchedule
-from fast_dqn.policy import select_action
-from fast_dqn.schedules import LinearSchedule
+from fast_dqn.loops.evaluation import EvaluationInterrupted
+from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.agent.policy import select_action
+from fast_dqn.agent.schedules import LinearSchedule
 
 
 def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,

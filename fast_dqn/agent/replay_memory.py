@@ -16,8 +16,8 @@ The memory is split into `num_shards` equal rings, one per sampler, so every sam
 trajectory stays contiguous and stacks never mix two games. Sampling is uniform over the valid
 transitions of all shards together. The Nature loop uses one shard.
 
-Not thread-safe. The loops write only while nothing samples (see fast_dqn.nature_loop and
-fast_dqn.background_trainer).
+Not thread-safe. The loops write only while nothing samples (see fast_dqn.loops.nature_loop and
+fast_dqn.loops.background_trainer).
 """
 
 import numpy as np

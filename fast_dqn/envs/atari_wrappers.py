@@ -1,13 +1,13 @@
-"""Atari preprocessing: one gymnasium wrapper per concern, on fast_dqn.ale_game.AleGame.
+"""Atari preprocessing: one gymnasium wrapper per concern, on fast_dqn.envs.ale_game.AleGame.
 
-The stack, innermost first (see `fast_dqn.environment.make_atari_env`):
+The stack, innermost first (see `fast_dqn.envs.environment.make_atari_env`):
 
     AleGame (one frame per step, ALE grayscale) -> GameStart -> MaxAndSkip -> TimeLimit
         -> FullGameStats -> EpisodicLife -> ClipReward (training only) -> Resize
         -> FrameHistory
 
 Each wrapper does what ale-py's AtariVectorEnv does in C++, so the python and vector sampler
-backends, evaluation and `fast_dqn.evaluate` see the same frames (tests/test_frame_identity.py
+backends, evaluation and `fast_dqn.tools.evaluate` see the same frames (tests/test_frame_identity.py
 proves it on real ROMs). The order matters: the start's FIRE and no-ops are emulator frames,
 the time limit counts agent steps of a whole game, and the game statistics must see whole
 games with unclipped rewards.

@@ -1,7 +1,7 @@
 """Where the fast loop's experience comes from: the backend interface and its local backend.
 
 A backend plays the fast loop's games and hands back `Chunk`s of transitions. The learner loop
-(fast_dqn.fast_loop) is the same whatever the backend; it only ever calls:
+(fast_dqn.loops.fast_loop) is the same whatever the backend; it only ever calls:
 
 - `start(q_values, weights, rng, log=None)`: the target network, as a callable for local acting
   and as a weight source for remote copies, the action RNG, and where to report events (the
@@ -18,7 +18,7 @@ chunk boundaries).
 
 Backends: `LocalBackend` here (`--backend threads`, the samplers in this process, acting
 through the target network in one batched call per round), and
-fast_dqn.ray_backend.RayBackend (`--backend ray`, sampler actors on a Ray cluster, each acting
+fast_dqn.loops.ray_backend.RayBackend (`--backend ray`, sampler actors on a Ray cluster, each acting
 with its own copy of the target weights). Only the latter imports ray.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fast_dqn.policy import epsilon_greedy_rows
+from fast_dqn.agent.policy import epsilon_greedy_rows
 
 
 @dataclass
@@ -67,7 +67,7 @@ def join_chunks(chunks):
 
 
 class LocalBackend:
-    """The samplers of fast_dqn.samplers, stepped by the calling thread; one chunk per round.
+    """The samplers of fast_dqn.envs.samplers, stepped by the calling thread; one chunk per round.
 
     With `batched`, the greedy samplers of a round go through the target network in one call
     (synchronized sampling); otherwise each calls it alone.

@@ -28,7 +28,8 @@ import zlib
 
 import zstandard
 
-from fast_dqn.array_file import CorruptFile, read_arrays, write_arrays
+from fast_dqn import legacy_pickles
+from fast_dqn.run.array_file import CorruptFile, read_arrays, write_arrays
 
 STATE_FILE, REPLAY_FILE, MANIFEST_FILE = "state.pkl.zst", "replay.zst", "manifest.json"
 _NAME = re.compile(r"^step-(\d{12})(?:\.(\d+))?$")
@@ -85,7 +86,7 @@ class Checkpoint:
     def load_state(self):
         with open(os.path.join(self.path, STATE_FILE), "rb") as f, \
                 zstandard.ZstdDecompressor().stream_reader(f) as reader:
-            return pickle.load(reader)
+            return legacy_pickles.load(reader)
 
     def load_replay(self, arrays):
         """Fill the given {name: array} in place from replay.zst."""

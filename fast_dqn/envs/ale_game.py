@@ -1,9 +1,9 @@
 """One Atari emulator as a gymnasium env, driven the way ale-py's AtariVectorEnv drives its games.
 
 The project has one preprocessing (README, "The protocol"): the one ale-py's vector env
-does in C++, so training on either sampler backend, evaluation and `fast_dqn.evaluate` see
+does in C++, so training on either sampler backend, evaluation and `fast_dqn.tools.evaluate` see
 bit-identical observations. This env is its emulator layer, and the wrappers of
-fast_dqn.atari_wrappers are the rest:
+fast_dqn.envs.atari_wrappers are the rest:
 
 - one emulator frame per step; the observation is the ALE's own grayscale screen (its
   palette's luminance, `getScreenGrayscale`), 210x160 uint8, as the vector env takes it;

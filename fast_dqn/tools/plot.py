@@ -1,4 +1,4 @@
-"""Learning curves: python -m fast_dqn.plot RUN_DIR [RUN_DIR ...] -o curves.png
+"""Learning curves: python -m fast_dqn.tools.plot RUN_DIR [RUN_DIR ...] -o curves.png
 
 Four panels, one line per run: the training return (mean of the last 100 games) and the
 evaluation mean, each against agent steps and against wall-clock hours. Runs are labelled by
@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from fast_dqn.cli import OneLineParser, fail
+from fast_dqn.run.cli import OneLineParser, fail
 from fast_dqn.errors import UsageError
 
 
@@ -82,7 +82,7 @@ def plot_runs(run_dirs, output, title=None):
 
 
 def main(argv=None):
-    parser = OneLineParser(prog="python -m fast_dqn.plot",
+    parser = OneLineParser(prog="python -m fast_dqn.tools.plot",
                            description="Plot the learning curves of one or more runs.")
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     parser.add_argument("-o", "--output", default="curves.png",

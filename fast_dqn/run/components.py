@@ -1,14 +1,16 @@
 """The parts of a run, each built from a Config: the Q-network, the learner, replay and the
 samplers, with the seeds that keep their random streams apart.
 
-Both the run builder (fast_dqn.training) and the Ray sampler actors (fast_dqn.ray_backend)
+Both the run builder (fast_dqn.run.training) and the Ray sampler actors (fast_dqn.loops.ray_backend)
 build from here, so neither needs the other.
 """
 
+import functools
+
 import numpy as np
 
-from fast_dqn.environment import make_env
-from fast_dqn.replay_memory import ReplayMemory
+from fast_dqn.envs.environment import make_env
+from fast_dqn.agent.replay_memory import ReplayMemory
 
 # Seed offsets keep every random stream of a run distinct yet derived from the one --seed.
 EVAL_ENV_SEED_OFFSET = 10_000
@@ -22,7 +24,7 @@ def rng_for(seed, stream):
 def network_builder(config, observation_shape, num_actions):
     """A function that builds one fresh Q-network for this config: a Nature CNN for Atari,
     an MLP for --env."""
-    from fast_dqn.q_network import mlp, nature_cnn
+    from fast_dqn.agent.q_network import mlp, nature_cnn
     policy = "mixed_float16" if config.mixed_precision else None
     if config.env is None:
         return lambda: nature_cnn(observation_shape, num_actions, policy)
@@ -30,8 +32,8 @@ def network_builder(config, observation_shape, num_actions):
 
 
 def build_learner(config, observation_shape, num_actions):
-    from fast_dqn.hyperparameters import resolve_optimizer
-    from fast_dqn.learner import DQNLearner, make_optimizer
+    from fast_dqn.run.hyperparameters import resolve_optimizer
+    from fast_dqn.agent.learner import DQNLearner, make_optimizer
     config = resolve_optimizer(config)  # a config built in code may leave them unset
     return DQNLearner(network_builder(config, observation_shape, num_actions),
                       make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
@@ -48,10 +50,17 @@ def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
 
 def build_samplers(config, count=None, seed=None):
     """`count` games (default --workers) stepped together: game i is seeded with seed + i."""
-    from fast_dqn.samplers import PythonSamplers, VectorSamplers
+    from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
     count = config.workers if count is None else count
     seed = config.seed if seed is None else seed
     if config.env_backend == "vector" and config.env is None:
         return VectorSamplers(config, count, seed, config.env_threads)
     return PythonSamplers([make_env(config, seed=seed + i, training=True)
                            for i in range(count)])
+
+
+def ray_sampler_builders(config):
+    """(make_samplers(seed), make_network(shape, num_actions)) of a Ray sampler actor: its
+    --envs-per-sampler games and its copy of the target network, pickled to the actor."""
+    return (functools.partial(build_samplers, config, config.envs_per_sampler),
+            functools.partial(network_builder, config))

@@ -47,7 +47,7 @@ class Monitor:
     def __init__(self, run_dir, total_steps, interval=10.0, clock=time.monotonic, console=None,
                  scalars=None, resume=None, replay_fill=None):
         """replay_fill(): the replay's fill in [0, 1], read only when the scalars are due."""
-        from fast_dqn.progress import ProgressLines
+        from fast_dqn.run.progress import ProgressLines
         self.total_steps = total_steps
         self.interval = interval
         self.clock = clock

@@ -1,4 +1,4 @@
-"""Evaluate a trained agent: python -m fast_dqn.evaluate RUN_DIR [--episodes 30] [--video a.mp4]
+"""Evaluate a trained agent: python -m fast_dqn.tools.evaluate RUN_DIR [--episodes 30] [--video a.mp4]
 
 Loads the run's latest complete checkpoint, plays full games (all lives, unclipped scores) with
 the run's own preprocessing, and prints the mean, the std and, for the 57 games of the DQN
@@ -13,7 +13,7 @@ import sys
 import gymnasium
 import numpy as np
 
-from fast_dqn.cli import OneLineParser, fail, parse_count, parse_real
+from fast_dqn.run.cli import OneLineParser, fail, parse_count, parse_real
 from fast_dqn.errors import UsageError
 
 ATARI_FPS = 60
@@ -83,9 +83,9 @@ class RecordFrames(gymnasium.Wrapper):
 
 def build_eval_env(config, seed, recorder=None):
     """The run's evaluation env, with the recorder on its raw frames if one is given."""
-    from fast_dqn import atari_wrappers as w
-    from fast_dqn.environment import (SeedOnFirstReset, make_env, make_raw_atari_env,
-                                      wrap_atari)
+    from fast_dqn.envs import atari_wrappers as w
+    from fast_dqn.envs.environment import (SeedOnFirstReset, make_env, make_raw_atari_env,
+                                           wrap_atari)
     if recorder is None:
         return make_env(config, seed, training=False)
     if config.env is None:
@@ -105,7 +105,7 @@ def build_eval_env(config, seed, recorder=None):
 
 
 def build_parser():
-    parser = OneLineParser(prog="python -m fast_dqn.evaluate",
+    parser = OneLineParser(prog="python -m fast_dqn.tools.evaluate",
                            description="Play full games with a run's latest checkpoint and "
                            "report the mean, std and human-normalized score.")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory with checkpoints")
@@ -123,12 +123,12 @@ def build_parser():
 
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
     """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}."""
-    from fast_dqn import hyperparameters as hp
-    from fast_dqn.atari_scores import human_normalized
-    from fast_dqn.checkpoint import latest_checkpoint
-    from fast_dqn.evaluation import evaluate
-    from fast_dqn.run_directory import load_run_config
-    from fast_dqn.training import build_learner, rng_for, start_tensorflow
+    from fast_dqn.run import hyperparameters as hp
+    from fast_dqn.tools.atari_scores import human_normalized
+    from fast_dqn.run.checkpoint import latest_checkpoint
+    from fast_dqn.loops.evaluation import evaluate
+    from fast_dqn.run.run_directory import load_run_config
+    from fast_dqn.run.training import build_learner, rng_for, start_tensorflow
 
     out = out or sys.stdout
     saved = load_run_config(run_dir, "RUN_DIR")

@@ -1,17 +1,18 @@
-"""A run from its Config: its parts assembled (built by fast_dqn.components), restored from a
+"""A run from its Config: its parts assembled (built by fast_dqn.run.components), restored from a
 checkpoint, and either loop run with them."""
 
-from fast_dqn.checkpoint import Checkpointer, CheckpointStore
-from fast_dqn.components import (ACTION_RNG_STREAM, EVAL_ENV_SEED_OFFSET, EVAL_RNG_STREAM,
-                                 build_learner, build_replay, build_samplers, rng_for)
+from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
+from fast_dqn.run.components import (ACTION_RNG_STREAM, EVAL_ENV_SEED_OFFSET, EVAL_RNG_STREAM,
+                                     build_learner, build_replay, build_samplers,
+                                     ray_sampler_builders, rng_for)
 from fast_dqn.errors import UsageError
-from fast_dqn.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
-from fast_dqn.evaluation import Evaluator
-from fast_dqn.minibatch_schedule import MinibatchSchedule
-from fast_dqn.monitor import Monitor
-from fast_dqn.progress import make_console
-from fast_dqn.tensorboard_log import TensorBoardLog
-from fast_dqn.tf_setup import configure_tensorflow
+from fast_dqn.envs.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
+from fast_dqn.loops.evaluation import Evaluator
+from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.run.monitor import Monitor
+from fast_dqn.run.progress import make_console
+from fast_dqn.run.tensorboard_log import TensorBoardLog
+from fast_dqn.agent.tf_setup import configure_tensorflow
 
 def start_tensorflow(config):
     devices = configure_tensorflow(config.seed, config.threads)
@@ -109,16 +110,16 @@ class RunParts:
 def build_backend(config):
     """The fast loop's experience source for --backend (ray is imported only when chosen)."""
     if config.backend == "ray":
-        from fast_dqn.ray_backend import RayBackend
-        return RayBackend(config)
-    from fast_dqn.experience import LocalBackend
+        from fast_dqn.loops.ray_backend import RayBackend
+        return RayBackend(config, *ray_sampler_builders(config))
+    from fast_dqn.loops.experience import LocalBackend
     return LocalBackend(build_samplers(config), batched=config.synchronize)
 
 
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
-    from fast_dqn.background_trainer import BackgroundTrainer
-    from fast_dqn.fast_loop import HeldTransitions, run_fast_loop
+    from fast_dqn.loops.background_trainer import BackgroundTrainer
+    from fast_dqn.loops.fast_loop import HeldTransitions, run_fast_loop
 
     start_tensorflow(config)
     backend = backend_factory(config)
@@ -165,7 +166,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
 
 def train_nature(config, resume=None, stop=None):
     """The Nature loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
-    from fast_dqn.nature_loop import run_nature_loop
+    from fast_dqn.loops.nature_loop import run_nature_loop
 
     start_tensorflow(config)
     env = make_env(config, seed=config.seed, training=True)

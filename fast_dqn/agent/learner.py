@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from fast_dqn.hyperparameters import OPTIMIZER_DEFAULTS
+from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
 
 
 def td_targets(rewards, dones, next_target_q, discount):

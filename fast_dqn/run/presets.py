@@ -21,7 +21,7 @@ PRESETS = {
     # Lapan's Pong DQN (Deep Reinforcement Learning Hands-On, ch. 6), which solve Pong in well
     # under 1M agent steps. Training every step is the expensive part on a CPU. His Adam is
     # PyTorch's with its epsilon 1e-8 on a loss averaged over the minibatch: the adam
-    # defaults of OPTIMIZER_DEFAULTS (fast_dqn.hyperparameters).
+    # defaults of OPTIMIZER_DEFAULTS (fast_dqn.run.hyperparameters).
     "pong-quick": {
         "game": "pong",
         "timesteps": 1_000_000,

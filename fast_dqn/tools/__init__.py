@@ -1,0 +1,1 @@
+"""Tools for finished or running runs: evaluate (and video), plot, reference scores."""
