@@ -95,7 +95,8 @@ def with_learner(config, backend, learner, segments):
     from speedtest import TimingMonitor
     from fast_dqn.run import components
     from fast_dqn.loops.background_trainer import BackgroundTrainer
-    from fast_dqn.loops.fast_loop import run_fast_loop
+    from fast_dqn.loops.fast_loop import FastLoop
+    from fast_dqn.loops.settings import LoopSettings
     replay = components.build_replay(config, (84, 84), backend.num_shards)
     # Timed from the second sync point after warm-up (the first trains the warm-up's tail).
     first = -(-config.prepopulate // config.target_update_freq) * config.target_update_freq
@@ -105,7 +106,8 @@ def with_learner(config, backend, learner, segments):
     monitor.message = lambda line: None
     trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
     try:
-        run_fast_loop(config, backend, learner, replay, trainer, monitor)
+        FastLoop(LoopSettings.from_config(config), backend, learner, replay, trainer,
+                 monitor).run()
     finally:
         trainer.close()
     return monitor.rates()
@@ -142,7 +144,8 @@ def main():
                       evaluate=0, eps_start=0.1, eps_end=0.1, threads=args.threads)
     for n in args.actors:
         config = dataclasses.replace(base, num_samplers=n)
-        backend = RayBackend(config, *components.ray_sampler_builders(config), log=lambda line: None)
+        backend = RayBackend(config, *components.ray_sampler_builders(config),
+                             log=lambda line: None)
         try:
             learner = components.build_learner(config, (4, 84, 84), backend.num_actions)
             alone, per_step, latency, learning = measure(config, backend, learner, args)

@@ -115,16 +115,19 @@ def measure(case, args):
     if kind == "nature":
         from fast_dqn.envs.environment import make_atari_env
         from fast_dqn.loops.nature_loop import run_nature_loop
+        from fast_dqn.loops.settings import LoopSettings
         start, segment = args.warmup, args.nature_segment
         config = dataclasses.replace(config, timesteps=start + args.steps)
         env = make_atari_env(config, seed=0)
         learner = components.build_learner(config, shape, env.action_space.n)
         replay = components.build_replay(config, shape[1:])
         monitor = TimingMonitor(start, segment, start + args.steps)
-        run_nature_loop(config, env, learner, replay, monitor, np.random.default_rng(0))
+        run_nature_loop(LoopSettings.from_config(config), env, learner, replay, monitor,
+                        np.random.default_rng(0))
     else:
         from fast_dqn.loops.background_trainer import BackgroundTrainer
-        from fast_dqn.loops.fast_loop import run_fast_loop
+        from fast_dqn.loops.fast_loop import FastLoop
+        from fast_dqn.loops.settings import LoopSettings
         samplers_only = kind == "samplers"
         if samplers_only:
             # Act through the network every round (epsilon 0.1 throughout), never train.
@@ -147,7 +150,8 @@ def measure(case, args):
         monitor = TimingMonitor(start, segment, start + args.steps)
         try:
             samplers.start(learner.target_q_values, None, np.random.default_rng(0))
-            run_fast_loop(config, samplers, learner, replay, trainer, monitor)
+            FastLoop(LoopSettings.from_config(config), samplers, learner, replay, trainer,
+                     monitor).run()
         finally:
             if trainer is not None:
                 trainer.close()

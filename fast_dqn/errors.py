@@ -1,13 +1,26 @@
-"""The one exception type that means "the user asked for something we cannot do".
+"""The one exception type that means "this setting cannot work": bad input, not a bug.
 
-Entry points catch it and print a single line naming the flag and the fix, with exit status 2
-(argparse's convention). Anything else that escapes is a bug and keeps its traceback.
+The library names the setting it is about by its Config field (`replay_capacity`), in its
+own words; the command line words it with the flag (`--replay-capacity`), prints one line
+and exits with status 2 (argparse's convention). Anything else that escapes is a bug and
+keeps its traceback.
 """
 
+import re
 
-class UsageError(Exception):
-    """Bad input from the command line; `flag` is the option to change."""
+_OTHER_SETTING = re.compile(r"\$\{(\w+)\}")
 
-    def __init__(self, flag, message):
-        super().__init__(f"{flag}: {message}" if flag else message)
-        self.flag = flag
+
+class ConfigError(ValueError):
+    """`setting`: the Config field (or a tool's argument) to change. `message` says why, and
+    what would work; it names other settings as ${field}, which `worded` renders."""
+
+    def __init__(self, setting, message):
+        self.setting, self.message = setting, message
+        super().__init__(self.worded())
+
+    def worded(self, name_of=lambda setting: setting):
+        """"setting: message", each setting named by name_of: a Config field name by
+        default, a flag on the command line."""
+        text = _OTHER_SETTING.sub(lambda match: name_of(match.group(1)), self.message)
+        return f"{name_of(self.setting)}: {text}" if self.setting else text

@@ -12,7 +12,8 @@ import pytest
 
 from fast_dqn.run import cli, components
 from fast_dqn.loops.experience import LocalBackend
-from fast_dqn.loops.fast_loop import HeldTransitions, run_fast_loop
+from fast_dqn.loops.fast_loop import FastLoop, HeldTransitions
+from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.hyperparameters import FastConfig
 from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
@@ -210,7 +211,8 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
                                 on_loss=lambda result: monitor.record_train(*result))
     backend.start(learner.target_q_values, learner.target_weights, np.random.default_rng(0))
     try:
-        steps = run_fast_loop(config, backend, learner, replay, trainer, monitor)
+        steps = FastLoop(LoopSettings.from_config(config), backend, learner, replay, trainer,
+                         monitor).run()
         import ray
         new_pid = ray.get(backend.actors[0].spec.remote())["pid"]
     finally:
@@ -227,3 +229,12 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
     cuts = replay.episode_ends & ~replay.terminals
     assert cuts[0].sum() == cuts[1].sum() == 1 and not cuts[2:].any()
     assert monitor.losses == minibatches_due(0, steps, config.prepopulate, config.train_freq)
+
+
+def test_ray_ships_the_whole_package_to_joined_machines():
+    """A joined machine imports fast_dqn.run.components and fast_dqn.envs from what the driver
+    ships: the package root, not the folder of the module that ships it."""
+    pytest.importorskip("ray")
+    from fast_dqn.loops.ray_backend import package_dir
+    assert os.path.basename(package_dir()) == "fast_dqn"
+    assert {"envs", "agent", "loops", "run"} <= set(os.listdir(package_dir()))

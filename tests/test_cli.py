@@ -154,3 +154,15 @@ def test_a_run_saved_before_the_optimizer_flags_resumes_with_its_old_update_rule
     (logdir / "config.json").write_text(json.dumps(saved))
     config, _ = cli.resume_config(str(logdir), {}, "nature")
     assert (config.optimizer_epsilon, config.loss_reduction) == (0.01, "mean")
+
+
+def test_a_library_error_is_worded_with_the_flags_on_the_command_line(capsys):
+    from fast_dqn.errors import ConfigError
+    error = ConfigError("replay_capacity", "too large for ${env} with ${logdir}; lower it")
+    assert str(error) == "replay_capacity: too large for env with logdir; lower it"
+    assert cli.fail("run_dqn.py", error) == 2
+    assert capsys.readouterr().err == ("run_dqn.py: error: --replay-capacity: too large for "
+                                       "--env with --logdir; lower it\n")
+    # A tool's own argument names are already its words.
+    assert ConfigError("RUN_DIR", "x").worded(cli.flag_name) == "RUN_DIR: x"
+    assert ConfigError("-o", "x").worded(cli.flag_name) == "-o: x"

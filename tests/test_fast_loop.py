@@ -8,7 +8,8 @@ import pytest
 from fake_samplers import K, FakeLearner, FakeSamplers, NullMonitor
 from fast_dqn.loops.background_trainer import BackgroundTrainer
 from fast_dqn.loops.experience import LocalBackend
-from fast_dqn.loops.fast_loop import next_sync_point, run_fast_loop
+from fast_dqn.loops.fast_loop import FastLoop, next_sync_point
+from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.hyperparameters import FastConfig
 from fast_dqn.agent.replay_memory import ReplayMemory
@@ -31,7 +32,8 @@ def run(config, samplers=None, learner=None, prefetch=True):
     try:
         backend = LocalBackend(samplers, batched=config.synchronize)
         backend.start(learner.target_q_values, None, np.random.default_rng(0))
-        steps = run_fast_loop(config, backend, learner, replay, trainer, monitor)
+        steps = FastLoop(LoopSettings.from_config(config), backend, learner, replay, trainer,
+                         monitor).run()
     finally:
         if trainer:
             trainer.close()

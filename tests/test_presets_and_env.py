@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fast_dqn.run import cli
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 from fast_dqn.run.hyperparameters import Config, FastConfig
 from fast_dqn.run.presets import PRESETS
 from helpers import run
@@ -49,25 +49,25 @@ def test_env_picks_the_classic_preset_and_the_python_backend():
     assert parse(["--env", "CartPole-v1", "--preset", "nature"]).history_length == 4
 
 
-@pytest.mark.parametrize("argv,config_class,flag", [
-    (["--env", "CartPole-v1", "--game", "pong"], Config, "--env"),
-    (["--env", "CartPole-v1", "--preset", "pong-quick"], Config, "--preset"),
-    (["--env", "CartPole-v1", "--env-backend", "vector"], FastConfig, "--env-backend"),
+@pytest.mark.parametrize("argv,config_class,setting", [
+    (["--env", "CartPole-v1", "--game", "pong"], Config, "env"),
+    (["--env", "CartPole-v1", "--preset", "pong-quick"], Config, "preset"),
+    (["--env", "CartPole-v1", "--env-backend", "vector"], FastConfig, "env_backend"),
 ])
-def test_conflicting_environment_flags_name_the_flag(argv, config_class, flag):
-    with pytest.raises(UsageError) as error:
+def test_conflicting_environment_flags_name_the_setting(argv, config_class, setting):
+    with pytest.raises(ConfigError) as error:
         parse(argv, config_class)
-    assert error.value.flag == flag
+    assert error.value.setting == setting
 
 
 @pytest.mark.parametrize("name,message", [
     ("CartPol-v1", "did you mean CartPole-v1"),
-    ("ALE/Pong-v5", "use --game"),
+    ("ALE/Pong-v5", "use game Pong for"),
     ("Pendulum-v1", "discrete"),
 ])
 def test_unusable_gym_envs_are_refused(name, message):
     from fast_dqn.envs.environment import check_gym_env
-    with pytest.raises(UsageError, match=message):
+    with pytest.raises(ConfigError, match=message):
         check_gym_env(name)
 
 

@@ -39,7 +39,8 @@ TWO_NODES = textwrap.dedent("""
         config = cli.build_config({{"env": "CartPole-v1", "backend": "ray", "num_samplers": 2,
                                    "envs_per_sampler": 2, "rollout_steps": 8,
                                    "ray_address": cluster.address}}, FastConfig)
-        backend = RayBackend(config, *components.ray_sampler_builders(config), log=lambda line: None)
+        backend = RayBackend(config, *components.ray_sampler_builders(config),
+                             log=lambda line: None)
         try:
             nodes = backend.node_ids()
             learner = components.build_learner(config, backend.observation_space.shape, 2)

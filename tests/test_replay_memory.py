@@ -3,7 +3,7 @@ import pytest
 
 from fake_ale import FakeAtariEnv
 from fast_dqn.envs.environment import wrap_atari
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 from fast_dqn.run.hyperparameters import Config
 from fast_dqn.agent.replay_memory import (ReplayMemory, check_fits_in_memory, estimate_bytes)
 
@@ -145,15 +145,21 @@ def test_replay_rebuilds_exactly_the_states_the_env_showed():
 def test_memory_estimate_and_refusal():
     one_million = estimate_bytes(1_000_000, (84, 84))
     assert 7.06e9 < one_million < 7.08e9
-    with pytest.raises(UsageError) as error:
+    with pytest.raises(ConfigError) as error:
         check_fits_in_memory(1_000_000, (84, 84), available=4 * 2**30)
-    assert error.value.flag == "--replay-capacity" and "GiB" in str(error.value)
+    assert error.value.setting == "replay_capacity" and "GiB" in str(error.value)
+    # The library names the setting; the command line names the flag, in the fix too.
+    assert str(error.value).endswith("available; lower replay_capacity")
+    from fast_dqn.run.cli import flag_name
+    worded = error.value.worded(flag_name)
+    assert worded.startswith("--replay-capacity: a replay of 1,000,000 steps needs ")
+    assert worded.endswith("available; lower --replay-capacity")
     assert check_fits_in_memory(1_000, (84, 84), available=4 * 2**30) == estimate_bytes(
         1_000, (84, 84))
 
 
 def test_capacity_too_small_for_one_transition_is_refused():
-    with pytest.raises(UsageError):
+    with pytest.raises(ConfigError):
         ReplayMemory(K + 1, (1,), K)
 
 

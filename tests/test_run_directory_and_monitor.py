@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 from fast_dqn.run.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
 from fast_dqn.run.progress import ProgressLines
 from fast_dqn.run.run_directory import RunLock, check_logdir, create_run_directory, default_logdir
@@ -20,7 +20,7 @@ def test_default_logdir_never_reuses_a_name(tmp_path, monkeypatch):
 
 def test_config_json_is_never_overwritten(tmp_path):
     create_run_directory(tmp_path / "r", {"a": 1})
-    with pytest.raises(UsageError):
+    with pytest.raises(ConfigError):
         create_run_directory(tmp_path / "r", {"a": 2})
     assert '"a": 1' in (tmp_path / "r" / "config.json").read_text()
 
@@ -72,15 +72,15 @@ def test_a_held_run_is_refused_by_name_until_its_holder_lets_go(tmp_path):
     first = create_run_directory(tmp_path / "r", {"a": 1})
     assert (tmp_path / "r" / "run.lock").read_text().startswith(f"process {os.getpid()} on ")
     before = (tmp_path / "r" / "run.lock").stat().st_mtime_ns
-    with pytest.raises(UsageError, match=f"--resume: '{tmp_path / 'r'}' is in use by process "
+    with pytest.raises(ConfigError, match=f"resume: '{tmp_path / 'r'}' is in use by process "
                                          f"{os.getpid()} on .*one process per run"):
-        RunLock(str(tmp_path / "r"), "--resume")
+        RunLock(str(tmp_path / "r"), "resume")
     assert (tmp_path / "r" / "run.lock").stat().st_mtime_ns == before  # the refusal wrote nothing
     first.release()
-    with RunLock(str(tmp_path / "r"), "--resume"):
-        with pytest.raises(UsageError, match="in use"):
-            RunLock(str(tmp_path / "r"), "--resume")
-    RunLock(str(tmp_path / "r"), "--resume").release()  # let go on leaving the with block
+    with RunLock(str(tmp_path / "r"), "resume"):
+        with pytest.raises(ConfigError, match="in use"):
+            RunLock(str(tmp_path / "r"), "resume")
+    RunLock(str(tmp_path / "r"), "resume").release()  # let go on leaving the with block
 
 
 def test_a_run_that_died_while_being_created_leaves_a_reusable_directory(tmp_path):
@@ -88,5 +88,5 @@ def test_a_run_that_died_while_being_created_leaves_a_reusable_directory(tmp_pat
     (tmp_path / "r" / "run.lock").write_text("process 1 on box, since then\n")
     check_logdir(str(tmp_path / "r"))  # no error: only the dead run's lock is there
     (tmp_path / "r" / "notes.txt").write_text("mine")
-    with pytest.raises(UsageError, match="already holds files"):
+    with pytest.raises(ConfigError, match="already holds files"):
         check_logdir(str(tmp_path / "r"))

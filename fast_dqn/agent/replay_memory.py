@@ -22,7 +22,7 @@ fast_dqn.loops.background_trainer).
 
 import numpy as np
 
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 
 # Bytes of bookkeeping per record: action (int32), reward (float32), two bool flags.
 _EXTRA_BYTES = 4 + 4 + 1 + 1
@@ -46,10 +46,9 @@ def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=
     need = estimate_bytes(capacity, frame_shape, frame_dtype)
     available = available_memory_bytes() if available is None else available
     if need > 0.9 * available:
-        raise UsageError(
-            "--replay-capacity",
+        raise ConfigError("replay_capacity",
             f"a replay of {capacity:,} steps needs {need / 2**30:.2f} GiB but only "
-            f"{available / 2**30:.2f} GiB of RAM is available; lower --replay-capacity")
+            f"{available / 2**30:.2f} GiB of RAM is available; lower ${{replay_capacity}}")
     return need
 
 
@@ -58,7 +57,7 @@ class ReplayMemory:
                  num_shards=1):
         per_shard = capacity // num_shards
         if per_shard < history_length + 2:
-            raise UsageError("--replay-capacity",
+            raise ConfigError("replay_capacity",
                              f"must be at least {(history_length + 2) * num_shards} to hold one "
                              f"transition per sampler")
         self.num_shards = num_shards

@@ -8,7 +8,7 @@ import numpy as np
 
 from fast_dqn import legacy_pickles
 from fast_dqn.envs import atari_wrappers as w
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 from fast_dqn.envs.games import env_id
 
 
@@ -68,28 +68,28 @@ def make_env(config, seed, training=True):
 
 
 def check_gym_env(name):
-    """Raise UsageError unless `name` is a registered env with discrete actions and vector
+    """Raise ConfigError unless `name` is a registered env with discrete actions and vector
     observations, which is what the MLP Q-network handles. Returns its observation shape."""
     if name.startswith("ALE/"):
-        raise UsageError("--env", f"'{name}' is an Atari game; use --game "
+        raise ConfigError("env", f"'{name}' is an Atari game; use ${{game}} "
                          f"{name[4:].split('-')[0]} for the Atari preprocessing and CNN")
     if name not in gymnasium.registry:
         close = difflib.get_close_matches(name, list(gymnasium.registry), n=3, cutoff=0.6)
         hint = f"did you mean {', '.join(close)}?" if close else "see gymnasium's env list"
-        raise UsageError("--env", f"unknown gymnasium env '{name}'; {hint}")
+        raise ConfigError("env", f"unknown gymnasium env '{name}'; {hint}")
     try:
         env = gymnasium.make(name, disable_env_checker=True)
     except Exception as error:  # an env that cannot even be built is the user's input error
-        raise UsageError("--env", f"cannot create '{name}' ({error}); choose another --env")
+        raise ConfigError("env", f"cannot create '{name}' ({error}); choose another ${{env}}")
     try:
         actions, observations = env.action_space, env.observation_space
     finally:
         env.close()
     if not isinstance(actions, gymnasium.spaces.Discrete):
-        raise UsageError("--env", f"'{name}' has {type(actions).__name__} actions; DQN needs "
+        raise ConfigError("env", f"'{name}' has {type(actions).__name__} actions; DQN needs "
                          "discrete ones")
     if not isinstance(observations, gymnasium.spaces.Box) or len(observations.shape) != 1:
-        raise UsageError("--env", f"'{name}' observations are not a flat vector; the MLP "
+        raise ConfigError("env", f"'{name}' observations are not a flat vector; the MLP "
                          "Q-network needs one")
     return observations.shape, np.dtype(observations.dtype)
 

@@ -3,7 +3,7 @@
 import difflib
 import re
 
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 
 
 def snake_case(name):
@@ -30,7 +30,7 @@ def available_games():
 
 
 def resolve_game(name, games=None):
-    """Return the snake_case game name, or raise UsageError naming the closest matches."""
+    """Return the snake_case game name, or raise ConfigError naming the closest matches."""
     games = available_games() if games is None else games
     wanted = snake_case(name)
     if wanted in games:
@@ -40,7 +40,7 @@ def resolve_game(name, games=None):
         return squashed[wanted.replace("_", "")]
     close = difflib.get_close_matches(wanted, games, n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(close)}?" if close else "see ale-py's ROM list for names"
-    raise UsageError("--game", f"unknown game '{name}'; {hint}")
+    raise ConfigError("game", f"unknown game '{name}'; {hint}")
 
 
 def env_id(game):

@@ -30,15 +30,18 @@ trainer is idle and nothing is held. A stop request (Ctrl-C, SIGTERM) is served 
 chunk, even while the loop waits for the trainer at a sync point (except the last one, where
 the trainer finishes: no step is left to refill a replay that was not saved): the trainer
 stops after its current minibatch, and the checkpoint keeps what is held, the minibatches
-still owed for the period, and replay's RNG rewound to where those minibatches will be drawn. A resumed run
-therefore trains, acts and logs exactly as an uninterrupted one.
+still owed for the period, and replay's RNG rewound to where those minibatches will be
+drawn. A resumed run therefore trains, acts and logs exactly as an uninterrupted one.
+
+All of that state is one FastLoopState, which the checkpoint saves and the loop reads.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from fast_dqn.loops.evaluation import EvaluationInterrupted
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
-from fast_dqn.agent.schedules import LinearSchedule
 
 
 def next_sync_point(step, period, round_size, total):
@@ -101,160 +104,188 @@ def _as_chunk_tuple(held):
     return (*(np.asarray(a)[None] for a in held), np.arange(len(held[1])))
 
 
-def run_fast_loop(config, backend, learner, replay, trainer, monitor, evaluator=None,
-                  checkpoints=None, resume=None):
-    """Train for config.timesteps agent steps (rounded up to whole chunks).
+@dataclass
+class FastLoopState:
+    """Everything of the fast loop that a checkpoint saves and a resume restores; the loop
+    reads and moves it, and nothing else of the loop outlives a stop."""
+    schedule: MinibatchSchedule   # which minibatches are due when, and those deferred
+    held: HeldTransitions         # chunks received since the last sync point
+    step: int = 0                 # agent steps taken, over all samplers
+    trained_through: int = 0      # the minibatches of steps up to here are handed out
+    last_eval: int = 0            # the step of the last evaluation
+    owed: int = 0                 # minibatches the trainer still owes for this period
+    sync_pending: bool = False    # the last chunk passed a sync point not yet handled
+    eval_pending: bool = False    # an evaluation is due (or was interrupted)
+    boundary: bool = True         # trainer idle and nothing held: a consistent point
 
-    backend: where experience comes from (see fast_dqn.loops.experience), already started; learner:
-    trains the main network and copies it to the target; trainer: a BackgroundTrainer, or None
-    for lockstep training; evaluator(step): an Evaluator, or None when evaluation is off;
-    checkpoints: a Checkpointer, or None; resume: the loop state of a checkpoint to continue
-    from.
+    @classmethod
+    def fresh(cls, settings, warn=None):
+        return cls(MinibatchSchedule(settings.prepopulate, settings.train_freq, warn=warn),
+                   HeldTransitions())
 
-    Periodic checkpoints are written at sync points, where the trainer is idle and nothing is
-    held. A stop request is served after the current chunk: the trainer stops after its
-    current minibatch, and the checkpoint keeps the held transitions, the minibatches still
-    owed for this period, and replay's RNG as it will be when they are drawn.
-    Returns the step reached.
+    @classmethod
+    def from_state_dict(cls, state, settings, warn=None):
+        """From a checkpoint's loop state (checkpoints of before the schedule hold only
+        train_start, which MinibatchSchedule reads)."""
+        return cls(MinibatchSchedule.from_loop_state(state, settings.train_freq, warn),
+                   HeldTransitions(state["held"]), state["step"], state["trained_through"],
+                   state["last_eval"], state["owed"], state["sync_pending"],
+                   state["eval_pending"], state["boundary"])
+
+    def state_dict(self):
+        return {"step": self.step, "trained_through": self.trained_through,
+                "last_eval": self.last_eval, "schedule": self.schedule.state_dict(),
+                "owed": self.owed, "held": self.held.chunks,
+                "sync_pending": self.sync_pending, "eval_pending": self.eval_pending,
+                "boundary": self.boundary}
+
+
+class FastLoop:
+    """The loop above over built parts; `run` trains up to settings.timesteps (rounded up to
+    whole chunks) and returns the step reached.
+
+    backend: where experience comes from (see fast_dqn.loops.experience), already started;
+    learner: trains the main network and copies it to the target; trainer: a
+    BackgroundTrainer, or None for lockstep training; evaluator(step): an Evaluator, or None
+    when evaluation is off; checkpoints: a Checkpointer, or None.
     """
-    R = backend.round_size
-    period = config.target_update_freq
-    total = -(-config.timesteps // R) * R
-    exploration = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
 
-    def epsilon_at(steps):
-        return np.where(np.asarray(steps) < config.prepopulate, 1.0, exploration(steps))
+    def __init__(self, settings, backend, learner, replay, trainer, monitor, evaluator=None,
+                 checkpoints=None):
+        self.settings, self.backend, self.learner, self.replay = settings, backend, learner, replay
+        self.trainer, self.monitor = trainer, monitor
+        self.evaluator, self.checkpoints = evaluator, checkpoints
+        self.round_size = backend.round_size
+        self.total = -(-settings.timesteps // self.round_size) * self.round_size
+        self.period_rng = None  # replay's RNG state when the trainer's current period began
+        self.told_finishing = False
 
-    stop_requested = checkpoints.stop_requested if checkpoints else (lambda: False)
-    if resume:
-        step, trained_through = resume["step"], resume["trained_through"]
-        last_eval = resume["last_eval"]
-        schedule = MinibatchSchedule.from_loop_state(resume, config.train_freq, monitor.message)
-        owed, held = resume["owed"], HeldTransitions(resume["held"])
-        sync_pending, eval_pending = resume["sync_pending"], resume["eval_pending"]
-        boundary = resume["boundary"]
-    else:
-        step, trained_through, last_eval, owed = 0, 0, 0, 0
-        schedule = MinibatchSchedule(config.prepopulate, config.train_freq, warn=monitor.message)
-        held = HeldTransitions()
-        sync_pending = eval_pending = False
-        boundary = True  # a consistent point: trainer idle, nothing held
-    period_rng = None  # replay's RNG state when the trainer's current period began
+    def stop_requested(self):
+        return self.checkpoints.stop_requested() if self.checkpoints else False
 
-    def loop_state():
-        return {"step": step, "trained_through": trained_through, "last_eval": last_eval,
-                "schedule": schedule.state_dict(), "owed": owed, "held": held.chunks,
-                "sync_pending": sync_pending, "eval_pending": eval_pending,
-                "boundary": boundary}
+    def run(self, state=None):
+        """state: a FastLoopState to continue from (a resumed checkpoint's), or None."""
+        s = self.state = state or FastLoopState.fresh(self.settings, self.monitor.message)
+        if state and self.trainer is not None and s.owed and not s.boundary:
+            self._start_training()
+        while True:
+            if s.sync_pending:
+                if self.trainer is not None:
+                    # At the last sync point no step is left to play: a stop there lets the
+                    # trainer finish (at most a period), since a run resumed without replay
+                    # could never train what it owes. A second Ctrl-C still aborts at once.
+                    last = s.step >= self.total
+                    if not self.trainer.wait(abort=self._finishing if last
+                                             else self.stop_requested):
+                        return self._stop_mid_period()
+                    s.owed = 0
+                    s.held.flush(self.replay)
+                    if last and (s.trained_through < s.step or s.schedule.deferred):
+                        # A run that ends at its first sync point: that period's minibatches
+                        # would only be handed out at the next one, which never comes. Train
+                        # them now, as the Nature loop would have, and any still deferred,
+                        # then copy the target.
+                        s.owed = self._minibatches(s.trained_through, s.step, final=True)
+                        s.trained_through = s.step
+                        if s.owed:
+                            self._start_training()
+                            continue  # back to the wait above, with sync_pending still set
+                    self._update_target()
+                s.sync_pending = False
+                if self.trainer is not None and s.step < self.total:
+                    end = next_sync_point(s.step, self.settings.target_update_freq,
+                                          self.round_size, self.total)
+                    s.owed = self._minibatches(s.trained_through, end, final=False)
+                    s.trained_through = end
+                every = self.settings.eval_freq
+                s.eval_pending = bool(self.evaluator) and (
+                    s.step // every > s.last_eval // every or s.step >= self.total)
+                s.boundary = True
+            if s.eval_pending:
+                self._evaluate()
+            if s.boundary:
+                stop = self.stop_requested()
+                if self.checkpoints and (stop or self.checkpoints.due(s.step)
+                                         or s.step >= self.total):
+                    self.checkpoints.save(s.step, s.state_dict(), final=s.step >= self.total)
+                if stop or s.step >= self.total:
+                    return s.step
+                s.boundary = False
+                if self.trainer is not None and s.owed:
+                    self._start_training()
+            elif self.stop_requested():
+                return self._stop_mid_period()
+            self._play_chunk()
 
-    def minibatches(start, end, final):
-        """Take the minibatches of agent steps (start, end] from the schedule; `final` at the
-        run's last write of replay, the last chance to repay deferred ones."""
-        return schedule.take(start, end, final, replay_ready=replay.can_sample)
-
-    told_finishing = []
-
-    def finishing():
-        """The abort test of the last wait: never aborts, but says why a stop waits."""
-        if stop_requested() and not told_finishing:
-            monitor.message("the last period's minibatches are still training: the run "
-                            "finishes them before it stops")
-            told_finishing.append(True)
-        return False
-
-    def update_target():
-        learner.update_target()
-        backend.target_updated()
-
-    def start_training():
-        nonlocal period_rng
-        period_rng = replay.rng.bit_generator.state
-        trainer.start(owed)
-
-    def stop_mid_period():
-        """Stop the trainer after its current minibatch and save what it still owes, with
-        replay's RNG where an uninterrupted run would draw those minibatches."""
-        nonlocal owed
-        if trainer is not None and owed:
-            done = trainer.interrupt()
-            owed -= done
-            replay.rng.bit_generator.state = period_rng
-            replay.skip_samples(done, config.batch_size)
-        checkpoints.save(step, loop_state())
-        return step
-
-    if resume and trainer is not None and owed and not boundary:
-        start_training()
-    while True:
-        if sync_pending:
-            if trainer is not None:
-                # At the last sync point no step is left to play: a stop there lets the trainer
-                # finish (at most a period), since a run resumed without replay could never
-                # train what it owes. A second Ctrl-C still aborts at once.
-                if not trainer.wait(abort=finishing if step >= total else stop_requested):
-                    return stop_mid_period()
-                owed = 0
-                held.flush(replay)
-                if step >= total and (trained_through < step or schedule.deferred):
-                    # A run that ends at its first sync point: that period's minibatches
-                    # would only be handed out at the next one, which never comes. Train
-                    # them now, as the Nature loop would have, and any still deferred,
-                    # then copy the target.
-                    owed = minibatches(trained_through, step, final=True)
-                    trained_through = step
-                    if owed:
-                        start_training()
-                        continue  # back to the wait above, with sync_pending still set
-                update_target()
-            sync_pending = False
-            if trainer is not None and step < total:
-                end = next_sync_point(step, period, R, total)
-                owed = minibatches(trained_through, end, final=False)
-                trained_through = end
-            eval_pending = bool(evaluator) and (
-                step // config.evaluate > last_eval // config.evaluate or step >= total)
-            boundary = True
-        if eval_pending:
-            try:
-                evaluator(step)
-                eval_pending, last_eval = False, step
-            except EvaluationInterrupted:
-                pass  # saved below as still pending
-            except Exception:
-                # At a boundary with the evaluator rolled back, the state is consistent.
-                if checkpoints:
-                    checkpoints.save(step, loop_state())
-                raise
-        if boundary:
-            stop = stop_requested()
-            if checkpoints and (stop or checkpoints.due(step) or step >= total):
-                checkpoints.save(step, loop_state(), final=step >= total)
-            if stop or step >= total:
-                return step
-            boundary = False
-            if trainer is not None and owed:
-                start_training()
-        elif stop_requested():
-            return stop_mid_period()
-
-        chunk = backend.next_chunk(step, epsilon_at)
+    def _play_chunk(self):
+        s = self.state
+        chunk = self.backend.next_chunk(s.step, self.settings.epsilon)
         if chunk is None:  # nothing arrived yet: see to the trainer and to stop requests
-            if trainer is not None:
-                trainer.check()
-            continue
-        held.append(chunk)
+            if self.trainer is not None:
+                self.trainer.check()
+            return
+        s.held.append(chunk)
         games = chunk.game_over.shape[1]
         for t, j in zip(*np.nonzero(chunk.game_over)):
-            monitor.record_game(step + t * games + j + 1, int(chunk.game_lengths[t, j]),
-                                float(chunk.game_returns[t, j]), float(chunk.epsilons[t, j]))
-        previous, step = step, step + chunk.steps
-        sync_pending = step // period > previous // period or step >= total
-        if trainer is None:
-            held.flush(replay)
-            for _ in range(minibatches(previous, step, final=step >= total)):
-                monitor.record_train(*learner.train(*replay.sample(config.batch_size)))
-            if sync_pending:
-                update_target()
+            self.monitor.record_game(s.step + t * games + j + 1, int(chunk.game_lengths[t, j]),
+                                     float(chunk.game_returns[t, j]),
+                                     float(chunk.epsilons[t, j]))
+        previous, s.step = s.step, s.step + chunk.steps
+        period = self.settings.target_update_freq
+        s.sync_pending = s.step // period > previous // period or s.step >= self.total
+        if self.trainer is None:
+            s.held.flush(self.replay)
+            for _ in range(self._minibatches(previous, s.step, final=s.step >= self.total)):
+                self.monitor.record_train(
+                    *self.learner.train(*self.replay.sample(self.settings.batch_size)))
+            if s.sync_pending:
+                self._update_target()
         else:
-            trainer.check()
-        monitor.tick(step, float(epsilon_at(step)))
+            self.trainer.check()
+        self.monitor.tick(s.step, float(self.settings.epsilon(s.step)))
+
+    def _evaluate(self):
+        s = self.state
+        try:
+            self.evaluator(s.step)
+            s.eval_pending, s.last_eval = False, s.step
+        except EvaluationInterrupted:
+            pass  # saved as still pending
+        except Exception:
+            # At a boundary with the evaluator rolled back, the state is consistent.
+            if self.checkpoints:
+                self.checkpoints.save(s.step, s.state_dict())
+            raise
+
+    def _minibatches(self, start, end, final):
+        """Take the minibatches of agent steps (start, end] from the schedule; `final` at the
+        run's last write of replay, the last chance to repay deferred ones."""
+        return self.state.schedule.take(start, end, final, replay_ready=self.replay.can_sample)
+
+    def _finishing(self):
+        """The abort test of the last wait: never aborts, but says why a stop waits."""
+        if self.stop_requested() and not self.told_finishing:
+            self.monitor.message("the last period's minibatches are still training: the run "
+                                 "finishes them before it stops")
+            self.told_finishing = True
+        return False
+
+    def _update_target(self):
+        self.learner.update_target()
+        self.backend.target_updated()
+
+    def _start_training(self):
+        self.period_rng = self.replay.rng.bit_generator.state
+        self.trainer.start(self.state.owed)
+
+    def _stop_mid_period(self):
+        """Stop the trainer after its current minibatch and save what it still owes, with
+        replay's RNG where an uninterrupted run would draw those minibatches."""
+        s = self.state
+        if self.trainer is not None and s.owed:
+            done = self.trainer.interrupt()
+            s.owed -= done
+            self.replay.rng.bit_generator.state = self.period_rng
+            self.replay.skip_samples(done, self.settings.batch_size)
+        self.checkpoints.save(s.step, s.state_dict())
+        return s.step

@@ -7,25 +7,25 @@ is a consistent point for a checkpoint.
 from fast_dqn.loops.evaluation import EvaluationInterrupted
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
 from fast_dqn.agent.policy import select_action
-from fast_dqn.agent.schedules import LinearSchedule
 
 
-def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,
+def run_nature_loop(settings, env, learner, replay, monitor, rng, evaluator=None,
                     checkpoints=None, resume=None):
-    """Train up to config.timesteps agent steps; returns the step reached.
+    """Train up to settings.timesteps agent steps (settings: a LoopSettings); returns the step
+    reached.
 
     evaluator(step): an Evaluator, or None when evaluation is off. checkpoints: a
     Checkpointer, or None. resume: the loop state of a checkpoint to continue from.
     It returns early, after a checkpoint, when checkpoints.stop_requested() turns true.
     """
-    epsilon = LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps)
     num_actions = env.action_space.n
     if resume:
         step, obs, eval_pending = resume["step"], resume["obs"], resume["eval_pending"]
-        schedule = MinibatchSchedule.from_loop_state(resume, config.train_freq, monitor.message)
+        schedule = MinibatchSchedule.from_loop_state(resume, settings.train_freq, monitor.message)
     else:
         step, eval_pending = 0, False
-        schedule = MinibatchSchedule(config.prepopulate, config.train_freq, warn=monitor.message)
+        schedule = MinibatchSchedule(settings.prepopulate, settings.train_freq,
+                                     warn=monitor.message)
         obs, _ = env.reset()
 
     def loop_state():
@@ -46,14 +46,14 @@ def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,
                 raise
         if checkpoints:
             stop = checkpoints.stop_requested()
-            if stop or checkpoints.due(step) or step == config.timesteps:
-                checkpoints.save(step, loop_state(), final=step == config.timesteps)
+            if stop or checkpoints.due(step) or step == settings.timesteps:
+                checkpoints.save(step, loop_state(), final=step == settings.timesteps)
             if stop:
                 return step
-        if step >= config.timesteps:
+        if step >= settings.timesteps:
             return step
         # Warm-up acts uniformly (epsilon 1); the logs show the epsilon really acted with.
-        eps = 1.0 if step < config.prepopulate else epsilon(step)
+        eps = float(settings.epsilon(step))
         action = select_action(obs, eps, learner.q_values, num_actions, rng)
         next_obs, reward, terminated, truncated, info = env.step(action)
         replay.add(obs[-1], action, reward, terminated, terminated or truncated)
@@ -64,11 +64,11 @@ def run_nature_loop(config, env, learner, replay, monitor, rng, evaluator=None,
                 monitor.record_game(step, info["game_length"], info["game_return"], eps)
             obs, _ = env.reset()
 
-        for _ in range(schedule.take(step - 1, step, final=step == config.timesteps,
+        for _ in range(schedule.take(step - 1, step, final=step == settings.timesteps,
                                      replay_ready=replay.can_sample)):
-            monitor.record_train(*learner.train(*replay.sample(config.batch_size)))
-        if step % config.target_update_freq == 0:
+            monitor.record_train(*learner.train(*replay.sample(settings.batch_size)))
+        if step % settings.target_update_freq == 0:
             learner.update_target()
-        if evaluator and (step % config.evaluate == 0 or step == config.timesteps):
+        if evaluator and settings.evaluation_due(step):
             eval_pending = True
         monitor.tick(step, eps)

@@ -49,7 +49,9 @@ AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 def package_dir():
-    return os.path.dirname(os.path.abspath(__file__))
+    """The whole fast_dqn package, which Ray ships to machines that joined the cluster."""
+    import fast_dqn
+    return os.path.dirname(os.path.abspath(fast_dqn.__file__))
 
 
 def connect(config, log):
@@ -88,18 +90,18 @@ def check_reachable(address, seconds=5.0):
     listen on.
     """
     import socket
-    from fast_dqn.errors import UsageError
+    from fast_dqn.errors import ConfigError
     from ray._private.services import canonicalize_bootstrap_address
     try:
         target = canonicalize_bootstrap_address(address)
     except (ConnectionError, ValueError) as error:
-        raise UsageError("--ray-address", f"{address!r}: {error}; start the head with "
-                         "`ray start --head`, or drop --ray-address for a private cluster")
+        raise ConfigError("ray_address", f"{address!r}: {error}; start the head with "
+                         "`ray start --head`, or drop ${ray_address} for a private cluster")
     host, _, port = target.rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=seconds).close()
     except OSError as error:
-        raise UsageError("--ray-address", f"nothing answers at {target} (from {address!r}: "
+        raise ConfigError("ray_address", f"nothing answers at {target} (from {address!r}: "
                          f"{error}); give the address `ray start --head` printed, which is "
                          "this machine's network IP, not 127.0.0.1")
 

@@ -257,14 +257,16 @@ class Checkpointer:
         self.message(f"checkpoint at step {step:,} in {self.clock() - start:.1f} s: {path}")
 
 
-def latest_checkpoint(run_dir, flag, warn=None):
-    """The newest usable checkpoint of a run, or a UsageError naming `flag` that says why not."""
-    from fast_dqn.errors import UsageError
+def latest_checkpoint(run_dir, setting, warn=None):
+    """The newest usable checkpoint of a run, or a ConfigError about `setting` saying why
+    not."""
+    from fast_dqn.errors import ConfigError
     try:
         checkpoint = CheckpointStore(run_dir, warn=warn).latest()
     except CorruptFile as error:
-        raise UsageError(flag, f"no usable checkpoint in '{run_dir}' ({error}); start a new run")
+        raise ConfigError(setting, f"no usable checkpoint in '{run_dir}' ({error}); start a "
+                                   "new run")
     if checkpoint is None:
-        raise UsageError(flag, f"'{run_dir}' has no checkpoint yet; it cannot be used until "
+        raise ConfigError(setting, f"'{run_dir}' has no checkpoint yet; it cannot be used until "
                          "its first one is written")
     return checkpoint

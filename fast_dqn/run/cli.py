@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from fast_dqn.run import hyperparameters as hp
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 from fast_dqn.run.run_directory import (RunLock, check_logdir, check_writable, create_run_directory,
                                         default_logdir, load_run_config)
 
@@ -77,8 +77,11 @@ class BoolFlag(argparse.Action):
             parser.error(f"argument {option_string}: expected true/false or 1/0, got '{value}'")
 
 
-def flag_name(field_name):
-    return "--" + field_name.replace("_", "-")
+def flag_name(setting):
+    """The flag of a Config field; a tool's own argument names ("-o", "RUN_DIR") stay."""
+    if setting.startswith("-") or setting.isupper():
+        return setting
+    return "--" + setting.replace("_", "-")
 
 
 # --help shows the flags by topic, in this order; every Config field belongs to one.
@@ -164,7 +167,7 @@ def build_config(explicit, config_class=hp.Config):
     """Defaults, then the preset, then the explicit flags."""
     from fast_dqn.run.presets import preset_values
     if explicit.get("env") is not None and "game" in explicit:
-        raise UsageError("--env", "--env and --game are exclusive; give only one of them")
+        raise ConfigError("env", "--env and --game are exclusive; give only one of them")
     preset = explicit.get("preset") or ("classic" if explicit.get("env") else "nature")
     names = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in preset_values(preset).items() if k in names}
@@ -176,16 +179,16 @@ def build_config(explicit, config_class=hp.Config):
     values.update(explicit)
     values["preset"] = preset
     if values.get("backend") == "ray" and "workers" in explicit:
-        raise UsageError("--workers", "counts the games of --backend threads; with --backend "
+        raise ConfigError("workers", "counts the games of --backend threads; with --backend "
                          "ray give --num-samplers and --envs-per-sampler instead")
     if values.get("env") is not None:
         if "game" in preset_values(preset):
-            raise UsageError("--preset", f"'{preset}' is for Atari games; use --game with it, "
+            raise ConfigError("preset", f"'{preset}' is for Atari games; use --game with it, "
                              "or another --preset with --env")
         values["game"] = None
         if "env_backend" in names:
             if explicit.get("env_backend", "python") != "python":
-                raise UsageError("--env-backend", "the vector backend runs Atari games only; "
+                raise ConfigError("env_backend", "the vector backend runs Atari games only; "
                                  "drop it with --env (the python backend is used)")
             values["env_backend"] = "python"
     return config_class(**values)
@@ -200,11 +203,11 @@ def validate_fast(config):
     check_ranges(config, hp.FAST_POSITIVE, hp.FAST_NON_NEGATIVE)
     vector = config.backend == "ray" or config.env_backend == "vector"
     if vector and config.env is None and config.interp != "area":
-        raise UsageError("--interp", f"{config.interp} cannot be honoured by ale-py's vector "
+        raise ConfigError("interp", f"{config.interp} cannot be honoured by ale-py's vector "
                          "env, which resizes with area only; drop --interp or add "
                          "--env-backend python")
     if config.target_update_freq % config.train_freq:
-        raise UsageError("--target-update-freq", f"{config.target_update_freq} is not a "
+        raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
                          f"multiple of --train-freq {config.train_freq}; each training period "
                          "must hold whole minibatches")
     if config.backend == "ray":
@@ -214,16 +217,16 @@ def validate_fast(config):
     else:
         games, flags = config.workers, "--workers"
         if config.synchronize and config.target_update_freq % config.workers:
-            raise UsageError("--target-update-freq", f"{config.target_update_freq} is not a "
+            raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
                              f"multiple of --workers {config.workers}; synchronized rounds "
                              "must fill each period exactly (or use --no-synchronize)")
     need = games * (config.history_length + 2)
     if config.replay_capacity < need:
-        raise UsageError("--replay-capacity", f"must be at least {need} ({flags} × "
+        raise ConfigError("replay_capacity", f"must be at least {need} ({flags} × "
                          "(--history-length + 2)) so every game's share holds a transition")
     need = games * (config.history_length + 1)
     if config.prepopulate < need:
-        raise UsageError("--prepopulate", f"must be at least {need} ({flags} × "
+        raise ConfigError("prepopulate", f"must be at least {need} ({flags} × "
                          "(--history-length + 1)) so the first minibatch can be drawn")
 
 
@@ -231,11 +234,11 @@ def validate_ray(config):
     """--backend ray's flags; finds ray without importing it, unless --ray-address is given."""
     import importlib.util
     if importlib.util.find_spec("ray") is None:
-        raise UsageError("--backend", "ray is not installed; pip install -r requirements.txt "
+        raise ConfigError("backend", "ray is not installed; pip install -r requirements.txt "
                          "(or drop --backend ray)")
     if config.ray_address is not None:
         if not config.ray_address.strip():
-            raise UsageError("--ray-address", "is empty; give 'auto', HOST:PORT, or drop it "
+            raise ConfigError("ray_address", "is empty; give 'auto', HOST:PORT, or drop it "
                              "to start a private cluster")
         from fast_dqn.loops.ray_backend import check_reachable
         check_reachable(config.ray_address)
@@ -244,38 +247,38 @@ def validate_ray(config):
 def check_ranges(config, positive, non_negative):
     for name in positive:
         if getattr(config, name) < 1:
-            raise UsageError(flag_name(name), f"must be a positive whole number, "
+            raise ConfigError(name, f"must be a positive whole number, "
                              f"got {getattr(config, name)}")
     for name in non_negative:
         if getattr(config, name) < 0:
-            raise UsageError(flag_name(name), f"must be 0 or more, got {getattr(config, name)}")
+            raise ConfigError(name, f"must be 0 or more, got {getattr(config, name)}")
 
 
 def validate_numbers(config):
-    """Sizes, probabilities and their relations; raises UsageError naming the flag."""
+    """Sizes, probabilities and their relations; raises ConfigError naming the flag."""
     check_ranges(config, hp.POSITIVE, hp.NON_NEGATIVE)
     for name in hp.PROBABILITIES:
         if not 0.0 <= getattr(config, name) <= 1.0:
-            raise UsageError(flag_name(name), f"must be in [0, 1], got {getattr(config, name)}")
+            raise ConfigError(name, f"must be in [0, 1], got {getattr(config, name)}")
     if not 0.0 <= config.discount <= 1.0:
-        raise UsageError("--discount", f"must be in [0, 1], got {config.discount}")
+        raise ConfigError("discount", f"must be in [0, 1], got {config.discount}")
     if config.lr <= 0:
-        raise UsageError("--lr", f"must be positive, got {config.lr}")
+        raise ConfigError("lr", f"must be positive, got {config.lr}")
     if config.optimizer_epsilon is not None and config.optimizer_epsilon <= 0:
-        raise UsageError("--optimizer-epsilon", f"must be positive, got "
+        raise ConfigError("optimizer_epsilon", f"must be positive, got "
                          f"{config.optimizer_epsilon}; drop it for the optimizer's own value")
     if config.action_repeat < 2:
-        raise UsageError("--action-repeat", "must be at least 2: the last two frames are "
+        raise ConfigError("action_repeat", "must be at least 2: the last two frames are "
                          "max-pooled")
     if config.batch_size > config.replay_capacity:
-        raise UsageError("--batch-size", f"{config.batch_size} is larger than "
+        raise ConfigError("batch_size", f"{config.batch_size} is larger than "
                          f"--replay-capacity {config.replay_capacity}; lower it or raise "
                          "the capacity")
     if config.prepopulate > config.replay_capacity:
-        raise UsageError("--prepopulate", f"warm-up of {config.prepopulate} steps is larger "
+        raise ConfigError("prepopulate", f"warm-up of {config.prepopulate} steps is larger "
                          f"than --replay-capacity {config.replay_capacity}; lower it")
     if config.prepopulate < config.history_length:
-        raise UsageError("--prepopulate", f"must be at least --history-length "
+        raise ConfigError("prepopulate", f"must be at least --history-length "
                          f"({config.history_length}) so the first minibatch can be drawn")
 
 
@@ -313,13 +316,13 @@ def resolve_environment(config):
 def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate_extra=None):
     """The saved config of RUN_DIR with the allowed overrides, and its latest checkpoint.
 
-    Raises UsageError for anything that would make the resumed run not the same run.
+    Raises ConfigError for anything that would make the resumed run not the same run.
     """
     from fast_dqn.run.checkpoint import latest_checkpoint
 
-    saved = load_run_config(run_dir, "--resume")
+    saved = load_run_config(run_dir, "resume")
     if saved.get("loop") != loop_name:
-        raise UsageError("--resume", f"'{run_dir}' is a {saved.get('loop')!r} run; resume it "
+        raise ConfigError("resume", f"'{run_dir}' is a {saved.get('loop')!r} run; resume it "
                          f"with the script that made it, not this one ({loop_name!r})")
     names = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in saved.items() if k in names}
@@ -330,7 +333,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
         if saved.get("backend") == "ray" or saved.get("env_backend") == "vector":
             values["interp"] = "area"
     if "logdir" in explicit and os.path.abspath(explicit["logdir"]) != os.path.abspath(run_dir):
-        raise UsageError("--logdir", "a resumed run stays in its own directory; drop --logdir")
+        raise ConfigError("logdir", "a resumed run stays in its own directory; drop --logdir")
     for name, value in explicit.items():
         if name in RESUME_OVERRIDES or name == "logdir":
             values[name] = value
@@ -339,7 +342,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
             from fast_dqn.envs.games import resolve_game
             value = resolve_game(value)
         if values.get(name) != value:
-            raise UsageError(flag_name(name), f"{value} conflicts with this run's saved "
+            raise ConfigError(name, f"{value} conflicts with this run's saved "
                              f"{values.get(name)}; drop {flag_name(name)} to resume, or start "
                              "a new run to change it")
     values["logdir"] = run_dir
@@ -348,10 +351,10 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     if validate_extra:
         validate_extra(config)
     config = resolve_environment(config)
-    check_writable(run_dir, "--resume")
-    checkpoint = latest_checkpoint(run_dir, "--resume")
+    check_writable(run_dir, "resume")
+    checkpoint = latest_checkpoint(run_dir, "resume")
     if config.timesteps < checkpoint.step:
-        raise UsageError("--timesteps", f"{config.timesteps:,} is below the checkpoint's step "
+        raise ConfigError("timesteps", f"{config.timesteps:,} is below the checkpoint's step "
                          f"{checkpoint.step:,}; raise it or drop it")
     return config, checkpoint
 
@@ -366,7 +369,8 @@ def _last_checkpoint(run_dir):
 
 
 def fail(prog, error):
-    print(f"{prog}: error: {error}", file=sys.stderr)
+    """Print a ConfigError as one line in the command line's words (its flags); exit status 2."""
+    print(f"{prog}: error: {error.worded(flag_name)}", file=sys.stderr)
     return 2
 
 
@@ -401,7 +405,7 @@ def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
             config = validate_and_resolve(build_config(explicit, config_class), loop_name,
                                           validate_extra)
             lock = create_run_directory(config.logdir, {"loop": loop_name, **config.to_dict()})
-    except UsageError as error:
+    except ConfigError as error:
         if lock:
             lock.release()
         return fail(prog, error)
@@ -412,8 +416,8 @@ def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
 def hold_run(run_dir):
     """Lock a run directory for --resume, once it is known to be a run: nothing is written
     into a directory that is not one."""
-    load_run_config(run_dir, "--resume")
-    return RunLock(run_dir, "--resume")
+    load_run_config(run_dir, "resume")
+    return RunLock(run_dir, "resume")
 
 
 def _train(prog, config, train, checkpoint, script):
@@ -429,7 +433,7 @@ def _train(prog, config, train, checkpoint, script):
             print(f"{prog}: aborted; logs so far are in {config.logdir}, and --resume "
                   "continues from its last checkpoint", file=sys.stderr)
             return 130
-        except UsageError as error:  # found only once the checkpoint is read
+        except ConfigError as error:  # found only once the checkpoint is read
             return fail(prog, error)
         except CheckpointError as error:
             print(f"{prog}: error: {error}", file=sys.stderr)

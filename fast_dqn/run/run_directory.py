@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 
 LOCK_FILE = "run.lock"
 # What a filesystem without locks answers (Lustre without -o flock, some FUSE mounts).
@@ -28,34 +28,34 @@ def default_logdir(game, loop, now=None):
 
 
 def check_logdir(path):
-    """Raise UsageError unless `path` can become a fresh run directory. Creates nothing."""
+    """Raise ConfigError unless `path` can become a fresh run directory. Creates nothing."""
     if os.path.exists(path):
         if not os.path.isdir(path):
-            raise UsageError("--logdir", f"'{path}' is a file, not a directory; "
-                             "choose another --logdir")
+            raise ConfigError("logdir", f"'{path}' is a file, not a directory; "
+                             "choose another ${logdir}")
         # A lone run.lock is what a run that died while being created leaves.
         if set(os.listdir(path)) - {LOCK_FILE}:
-            raise UsageError("--logdir", f"'{path}' already holds files; runs are never "
-                             "overwritten, so choose a new or empty --logdir")
+            raise ConfigError("logdir", f"'{path}' already holds files; runs are never "
+                             "overwritten, so choose a new or empty ${logdir}")
         existing = path
     else:
         existing = os.path.dirname(os.path.abspath(path))
         while not os.path.exists(existing):
             existing = os.path.dirname(existing)
         if not os.path.isdir(existing):
-            raise UsageError("--logdir", f"'{existing}' is a file, so '{path}' cannot be "
-                             "created; choose another --logdir")
-    check_writable(existing, "--logdir")
+            raise ConfigError("logdir", f"'{existing}' is a file, so '{path}' cannot be "
+                             "created; choose another ${logdir}")
+    check_writable(existing, "logdir")
 
 
-def check_writable(directory, flag):
+def check_writable(directory, setting):
     """A real write, not os.access: root passes access checks on read-only mounts and /proc."""
     try:
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as error:
-        raise UsageError(flag, f"cannot write in '{directory}' ({error.strerror}); "
-                         f"{flag} needs a directory you can write to")
+        raise ConfigError(setting, f"cannot write in '{directory}' ({error.strerror}); "
+                                   "it needs a directory you can write to")
 
 
 class RunLock:
@@ -70,14 +70,14 @@ class RunLock:
     other. A filesystem without locks gets a warning, and no protection.
     """
 
-    def __init__(self, run_dir, flag, warn=None):
+    def __init__(self, run_dir, setting, warn=None):
         warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
         self.fd = None
-        self.run_dir, self.flag = run_dir, flag
+        self.run_dir, self.setting = run_dir, setting
         try:
             self.fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
-            raise UsageError(flag, f"cannot write in '{run_dir}' ({error.strerror}); {flag} "
+            raise ConfigError(setting, f"cannot write in '{run_dir}' ({error.strerror}); it "
                              "needs a directory you can write to")
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -86,10 +86,10 @@ class RunLock:
                 holder = os.pread(self.fd, 512, 0).decode(errors="replace").strip()
                 holder = holder or "another process"
                 self.release()
-                if flag == "--logdir":
-                    raise UsageError(flag, f"'{run_dir}' was just taken by {holder}; choose "
+                if setting == "logdir":
+                    raise ConfigError(setting, f"'{run_dir}' was just taken by {holder}; choose "
                                      "another --logdir")
-                raise UsageError(flag, f"'{run_dir}' is in use by {holder}; one process per "
+                raise ConfigError(setting, f"'{run_dir}' is in use by {holder}; one process per "
                                  "run: wait for it to end, or stop it (Ctrl-C or kill, it "
                                  "checkpoints) and resume then")
             warn(f"warning: {run_dir} is on a filesystem without file locks "
@@ -104,8 +104,9 @@ class RunLock:
                                f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
         except OSError as error:
             self.release()
-            raise UsageError(self.flag, f"cannot write in '{self.run_dir}' ({error.strerror}); "
-                             f"{self.flag} needs a directory you can write to")
+            raise ConfigError(self.setting, f"cannot write in '{self.run_dir}' "
+                                                f"({error.strerror}); it needs a directory you can "
+                                                "write to")
 
     def release(self):
         if self.fd is not None:
@@ -130,9 +131,9 @@ def create_run_directory(path, config_dict):
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as error:
-        raise UsageError("--logdir", f"cannot create '{path}' ({error.strerror}); "
-                         "choose a --logdir you can write to")
-    lock = RunLock(path, "--logdir")
+        raise ConfigError("logdir", f"cannot create '{path}' ({error.strerror}); "
+                         "choose a ${logdir} you can write to")
+    lock = RunLock(path, "logdir")
     lock.sign()
     try:
         with open(os.path.join(path, "config.json"), "x") as f:
@@ -140,25 +141,26 @@ def create_run_directory(path, config_dict):
             f.write("\n")
     except FileExistsError:
         lock.release()
-        raise UsageError("--logdir", f"'{path}' was just taken by another run; choose another")
+        raise ConfigError("logdir", f"'{path}' was just taken by another run; choose another")
     except OSError as error:
         lock.release()
-        raise UsageError("--logdir", f"cannot create '{path}' ({error.strerror}); "
-                         "choose a --logdir you can write to")
+        raise ConfigError("logdir", f"cannot create '{path}' ({error.strerror}); "
+                         "choose a ${logdir} you can write to")
     return lock
 
 
-def load_run_config(run_dir, flag):
-    """The saved config.json of a run, as a dict; UsageError naming `flag` if it is no run."""
+def load_run_config(run_dir, setting):
+    """The saved config.json of a run, as a dict; a ConfigError about `setting` if it is no
+    run."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
-        raise UsageError(flag, f"'{run_dir}' is not a fast-dqn run (it has no config.json); "
+        raise ConfigError(setting, f"'{run_dir}' is not a fast-dqn run (it has no config.json); "
                          "give the run directory printed when the run started")
     try:
         with open(path) as f:
             saved = json.load(f)
     except (OSError, ValueError) as error:
-        raise UsageError(flag, f"cannot read {path} ({error}); it is not a usable run")
+        raise ConfigError(setting, f"cannot read {path} ({error}); it is not a usable run")
     if not isinstance(saved, dict) or "loop" not in saved:
-        raise UsageError(flag, f"{path} is not a fast-dqn config; it is not a usable run")
+        raise ConfigError(setting, f"{path} is not a fast-dqn config; it is not a usable run")
     return saved

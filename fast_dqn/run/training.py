@@ -5,10 +5,11 @@ from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.run.components import (ACTION_RNG_STREAM, EVAL_ENV_SEED_OFFSET, EVAL_RNG_STREAM,
                                      build_learner, build_replay, build_samplers,
                                      ray_sampler_builders, rng_for)
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 from fast_dqn.envs.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
 from fast_dqn.loops.evaluation import Evaluator
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import make_console
 from fast_dqn.run.tensorboard_log import TensorBoardLog
@@ -33,6 +34,7 @@ class RunParts:
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
                  q_values_of, resume=None, stop=None):
         self.config = config
+        self.settings = LoopSettings.from_config(config)
         # What a checkpoint must match to be loaded into this run at all.
         self.identity = {"game": config.game, "env": config.env, "num_actions": int(num_actions),
                          "observation_shape": tuple(observation_shape)}
@@ -43,7 +45,7 @@ class RunParts:
         self.state = resume.load_state() if resume else None
         # Checked before the monitor trims the logs back to the checkpoint's positions.
         if resume and self.state.get("identity") != self.identity:
-            raise UsageError("--resume", f"{resume.path} was saved by a run of "
+            raise ConfigError("resume", f"{resume.path} was saved by a run of "
                              f"{self.state.get('identity')}, not {self.identity}; it does not "
                              "belong to this run")
         step = self.state["loop"]["step"] if resume else 0
@@ -119,7 +121,7 @@ def build_backend(config):
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
     from fast_dqn.loops.background_trainer import BackgroundTrainer
-    from fast_dqn.loops.fast_loop import HeldTransitions, run_fast_loop
+    from fast_dqn.loops.fast_loop import FastLoop, FastLoopState, HeldTransitions
 
     start_tensorflow(config)
     backend = backend_factory(config)
@@ -135,15 +137,15 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     learner, replay, monitor = parts.learner, parts.replay, parts.monitor
     trainer = None
     try:
-        loop = parts.restore()
+        loop, state = parts.restore(), None
         if loop:
+            state = FastLoopState.from_state_dict(loop, parts.settings, monitor.message)
             # Before the backends, the current observations were kept with the loop.
-            saved = {"obs": loop.pop("obs", None), **parts.state["samplers"]}
-            if not backend.load_state_dict(saved, loop["step"]):
-                held = HeldTransitions(loop["held"])
-                held.flush(replay)
+            saved = {"obs": loop.get("obs"), **parts.state["samplers"]}
+            if not backend.load_state_dict(saved, state.step):
+                state.held.flush(replay)
                 replay.cut_episodes()
-                loop["held"] = []
+                state.held = HeldTransitions()
                 monitor.message("the checkpoint's games cannot continue (ale-py's vector env "
                                 "has no state API, or they were saved before fast-dqn's "
                                 "preprocessing of 2026-11-22): each sampler starts a new "
@@ -155,8 +157,8 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
                                         lambda: replay.sample(config.batch_size),
                                         on_loss=lambda result: monitor.record_train(*result),
                                         prefetch=config.prefetch)
-        return run_fast_loop(config, backend, learner, replay, trainer, monitor,
-                             parts.evaluator, parts.checkpoints, loop)
+        return FastLoop(parts.settings, backend, learner, replay, trainer, monitor,
+                        parts.evaluator, parts.checkpoints).run(state)
     finally:
         if trainer is not None:
             trainer.close()
@@ -185,12 +187,12 @@ def train_nature(config, resume=None, stop=None):
             try:
                 restored = restore_env(parts.state["env"])
             except OutdatedSnapshot:
-                raise UsageError("--resume", "this checkpoint's game was saved with the "
+                raise ConfigError("resume", "this checkpoint's game was saved with the "
                                  "preprocessing of fast-dqn before 2026-11-22 (RGB luma, FIRE "
                                  "after lost lives), which cannot continue; start a new run")
             env.close()
             holder["env"] = restored
-        return run_nature_loop(config, holder["env"], parts.learner, parts.replay,
+        return run_nature_loop(parts.settings, holder["env"], parts.learner, parts.replay,
                                parts.monitor, parts.rng, parts.evaluator, parts.checkpoints,
                                loop)
     finally:

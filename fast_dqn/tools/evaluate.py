@@ -1,4 +1,5 @@
-"""Evaluate a trained agent: python -m fast_dqn.tools.evaluate RUN_DIR [--episodes 30] [--video a.mp4]
+"""Evaluate a trained agent:
+python -m fast_dqn.tools.evaluate RUN_DIR [--episodes 30] [--video a.mp4]
 
 Loads the run's latest complete checkpoint, plays full games (all lives, unclipped scores) with
 the run's own preprocessing, and prints the mean, the std and, for the 57 games of the DQN
@@ -14,7 +15,7 @@ import gymnasium
 import numpy as np
 
 from fast_dqn.run.cli import OneLineParser, fail, parse_count, parse_real
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 
 ATARI_FPS = 60
 
@@ -42,7 +43,7 @@ class FirstGameRecorder:
             self.writer = cv2.VideoWriter(self.path, cv2.VideoWriter_fourcc(*"mp4v"), self.fps,
                                           (width, height))
             if not self.writer.isOpened():
-                raise UsageError("--video", f"opencv cannot write '{self.path}'; give a "
+                raise ConfigError("video", f"opencv cannot write '{self.path}'; give a "
                                  "writable path ending in .mp4")
         self.writer.write(cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2BGR))
         self.frames += 1
@@ -97,7 +98,7 @@ def build_eval_env(config, seed, recorder=None):
         raw.reset(seed=seed)
         raw.render()
     except gymnasium.error.DependencyNotInstalled as error:
-        raise UsageError("--video", f"{config.env} cannot render here ({error}); drop --video")
+        raise ConfigError("video", f"{config.env} cannot render here ({error}); drop --video")
     recorder.fps = raw.metadata.get("render_fps") or 30
     env = w.FrameHistory(w.FullGameStats(RecordFrames(raw, recorder, True)),
                          k=config.history_length)
@@ -140,10 +141,10 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
     if video is not None:
         directory = os.path.dirname(os.path.abspath(video))
         if not os.path.isdir(directory):
-            raise UsageError("--video", f"'{directory}' does not exist; give a path in an "
+            raise ConfigError("video", f"'{directory}' does not exist; give a path in an "
                              "existing directory")
         if os.path.exists(video):
-            raise UsageError("--video", f"'{video}' exists and would be overwritten; give a "
+            raise ConfigError("video", f"'{video}' exists and would be overwritten; give a "
                              "new path")
     start_tensorflow(config)
     recorder = FirstGameRecorder(video, ATARI_FPS) if video else None
@@ -170,13 +171,13 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.episodes < 1:
-        return fail(parser.prog, UsageError("--episodes", "must be at least 1"))
+        return fail(parser.prog, ConfigError("episodes", "must be at least 1"))
     if not 0.0 <= args.epsilon <= 1.0:
-        return fail(parser.prog, UsageError("--epsilon", f"must be in [0, 1], got "
+        return fail(parser.prog, ConfigError("epsilon", f"must be in [0, 1], got "
                                             f"{args.epsilon}"))
     try:
         result = evaluate_run(args.run_dir, args.episodes, args.epsilon, args.seed, args.video)
-    except UsageError as error:
+    except ConfigError as error:
         return fail(parser.prog, error)
     line = (f"mean {result['mean']:.2f} +- {result['std']:.2f} (min {result['min']:g}, "
             f"max {result['max']:g}) over {len(result['returns'])} games")

@@ -12,7 +12,7 @@ import os
 import sys
 
 from fast_dqn.run.cli import OneLineParser, fail
-from fast_dqn.errors import UsageError
+from fast_dqn.errors import ConfigError
 
 
 def read_columns(path, names):
@@ -46,7 +46,7 @@ def plot_runs(run_dirs, output, title=None):
 
     for run_dir in run_dirs:
         if not os.path.isfile(os.path.join(run_dir, "episodes.csv")):
-            raise UsageError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
+            raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
                              "directories made by run_dqn.py or run_fast_dqn.py")
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="row")
     for run_dir in run_dirs:
@@ -74,7 +74,7 @@ def plot_runs(run_dirs, output, title=None):
     try:
         fig.savefig(output, dpi=120)
     except OSError as error:
-        raise UsageError("-o", f"cannot write '{output}' ({error.strerror}); give a writable "
+        raise ConfigError("-o", f"cannot write '{output}' ({error.strerror}); give a writable "
                          "path")
     finally:
         plt.close(fig)
@@ -92,7 +92,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         path = plot_runs(args.run_dirs, args.output, args.title)
-    except UsageError as error:
+    except ConfigError as error:
         return fail(parser.prog, error)
     print(f"wrote {path}")
     return 0
