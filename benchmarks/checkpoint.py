@@ -1,6 +1,6 @@
 """Checkpoint size and time with --save-replay, on a full replay of real Atari frames.
 
-    python benchmarks/checkpoint.py [--game pong] [--capacity 1_000_000] [--distinct 100_000]
+    python -m benchmarks.checkpoint [--game pong] [--capacity 1_000_000] [--distinct 100_000]
 
 Plays `--distinct` agent steps of the game with a random policy on the vector env (8 games, as the
 fast loop's samplers), tiles them until the replay is full, then times a checkpoint save, the
@@ -12,13 +12,11 @@ import argparse
 import os
 import resource
 import shutil
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def real_frames(game, count, workers=8, seed=0):
@@ -44,8 +42,8 @@ def main(argv=None):
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args(argv)
 
-    from fast_dqn.run.checkpoint import CheckpointStore
     from fast_dqn.agent.replay_memory import ReplayMemory
+    from fast_dqn.run.checkpoint import CheckpointStore
 
     workers = 8
     replay = ReplayMemory(args.capacity, (84, 84), 4, num_shards=workers)

@@ -1,6 +1,6 @@
 """Crash fuzzer: tiny runs stopped at random moments, resumed until done, then checked.
 
-    python benchmarks/crash_fuzzer.py [--trials 100] [--seed 0] [--keep DIR]
+    python -m benchmarks.crash_fuzzer [--trials 100] [--seed 0] [--keep DIR]
 
 Trial i (seed + i) draws a run: CartPole or Pong, the Nature or the fast loop, the python or
 the vector backend (Pong, fast loop), replay saved or not, a short or a long target period.
@@ -34,11 +34,10 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-from fast_dqn.run.checkpoint import CheckpointStore  # noqa: E402
-from fast_dqn.loops.fast_loop import next_sync_point  # noqa: E402
-from fast_dqn.loops.minibatch_schedule import minibatches_due  # noqa: E402
+from fast_dqn.loops.fast_loop import next_sync_point
+from fast_dqn.loops.minibatch_schedule import minibatches_due
+from fast_dqn.run.checkpoint import CheckpointStore
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 EXIT_TIMEOUT = 180  # seconds a signalled run may take to checkpoint and exit: a hang guard

@@ -3,19 +3,17 @@
 Variants alternate within one process (plain, XLA, ...), repeat after repeat, so machine noise
 hits them alike; the table gives the median updates/s of each and its ratio to plain.
 
-    python benchmarks/learner.py                          # plain vs XLA
-    python benchmarks/learner.py --variants plain,xla,mixed --repeats 7
+    python -m benchmarks.learner                          # plain vs XLA
+    python -m benchmarks.learner --variants plain,xla,mixed --repeats 7
 """
 
 import argparse
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 VARIANTS = {  # name -> (xla, mixed precision)

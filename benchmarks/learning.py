@@ -1,7 +1,7 @@
 """Learning speed on a real game: agent steps and wall-clock minutes to each score threshold.
 
-    python benchmarks/learning.py --preset pong-quick --loop fast --minutes 120 [-- FLAGS...]
-    python benchmarks/learning.py --summarize RUN_DIR [RUN_DIR ...] [--plot curve.png]
+    python -m benchmarks.learning --preset pong-quick --loop fast --minutes 120 [-- FLAGS...]
+    python -m benchmarks.learning --summarize RUN_DIR [RUN_DIR ...] [--plot curve.png]
 
 The first form runs run_fast_dqn.py (or run_dqn.py) exactly as a user would, in its own run
 directory, and watches its episodes.csv. It stops the run with SIGINT (which writes a

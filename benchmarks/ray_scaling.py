@@ -15,19 +15,17 @@ go through the actor's network), on a private local cluster:
 
 Rates are medians over --segments equal time (samplers) or period (learner) segments.
 
-    python benchmarks/ray_scaling.py                  # about 10 minutes here
-    python benchmarks/ray_scaling.py --actors 1 2 --seconds 10
+    python -m benchmarks.ray_scaling                  # about 10 minutes here
+    python -m benchmarks.ray_scaling --actors 1 2 --seconds 10
 """
 
 import argparse
 import dataclasses
 import os
 import statistics
-import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
 
 
 def chunk_bytes(chunk):
@@ -92,11 +90,11 @@ def spread(values, digits=0):
 
 
 def with_learner(config, backend, learner, segments):
-    from speedtest import TimingMonitor
-    from fast_dqn.run import components
+    from benchmarks.speedtest import TimingMonitor
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import FastLoop
     from fast_dqn.loops.settings import LoopSettings
+    from fast_dqn.run import components
     replay = components.build_replay(config, (84, 84), backend.num_shards)
     # Timed from the second sync point after warm-up (the first trains the warm-up's tail).
     first = -(-config.prepopulate // config.target_update_freq) * config.target_update_freq
@@ -126,11 +124,11 @@ def main():
     args = parser.parse_args()
 
     import ray
-    from fast_dqn.run import components
-    from fast_dqn.loops.experience import LocalBackend
-    from fast_dqn.run.hyperparameters import FastConfig
-    from fast_dqn.loops.ray_backend import RayBackend, start_private_cluster
     from fast_dqn.agent.tf_setup import configure_tensorflow
+    from fast_dqn.loops.experience import LocalBackend
+    from fast_dqn.loops.ray_backend import RayBackend, start_private_cluster
+    from fast_dqn.run import components
+    from fast_dqn.run.hyperparameters import FastConfig
 
     configure_tensorflow(0, args.threads)
     start_private_cluster(max(os.cpu_count(), max(args.actors)), 1024)

@@ -1,20 +1,17 @@
 """Allocate and fill a replay memory, then report peak RSS and minibatches/s.
 
-    python benchmarks/replay_memory.py                    # 1M frames, the issue's target size
-    python benchmarks/replay_memory.py --capacity 100000  # quicker
+    python -m benchmarks.replay_memory                    # 1M frames, the issue's target size
+    python -m benchmarks.replay_memory --capacity 100000  # quicker
 """
 
 import argparse
-import os
 import statistics
-import sys
 import time
 
 import numpy as np
 import psutil
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fast_dqn.agent.replay_memory import ReplayMemory, check_fits_in_memory, estimate_bytes  # noqa: E402
+from fast_dqn.agent.replay_memory import ReplayMemory, check_fits_in_memory, estimate_bytes
 
 
 def peak_rss_bytes():

@@ -6,20 +6,17 @@ repeated, medians reported:
 - python, W threads: the same, one Python thread per env (does the GIL let them overlap?);
 - vector, T threads: ale-py's AtariVectorEnv, W envs stepped by T C++ threads.
 
-    python benchmarks/samplers.py --workers 2
-    python benchmarks/samplers.py --workers 8
+    python -m benchmarks.samplers --workers 2
+    python -m benchmarks.samplers --workers 8
 """
 
 import argparse
-import os
 import statistics
-import sys
 import threading
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def python_envs(workers):

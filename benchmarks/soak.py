@@ -1,6 +1,6 @@
 """Soak test: run the fast loop well past a full replay and watch memory and threads.
 
-    python benchmarks/soak.py [--after-full 210_000] [--replay 50_000] [--workers 8]
+    python -m benchmarks.soak [--after-full 210_000] [--replay 50_000] [--workers 8]
 
 Runs `run_fast_dqn.py` on Pong (vector backend, concurrent and synchronized, the Nature CNN)
 for --replay + --after-full agent steps, with evaluations and checkpoints (--save-replay)

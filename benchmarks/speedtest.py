@@ -21,9 +21,9 @@ Nature loop); it is therefore timed from the sync point after that one. The rate
 median over the window's segments (5k steps for the Nature loop, one 10k target period for the
 fast loop); min and max are in the CSV.
 
-    python benchmarks/speedtest.py                 # the full grid (about an hour here)
-    python benchmarks/speedtest.py --quick         # a one-minute smoke run (CI)
-    python benchmarks/speedtest.py --only nature,fast-8-on-on,learner --repeats 3
+    python -m benchmarks.speedtest                 # the full grid (about an hour here)
+    python -m benchmarks.speedtest --quick         # a one-minute smoke run (CI)
+    python -m benchmarks.speedtest --only nature,fast-8-on-on,learner --repeats 3
 """
 
 import argparse
@@ -39,7 +39,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 
 # --------------------------------------------------------------------------- the measured side
@@ -102,8 +101,8 @@ def measure(case, args):
     """Run one configuration in this process; return its figures as a dict."""
     import numpy as np
 
-    from fast_dqn.run import components
     from fast_dqn.agent.tf_setup import configure_tensorflow
+    from fast_dqn.run import components
 
     config = _config(case, args)
     configure_tensorflow(config.seed, config.threads)
@@ -166,8 +165,8 @@ def _measure_learner(config, args, shape):
     """The learner's ceiling: the fast loop's trainer with prefetch, on a full replay."""
     import numpy as np
 
-    from fast_dqn.run import components
     from fast_dqn.loops.background_trainer import BackgroundTrainer
+    from fast_dqn.run import components
     replay = components.build_replay(config, shape[1:])
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (1000, 84, 84), dtype=np.uint8)
@@ -216,7 +215,7 @@ def cases(quick):
 
 
 def run_case(case, args):
-    command = [sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)]
+    command = [sys.executable, "-m", "benchmarks.speedtest", "--case", json.dumps(case)]
     command += [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                 if k in ("steps", "warmup", "replay", "period", "threads", "nature_segment",
                          "samplers_segment", "epsilon") and v is not None]

@@ -1,6 +1,6 @@
 """How far one optimizer setting moves the Nature CNN, against its source's rule, per layer.
 
-    python benchmarks/update_size.py [--game pong] [--steps 40]
+    python -m benchmarks.update_size [--game pong] [--steps 40]
 
 Fills a replay memory with real frames (random play on the vector env), then trains copies of
 one freshly initialised Nature CNN on the same sequence of minibatches, one copy per setting,
@@ -13,12 +13,9 @@ divided by how far the reference setting moved it:
 """
 
 import argparse
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 RMSPROP = {"reference": ("rmsprop", 2.5e-4, 0.01, "sum"),
            "mean loss, eps 0.01 (before)": ("rmsprop", 2.5e-4, 0.01, "mean"),
@@ -28,9 +25,9 @@ ADAM = {"reference": ("adam", 1e-4, 1e-8, "mean"),
 
 
 def real_minibatches(game, count, batch_size=32, seed=0):
-    from fast_dqn.run.hyperparameters import FastConfig
     from fast_dqn.agent.replay_memory import ReplayMemory
     from fast_dqn.envs.samplers import VectorSamplers
+    from fast_dqn.run.hyperparameters import FastConfig
     samplers = VectorSamplers(FastConfig(game=game), 8, seed, num_threads=1)
     replay = ReplayMemory(20_000, (84, 84), 4, seed=seed, num_shards=8)
     rng = np.random.default_rng(seed)

@@ -108,3 +108,21 @@ class NullMonitor:
 
     def message(self, line):
         pass
+
+
+class MemoryCheckpoints:
+    """A Checkpointer that keeps the loop states in memory; stop_requested() turns true at
+    its call `stop_at` and stays true."""
+
+    def __init__(self, stop_at=None):
+        self.saved, self.calls, self.stop_at = [], 0, stop_at
+
+    def stop_requested(self):
+        self.calls += 1
+        return self.stop_at is not None and self.calls >= self.stop_at
+
+    def due(self, step):
+        return False
+
+    def save(self, step, loop_state, final=False):
+        self.saved.append((step, loop_state, final))

@@ -13,6 +13,16 @@ TINY = ["--game=pong", "--timesteps=1600", "--prepopulate=400", "--replay-capaci
         "--target-update-freq=200"]
 
 
+def code_path_env(base=None):
+    """The environment of a child process that runs a generated script: the repository root
+    (the package) and tests/ (the fakes) on its PYTHONPATH."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [ROOT, os.path.join(ROOT, "tests")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
+                                               else []))
+    return env
+
+
 def run(script, args, timeout=300):
     return subprocess.run([sys.executable, os.path.join(ROOT, script), *args],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)

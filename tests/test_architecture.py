@@ -12,6 +12,9 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MAY_IMPORT = {"": set(), "envs": {""}, "agent": {""}, "loops": {"", "envs", "agent"},
               "run": {"", "envs", "agent", "loops"},
               "tools": {"", "envs", "agent", "loops", "run"}}
+# `python -m fast_dqn.evaluate` and `... .plot` still work: the old command names, each only
+# calling its tool, sit on top of every layer.
+COMMAND_ALIASES = {"evaluate", "plot"}
 
 
 def package_modules():
@@ -49,6 +52,8 @@ def import_graph():
 
 
 def layer(module):
+    if module in COMMAND_ALIASES:
+        return "tools"
     return module.split(".")[0] if "." in module else ""
 
 

@@ -1,4 +1,3 @@
-import cv2
 import gymnasium
 import numpy as np
 import pytest

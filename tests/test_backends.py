@@ -10,11 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from fast_dqn.run import cli, components
 from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop, HeldTransitions
-from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.loops.minibatch_schedule import minibatches_due
+from fast_dqn.loops.settings import LoopSettings
+from fast_dqn.run import cli, components
 from fast_dqn.run.hyperparameters import FastConfig
 from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 
@@ -129,8 +129,8 @@ def test_backend_contract(kind, request):
 
 
 def test_held_transitions_cut_a_restarted_stream():
-    from fast_dqn.loops.experience import Chunk
     from fast_dqn.agent.replay_memory import ReplayMemory
+    from fast_dqn.loops.experience import Chunk
 
     def chunk(t0, shards, new_stream=False):
         n = len(shards)

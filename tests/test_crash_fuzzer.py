@@ -2,18 +2,12 @@
 random moments and resumed until they finish, then checked as the fuzzer checks them.
 The 100+ random trials are run with the script itself (see the README's Reliability)."""
 
-import importlib.util
-import os
 
 import pytest
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-spec = importlib.util.spec_from_file_location("crash_fuzzer",
-                                              os.path.join(ROOT, "benchmarks", "crash_fuzzer.py"))
-fuzzer = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fuzzer)
+from benchmarks import crash_fuzzer as fuzzer
 
 TRIALS = [
     # The reported failure: Ctrl-C mid-period without --save-replay, then resume.

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from fast_dqn.run import cli
-from helpers import ROOT, logs, rows, run
+from helpers import code_path_env, logs, rows, run
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
 
@@ -44,13 +44,12 @@ def test_fast_other_modes_run(tmp_path, flags):
 
 FAULTY_RUN = textwrap.dedent("""
     import sys
-    sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
     from fake_ale import FakeAtariEnv
-    from fast_dqn.run import cli, training
     from fast_dqn.envs.environment import SeedOnFirstReset, wrap_atari
-    from fast_dqn.loops.experience import LocalBackend
-    from fast_dqn.run.hyperparameters import FastConfig
     from fast_dqn.envs.samplers import PythonSamplers
+    from fast_dqn.loops.experience import LocalBackend
+    from fast_dqn.run import cli, training
+    from fast_dqn.run.hyperparameters import FastConfig
 
     class FaultyAle(FakeAtariEnv):
         def step(self, action):
@@ -70,12 +69,12 @@ FAULTY_RUN = textwrap.dedent("""
 
 def test_a_sampler_fault_in_a_real_run_exits_non_zero_with_the_traceback(tmp_path):
     script = tmp_path / "faulty.py"
-    script.write_text(FAULTY_RUN.format(root=ROOT, tests=os.path.join(ROOT, "tests")))
+    script.write_text(FAULTY_RUN)
     result = subprocess.run(
         [sys.executable, str(script), "--workers=2", "--timesteps=100000", "--prepopulate=100",
          "--replay-capacity=5000", "--target-update-freq=200", "--evaluate=0",
          f"--logdir={tmp_path / 'run'}"],
-        capture_output=True, text=True, timeout=180)
+        capture_output=True, text=True, timeout=180, env=code_path_env())
     assert result.returncode != 0
     assert "injected emulator fault" in result.stderr and "Traceback" in result.stderr
 

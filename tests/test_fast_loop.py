@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from fake_samplers import K, FakeLearner, FakeSamplers, NullMonitor
+from fast_dqn.agent.replay_memory import ReplayMemory
 from fast_dqn.loops.background_trainer import BackgroundTrainer
 from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop, next_sync_point
-from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.loops.minibatch_schedule import minibatches_due
+from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run.hyperparameters import FastConfig
-from fast_dqn.agent.replay_memory import ReplayMemory
 
 BASE = FastConfig(timesteps=960, prepopulate=100, replay_capacity=4000, target_update_freq=96,
                   train_freq=4, batch_size=8, eps_decay_steps=400, eps_end=0.1, evaluate=0)
@@ -156,3 +156,72 @@ def test_a_fault_ends_the_run_quickly_and_leaves_no_thread(fault):
         run(config, samplers=samplers, learner=learner)
     time.sleep(0.2)
     assert not any(t.name.startswith("fast-dqn") and t.is_alive() for t in threading.enumerate())
+
+
+@pytest.mark.parametrize("flags", [(True, False, False), (False, True, False),
+                                   (False, False, True)])
+def test_the_loop_state_survives_a_checkpoint_as_it_is(flags):
+    import pickle
+    from fast_dqn.loops.fast_loop import FastLoopState
+    settings = LoopSettings.from_config(BASE)
+    state = FastLoopState.fresh(settings)
+    state.step, state.trained_through, state.last_eval, state.owed = 480, 576, 400, 23
+    state.sync_pending, state.eval_pending, state.boundary = flags
+    state.schedule.refill(480, 100, owed=5)
+    state.held.chunks.append((np.ones((1, 2, 2)), np.zeros((1, 2)), np.zeros((1, 2)),
+                              np.zeros((1, 2), bool), np.zeros((1, 2), bool), np.arange(2)))
+    saved = pickle.loads(pickle.dumps(state.state_dict()))
+    again = FastLoopState.from_state_dict(saved, settings)
+    assert again.state_dict().keys() == saved.keys()
+    for key in ("step", "trained_through", "last_eval", "owed", "sync_pending",
+                "eval_pending", "boundary", "schedule"):
+        assert again.state_dict()[key] == state.state_dict()[key], key
+    assert len(again.held.chunks) == 1
+    np.testing.assert_array_equal(again.held.chunks[0][0], state.held.chunks[0][0])
+
+
+@pytest.mark.parametrize("concurrent", [True, False])
+@pytest.mark.parametrize("stop_at", [2, 9, 15, 40])
+def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(concurrent,
+                                                                               stop_at):
+    """Stopped at the stop_at-th check (mid-period, or at a sync point), checkpointed, and
+    continued from the pickled loop state with the same parts: the same replay, the same
+    minibatches drawn, the same target copies."""
+    import pickle
+    from fake_samplers import MemoryCheckpoints
+    from fast_dqn.loops.fast_loop import FastLoopState
+    config = dataclasses.replace(BASE, workers=4, concurrent=concurrent)
+    settings = LoopSettings.from_config(config)
+
+    def parts():
+        learner = FakeLearner()
+        replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
+                              num_shards=config.workers, seed=3)
+        backend = LocalBackend(FakeSamplers(config.workers), batched=True)
+        backend.start(learner.target_q_values, None, np.random.default_rng(0))
+        trainer = None
+        if concurrent:
+            trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
+                                        on_loss=lambda r: None, prefetch=False)
+        return learner, replay, backend, trainer
+
+    def finish(learner, replay, trainer):
+        if trainer:
+            trainer.close()
+        return (learner.trained, learner.target_updates, len(replay),
+                replay.rng.bit_generator.state, replay.sample(8)[0].tolist())
+
+    learner, replay, backend, trainer = parts()
+    FastLoop(settings, backend, learner, replay, trainer, NullMonitor()).run()
+    whole = finish(learner, replay, trainer)
+
+    learner, replay, backend, trainer = parts()
+    checkpoints = MemoryCheckpoints(stop_at)
+    step = FastLoop(settings, backend, learner, replay, trainer, NullMonitor(),
+                    checkpoints=checkpoints).run()
+    assert 0 < step < 960 and checkpoints.saved[-1][0] == step
+    state = FastLoopState.from_state_dict(pickle.loads(pickle.dumps(checkpoints.saved[-1][1])),
+                                          settings)
+    FastLoop(settings, backend, learner, replay, trainer, NullMonitor(),
+             checkpoints=MemoryCheckpoints()).run(state)
+    assert finish(learner, replay, trainer) == whole

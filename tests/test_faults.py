@@ -14,18 +14,17 @@ import numpy as np
 import pytest
 
 from fast_dqn.run.checkpoint import CheckpointStore
-from helpers import ROOT, logs, rows, run
+from helpers import ROOT, code_path_env, logs, rows, run
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
 
 FAULT_RUN = textwrap.dedent("""
     import errno, os, sys, time
-    sys.path[:0] = [{root!r}]
     import numpy as np
-    from fast_dqn.run import cli, training
-    from fast_dqn.loops import evaluation
     from fast_dqn.agent import learner, replay_memory
     from fast_dqn.envs import samplers
+    from fast_dqn.loops import evaluation
+    from fast_dqn.run import cli, training
     from fast_dqn.run.hyperparameters import FastConfig
 
     mode, marker = sys.argv[1], sys.argv[2]
@@ -80,12 +79,12 @@ TINY = ["--game=pong", "--workers=2", "--env-backend=python", "--prepopulate=400
 
 def run_with_fault(tmp_path, mode, extra):
     script = tmp_path / "fault.py"
-    script.write_text(FAULT_RUN.format(root=ROOT))
+    script.write_text(FAULT_RUN)
     marker = tmp_path / "fault-time"
     result = subprocess.run(
         [sys.executable, str(script), mode, str(marker), *TINY, *extra,
          f"--logdir={tmp_path / 'run'}"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT)
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=code_path_env())
     fault_time = float(marker.read_text()) if marker.exists() else None
     return result, fault_time
 
@@ -272,12 +271,13 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoi
 
 def test_kill_9_while_a_checkpoint_is_written_leaves_the_previous_one_usable(tmp_path):
     script = tmp_path / "fault.py"
-    script.write_text(FAULT_RUN.format(root=ROOT))
+    script.write_text(FAULT_RUN)
     marker, logdir = tmp_path / "fault-time", tmp_path / "run"
     process = subprocess.Popen(
         [sys.executable, str(script), "kill-while-saving", str(marker), *TINY,
          "--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400", "--save-replay",
-         f"--logdir={logdir}"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         f"--logdir={logdir}"], cwd=ROOT, env=code_path_env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
     try:
         wait_for(marker.exists, process)
         process.send_signal(signal.SIGKILL)

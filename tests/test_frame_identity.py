@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from fast_dqn.envs.environment import make_env
-from fast_dqn.run.hyperparameters import FastConfig
 from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
+from fast_dqn.run.hyperparameters import FastConfig
 
 FIELDS = ("rewards", "terminated", "truncated", "game_over", "game_returns", "game_lengths")
 

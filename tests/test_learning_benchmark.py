@@ -2,18 +2,11 @@
 have ended, and minutes are the run's own training hours."""
 
 import csv
-import importlib.util
-import os
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "learning_benchmark", os.path.join(ROOT, "benchmarks", "learning.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import learning
+    return learning
 
 
 def test_thresholds_count_only_after_100_games(tmp_path):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from fast_dqn.run import cli
 from fast_dqn.errors import ConfigError
+from fast_dqn.run import cli
 from fast_dqn.run.hyperparameters import Config, FastConfig
 from fast_dqn.run.presets import PRESETS
 from helpers import run

@@ -12,7 +12,7 @@ import pytest
 
 from fast_dqn.run.checkpoint import CheckpointStore
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
-from helpers import ROOT, rows
+from helpers import ROOT, code_path_env, rows
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
 
@@ -21,24 +21,23 @@ ray = pytest.importorskip("ray")
 
 TWO_NODES = textwrap.dedent("""
     import json, sys
-    sys.path[:0] = [{root!r}]
     import numpy as np
     import ray
     from ray.cluster_utils import Cluster
+    from fast_dqn.loops.ray_backend import RayBackend
     from fast_dqn.run import cli, components
     from fast_dqn.run.hyperparameters import FastConfig
-    from fast_dqn.loops.ray_backend import RayBackend
 
     # The head (the learner's machine) offers no CPU, so the one-CPU sampler actors can only
     # be placed on the second node: the recipe's `ray start --head --num-cpus=0`. Both nodes
     # listen on this machine's own address (Ray replaces 127.0.0.1 by it when connecting);
     # Linux routes that through the loopback interface, so nothing leaves the machine.
-    cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 0}})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     try:
         second = cluster.add_node(num_cpus=2, object_store_memory=200 * 2**20)
-        config = cli.build_config({{"env": "CartPole-v1", "backend": "ray", "num_samplers": 2,
+        config = cli.build_config({"env": "CartPole-v1", "backend": "ray", "num_samplers": 2,
                                    "envs_per_sampler": 2, "rollout_steps": 8,
-                                   "ray_address": cluster.address}}, FastConfig)
+                                   "ray_address": cluster.address}, FastConfig)
         backend = RayBackend(config, *components.ray_sampler_builders(config),
                              log=lambda line: None)
         try:
@@ -54,10 +53,10 @@ TWO_NODES = textwrap.dedent("""
                     steps += chunk.steps
         finally:
             backend.close()
-        print(json.dumps({{"nodes": nodes, "head": cluster.head_node.node_id,
+        print(json.dumps({"nodes": nodes, "head": cluster.head_node.node_id,
                           "second": second.node_id, "shards": sorted(shards),
                           "connected_after": ray.is_initialized(),
-                          "cluster_alive": cluster.remaining_processes_alive()}}))
+                          "cluster_alive": cluster.remaining_processes_alive()}))
     finally:
         cluster.shutdown()
 """)
@@ -68,8 +67,8 @@ def test_samplers_run_on_the_second_node_of_a_two_node_cluster(tmp_path):
     # keeps per-process state that a second cluster in the same process trips over.
     before = ray_processes()
     script = tmp_path / "two_nodes.py"
-    script.write_text(TWO_NODES.format(root=ROOT))
-    env = environment_without_ray_settings()
+    script.write_text(TWO_NODES)
+    env = code_path_env(environment_without_ray_settings())
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             timeout=300, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 
 from fake_ale import FakeAtariEnv
+from fast_dqn.agent.replay_memory import (ReplayMemory, check_fits_in_memory, estimate_bytes)
 from fast_dqn.envs.environment import wrap_atari
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.hyperparameters import Config
-from fast_dqn.agent.replay_memory import (ReplayMemory, check_fits_in_memory, estimate_bytes)
 
 K = 4
 
@@ -202,8 +202,8 @@ def test_replay_returns_what_the_agent_saw_on_a_real_rom(env_backend):
     lives and time-limit cuts."""
     from fast_dqn.loops.experience import LocalBackend
     from fast_dqn.loops.fast_loop import HeldTransitions
-    from fast_dqn.run.hyperparameters import FastConfig
     from fast_dqn.run.components import build_samplers
+    from fast_dqn.run.hyperparameters import FastConfig
 
     config = FastConfig(game="breakout", max_episode_steps=120, env_backend=env_backend,
                         env_threads=1)

@@ -2,8 +2,8 @@ import numpy as np
 
 from fake_ale import FakeAtariEnv
 from fast_dqn.envs.environment import SeedOnFirstReset, wrap_atari
-from fast_dqn.run.hyperparameters import FastConfig
 from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
+from fast_dqn.run.hyperparameters import FastConfig
 
 
 def test_python_samplers_reset_finished_episodes_and_report_games():

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_speedtest_quick(tmp_path):
     out = tmp_path / "speed.csv"
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "speedtest.py"), "--quick",
+        [sys.executable, "-m", "benchmarks.speedtest", "--quick",
          f"--csv={out}"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     table = [line for line in result.stdout.splitlines() if line.startswith("| ")]

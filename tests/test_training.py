@@ -3,9 +3,9 @@ the learner: which network acts, and how many minibatches are trained."""
 
 import pytest
 
+from fast_dqn.agent.learner import DQNLearner
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.hyperparameters import Config, FastConfig, resolve_optimizer
-from fast_dqn.agent.learner import DQNLearner
 from fast_dqn.run.training import train_fast, train_nature
 
 SMALL = dict(env="CartPole-v1", game=None, history_length=1, replay_capacity=2_000,
@@ -136,3 +136,62 @@ def test_the_nature_loop_trains_right_after_each_fourth_step_past_warm_up(tmp_pa
     monkeypatch.setattr(DQNLearner, "train", recorded_train)
     run_loop("nature", small_config("nature", tmp_path, timesteps=400))
     assert trained_at == [s for s in range(101, 401) if s % 4 == 0]
+
+
+# The run builder's RunParts, in process: what a checkpoint collects, what restore puts back.
+
+def built_parts(config, resume=None):
+    import numpy as np
+    from fast_dqn.run.training import RunParts
+    return RunParts(config, (1, 4), np.dtype(np.float32), 2, 1,
+                    lambda learner: learner.q_values, resume)
+
+
+def filled_parts(tmp_path, save_replay):
+    import numpy as np
+    config = small_config("nature", tmp_path, save_replay=save_replay)
+    parts = built_parts(config)
+    for t in range(300):
+        parts.replay.add(np.full(4, t, np.float32), t % 2, 1.0, t % 50 == 49, t % 50 == 49)
+    parts.learner.train(*parts.replay.sample(8))
+    parts.rng.random(5)
+    schedule = {"train_start": 100, "refill_until": 0, "deferred": 0}
+    parts.checkpoints.save(300, {"step": 300, "obs": None, "eval_pending": False,
+                                 "schedule": schedule})
+    parts.close()
+    return config, parts
+
+
+@pytest.mark.parametrize("save_replay", [True, False])
+def test_run_parts_restore_what_they_collected(tmp_path, save_replay):
+    import numpy as np
+    from fast_dqn.run.checkpoint import latest_checkpoint
+    config, before = filled_parts(tmp_path, save_replay)
+    after = built_parts(config, latest_checkpoint(str(tmp_path), "resume"))
+    loop = after.restore()
+    after.close()
+    assert loop["step"] == 300
+    for a, b in zip(before.learner.main.get_weights() + before.learner.target.get_weights(),
+                    after.learner.main.get_weights() + after.learner.target.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert after.rng.random() == before.rng.random()
+    assert after.replay.rng.random() == before.replay.rng.random()
+    if save_replay:
+        assert len(after.replay) == 300
+        np.testing.assert_array_equal(after.replay.sample(8)[0], before.replay.sample(8)[0])
+        assert loop["schedule"]["refill_until"] == 0
+    else:
+        # No replay: training waits while --prepopulate steps refill it.
+        assert len(after.replay) == 0
+        assert loop["schedule"]["refill_until"] == 300 + config.prepopulate
+
+
+def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
+    from fast_dqn.errors import ConfigError
+    from fast_dqn.run.checkpoint import latest_checkpoint
+    config, _ = filled_parts(tmp_path, save_replay=False)
+    other = dict(SMALL, logdir=str(tmp_path), env="Acrobot-v1")
+    other = resolve_optimizer(Config(**other))
+    with pytest.raises(ConfigError, match="does not belong to this run") as error:
+        built_parts(other, latest_checkpoint(str(tmp_path), "resume"))
+    assert error.value.setting == "resume"

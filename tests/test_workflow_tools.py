@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from fast_dqn.tools.atari_scores import SCORES, human_normalized
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import ProgressBar, ProgressLines, make_console
+from fast_dqn.tools.atari_scores import SCORES, human_normalized
 from helpers import ROOT, TINY, FakeClock, run
 
 
@@ -132,3 +132,11 @@ def test_plot_writes_a_png(trained_run, tmp_path):
     assert image.shape[0] > 500 and image.shape[1] > 800
     assert np.std(image) > 10  # lines and labels were drawn, not a blank canvas
     assert main([str(tmp_path), "-o", str(output)]) == 2  # not a run
+
+
+@pytest.mark.parametrize("module", ["fast_dqn.tools.evaluate", "fast_dqn.evaluate",
+                                    "fast_dqn.tools.plot", "fast_dqn.plot"])
+def test_the_tools_answer_by_their_new_and_their_old_names(module):
+    result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
+                            text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0 and "RUN_DIR" in result.stdout, result.stderr

@@ -9,7 +9,6 @@ import numpy as np
 from fast_dqn import legacy_pickles
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.errors import ConfigError
-from fast_dqn.envs.games import env_id
 
 
 def make_raw_atari_env(game, sticky_actions, full_action_space):

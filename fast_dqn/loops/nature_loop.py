@@ -4,9 +4,9 @@ Single-threaded: acting, replay writes and training strictly alternate, so every
 is a consistent point for a checkpoint.
 """
 
+from fast_dqn.agent.policy import select_action
 from fast_dqn.loops.evaluation import EvaluationInterrupted
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
-from fast_dqn.agent.policy import select_action
 
 
 def run_nature_loop(settings, env, learner, replay, monitor, rng, evaluator=None,

@@ -12,8 +12,8 @@ import os
 import sys
 import traceback
 
-from fast_dqn.run import hyperparameters as hp
 from fast_dqn.errors import ConfigError
+from fast_dqn.run import hyperparameters as hp
 from fast_dqn.run.run_directory import (RunLock, check_logdir, check_writable, create_run_directory,
                                         default_logdir, load_run_config)
 
@@ -300,9 +300,9 @@ def validate_and_resolve(config, loop_name, validate_extra=None):
 
 def resolve_environment(config):
     """Check the game or env exists and its replay fits in RAM; returns the resolved config."""
+    from fast_dqn.agent.replay_memory import check_fits_in_memory
     from fast_dqn.envs.environment import check_gym_env
     from fast_dqn.envs.games import resolve_game
-    from fast_dqn.agent.replay_memory import check_fits_in_memory
 
     if config.env is not None:
         shape, dtype = check_gym_env(config.env)

@@ -9,8 +9,8 @@ import functools
 
 import numpy as np
 
-from fast_dqn.envs.environment import make_env
 from fast_dqn.agent.replay_memory import ReplayMemory
+from fast_dqn.envs.environment import make_env
 
 # Seed offsets keep every random stream of a run distinct yet derived from the one --seed.
 EVAL_ENV_SEED_OFFSET = 10_000
@@ -32,8 +32,8 @@ def network_builder(config, observation_shape, num_actions):
 
 
 def build_learner(config, observation_shape, num_actions):
-    from fast_dqn.run.hyperparameters import resolve_optimizer
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
+    from fast_dqn.run.hyperparameters import resolve_optimizer
     config = resolve_optimizer(config)  # a config built in code may leave them unset
     return DQNLearner(network_builder(config, observation_shape, num_actions),
                       make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,

@@ -1,19 +1,19 @@
 """A run from its Config: its parts assembled (built by fast_dqn.run.components), restored from a
 checkpoint, and either loop run with them."""
 
+from fast_dqn.agent.tf_setup import configure_tensorflow
+from fast_dqn.envs.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
+from fast_dqn.errors import ConfigError
+from fast_dqn.loops.evaluation import Evaluator
+from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.run.components import (ACTION_RNG_STREAM, EVAL_ENV_SEED_OFFSET, EVAL_RNG_STREAM,
                                      build_learner, build_replay, build_samplers,
                                      ray_sampler_builders, rng_for)
-from fast_dqn.errors import ConfigError
-from fast_dqn.envs.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
-from fast_dqn.loops.evaluation import Evaluator
-from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
-from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import make_console
 from fast_dqn.run.tensorboard_log import TensorBoardLog
-from fast_dqn.agent.tf_setup import configure_tensorflow
 
 def start_tensorflow(config):
     devices = configure_tensorflow(config.seed, config.threads)

@@ -14,8 +14,8 @@ import sys
 import gymnasium
 import numpy as np
 
-from fast_dqn.run.cli import OneLineParser, fail, parse_count, parse_real
 from fast_dqn.errors import ConfigError
+from fast_dqn.run.cli import OneLineParser, fail, parse_count, parse_real
 
 ATARI_FPS = 60
 
@@ -124,12 +124,12 @@ def build_parser():
 
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
     """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}."""
-    from fast_dqn.run import hyperparameters as hp
-    from fast_dqn.tools.atari_scores import human_normalized
-    from fast_dqn.run.checkpoint import latest_checkpoint
     from fast_dqn.loops.evaluation import evaluate
+    from fast_dqn.run import hyperparameters as hp
+    from fast_dqn.run.checkpoint import latest_checkpoint
     from fast_dqn.run.run_directory import load_run_config
     from fast_dqn.run.training import build_learner, rng_for, start_tensorflow
+    from fast_dqn.tools.atari_scores import human_normalized
 
     out = out or sys.stdout
     saved = load_run_config(run_dir, "RUN_DIR")

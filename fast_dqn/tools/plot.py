@@ -11,8 +11,8 @@ import json
 import os
 import sys
 
-from fast_dqn.run.cli import OneLineParser, fail
 from fast_dqn.errors import ConfigError
+from fast_dqn.run.cli import OneLineParser, fail
 
 
 def read_columns(path, names):

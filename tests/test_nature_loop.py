@@ -1,0 +1,108 @@
+"""The Nature loop over scripted parts: when it trains, copies the target, evaluates and
+checkpoints, what it stores, and that a stop and resume change none of it."""
+
+import numpy as np
+import pytest
+
+from fake_env import K, QValues, ScriptedEnv
+from fake_samplers import MemoryCheckpoints, NullMonitor
+from fast_dqn.agent.replay_memory import ReplayMemory
+from fast_dqn.agent.schedules import LinearSchedule
+from fast_dqn.loops.nature_loop import run_nature_loop
+from fast_dqn.loops.settings import LoopSettings
+
+SETTINGS = LoopSettings(timesteps=120, prepopulate=20, train_freq=4, target_update_freq=30,
+                        batch_size=2, eval_freq=50, exploration=LinearSchedule(1.0, 0.0, 60))
+
+
+class Learner:
+    """Records the agent step of each call, read from the replay it is handed."""
+
+    def __init__(self, replay):
+        self.replay, self.q_values = replay, QValues()
+        self.trained_at, self.updated_at = [], []
+
+    def train(self, *batch):
+        self.trained_at.append(len(self.replay))
+        return 0.5, 1.0
+
+    def update_target(self):
+        self.updated_at.append(len(self.replay))
+
+
+class Evaluations:
+    def __init__(self):
+        self.steps = []
+
+    def __call__(self, step):
+        self.steps.append(step)
+
+
+def run(settings=SETTINGS, env=None, learner_replay=None, checkpoints=None, resume=None,
+        seed=0):
+    env = env or ScriptedEnv()
+    replay, learner = learner_replay or (None, None)
+    if replay is None:
+        replay = ReplayMemory(1000, (1,), K, frame_dtype=np.int64, seed=1)
+        learner = Learner(replay)
+    evaluations = Evaluations()
+    step = run_nature_loop(settings, env, learner, replay, NullMonitor(),
+                           np.random.default_rng(seed), evaluations, checkpoints, resume)
+    return step, env, learner, replay, evaluations
+
+
+def test_it_trains_after_each_fourth_step_past_warm_up_and_copies_every_c_steps():
+    step, _, learner, replay, evaluations = run()
+    assert step == 120 and len(replay) == 120
+    assert learner.trained_at == list(range(24, 121, 4))  # past 20 stored steps: 24, 28, ...
+    assert learner.updated_at == [30, 60, 90, 120]
+    assert evaluations.steps == [50, 100, 120]  # every 50 steps, and at the end
+
+
+def test_warm_up_acts_uniformly_and_then_greedy_actions_come_from_the_network():
+    settings = LoopSettings(timesteps=400, prepopulate=200, train_freq=4, target_update_freq=100,
+                            batch_size=2, eval_freq=0, exploration=LinearSchedule(0.0, 0.0, 1))
+    _, env, learner, _, _ = run(settings)
+    warm_up, after = np.array(env.actions[:200]), np.array(env.actions[200:])
+    assert set(warm_up) == {0, 1, 2} and learner.q_values.calls == 200  # only after warm-up
+    assert (after == learner.q_values.best).all()
+
+
+def test_stored_transitions_are_what_the_env_showed():
+    _, env, _, replay, _ = run()
+    states, actions, rewards, next_states, dones = replay.sample(64)
+    # Episodes of 5 steps start at frames 0, 5, 10, ...: the step from each fifth state ends
+    # one, and every other next state is the state moved on by one frame.
+    frames, next_frames = states[:, -1, 0], next_states[:, -1, 0]
+    np.testing.assert_array_equal(dones, frames % 5 == 4)
+    assert (next_frames[dones == 0] == frames[dones == 0] + 1).all()
+    # Older frames of the stack from before the episode began are zeros.
+    older = frames[:, None] - [3, 2, 1]
+    np.testing.assert_array_equal(states[:, :-1, 0],
+                                  np.where(older >= (frames // 5 * 5)[:, None], older, 0))
+    np.testing.assert_array_equal(actions, [env.actions[f] for f in frames])
+    assert (rewards == 1.0).all()
+
+
+@pytest.mark.parametrize("stop_at", [3, 57, 118])
+def test_a_stop_checkpoints_and_the_resumed_loop_does_exactly_the_rest(stop_at):
+    import pickle
+    whole = run()
+    env = ScriptedEnv()
+    replay = ReplayMemory(1000, (1,), K, frame_dtype=np.int64, seed=1)
+    learner = Learner(replay)
+    checkpoints = MemoryCheckpoints(stop_at)
+    rng = np.random.default_rng(0)
+    evaluations = Evaluations()
+    step = run_nature_loop(SETTINGS, env, learner, replay, NullMonitor(), rng, evaluations,
+                           checkpoints)
+    saved_step, state, final = checkpoints.saved[-1]
+    assert saved_step == step == stop_at - 1 and not final
+    # The checkpoint would pickle the env; the resumed loop continues from a copy of it.
+    env = pickle.loads(pickle.dumps(env))
+    run_nature_loop(SETTINGS, env, learner, replay, NullMonitor(), rng, evaluations,
+                    MemoryCheckpoints(), resume=pickle.loads(pickle.dumps(state)))
+    assert learner.trained_at == whole[2].trained_at
+    assert learner.updated_at == whole[2].updated_at
+    assert evaluations.steps == whole[4].steps
+    assert env.actions[-5:] == whole[1].actions[-5:] and env.t == 120
