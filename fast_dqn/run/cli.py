@@ -148,13 +148,13 @@ def build_parser(prog, description, config_class=hp.Config):
                            argument_default=argparse.SUPPRESS)
     run = add_config_flags(parser, config_class)["logdir"]
     run.add_argument("--resume", metavar="RUN_DIR",
-                        help="continue the run in RUN_DIR from its latest complete checkpoint, "
-                        "with its saved config; only " + ", ".join(
-                            flag_name(n) for n in RESUME_OVERRIDES
-                            if n in {f.name for f in dataclasses.fields(config_class)})
-                        + " may change")
+                     help="continue the run in RUN_DIR from its latest complete checkpoint, "
+                     "with its saved config; only " + ", ".join(
+                         flag_name(n) for n in RESUME_OVERRIDES
+                         if n in {f.name for f in dataclasses.fields(config_class)})
+                     + " may change")
     run.add_argument("--list-games", action="store_true",
-                        help="print the Atari games of the installed ROMs and exit")
+                     help="print the Atari games of the installed ROMs and exit")
     return parser
 
 
