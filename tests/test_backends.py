@@ -18,8 +18,11 @@ from fast_dqn.run import cli, components
 from fast_dqn.run.hyperparameters import FastConfig
 from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 
+# Dueling: every backend's acting copy of the target network must be built the way the
+# learner builds it, or the weights it is sent do not fit.
 CONFIG = cli.build_config({"env": "CartPole-v1", "workers": 4, "num_samplers": 2,
-                           "envs_per_sampler": 2, "rollout_steps": 8, "seed": 3}, FastConfig)
+                           "envs_per_sampler": 2, "rollout_steps": 8, "seed": 3,
+                           "dueling": True}, FastConfig)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +49,8 @@ def make_backend(kind, request, config=CONFIG, log=None):
 
 
 def favour(learner, action):
-    """Make the target network prefer `action` in every state."""
+    """Make the target network prefer `action` in every state (through the advantage stream
+    when the head is dueling: its last weights are the advantages')."""
     weights = learner.target.get_weights()
     weights[-2][:] = 0
     weights[-1][:] = np.eye(len(weights[-1]))[action]

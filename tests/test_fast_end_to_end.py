@@ -34,7 +34,10 @@ def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
 
 
 @pytest.mark.parametrize("flags", [["--env-backend=python", "--concurrent=False"],
-                                   ["--synchronize=0", "--no-prefetch"]])
+                                   ["--synchronize=0", "--no-prefetch"],
+                                   # the DQN extensions on the vector backend, in bfloat16
+                                   ["--double", "--dueling", "--n-step=3",
+                                    "--precision=bfloat16"]])
 def test_fast_other_modes_run(tmp_path, flags):
     logdir = tmp_path / "run"
     result = run("run_fast_dqn.py", TINY_FAST + flags + [f"--logdir={logdir}"])

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from fast_dqn.agent.learner import DQNLearner, dqn_loss, huber, make_optimizer, td_targets
+from fast_dqn.agent.learner import (DQNLearner, double_td_targets, dqn_loss, huber,
+                                    make_optimizer, td_targets)
 from fast_dqn.agent.q_network import nature_cnn
 
 
@@ -214,3 +215,66 @@ def test_the_default_optimizer_takes_the_nature_codes_update_per_layer(repeat_on
             assert 0.98 <= ratio <= 1.02, f"layer {layer}: update {ratio:.3f} x Nature's"
             cosine = np.sum(applied * e) / (np.linalg.norm(applied) * np.linalg.norm(e))
             assert cosine > 0.999, f"layer {layer}: update direction off ({cosine:.4f})"
+
+
+# --- Double DQN, n-step bootstrap discounts, bfloat16 (issue: Pong in 90 minutes)
+
+def test_double_td_targets_by_hand():
+    rewards = tf.constant([1.0, 0.0, -1.0])
+    dones = tf.constant([0.0, 1.0, 0.0])
+    next_main = tf.constant([[5.0, 1.0], [0.0, 9.0], [-1.0, 2.0]])    # picks a' = 0, 1, 1
+    next_target = tf.constant([[1.0, 2.0], [3.0, 4.0], [-1.0, -5.0]])  # values them
+    got = double_td_targets(rewards, dones, next_main, next_target, 0.9).numpy()
+    # Not the target's max (2, 4, -1): the target's value of main's choice.
+    np.testing.assert_allclose(got, [1 + 0.9 * 1.0, 0.0, -1 + 0.9 * -5.0], rtol=1e-6)
+
+
+def learner_with(main, target, double):
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9,
+                         double=double)
+    state = learner.state_dict()
+    state["main"], state["target"] = [np.float32(main)], [np.float32(target)]
+    learner.load_state_dict(state)
+    return learner
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_double_dqn_lets_main_pick_and_target_value(double):
+    """s' = (1, 0.5): main (identity) prefers action 0, target ([[1, 0], [0, 4]]) values the
+    actions 1 and 2, so its max is action 1. Double: y = 0.9 * 1; Nature: y = 0.9 * 2."""
+    learner = learner_with(np.eye(2), [[1.0, 0.0], [0.0, 4.0]], double)
+    s, s2 = np.array([[1.0, 0.0]], np.float32), np.array([[1.0, 0.5]], np.float32)
+    loss, _ = learner.train(s, [0], [0.0], s2, [0.0])
+    y = 0.9 * (1.0 if double else 2.0)
+    assert loss == pytest.approx(0.5 * (y - 1.0) ** 2, rel=1e-5)   # Q(s, 0) = 1
+    # Gradients reach main through Q(s, a) only, not through its pick of a'.
+    np.testing.assert_allclose(learner.main.get_weights()[0],
+                               [[1 + 0.1 * (y - 1.0), 0.0], [0.0, 1.0]], rtol=1e-6)
+
+
+def test_each_transition_bootstraps_with_its_own_discount():
+    """An n-step transition of m steps bootstraps with gamma^m, which replay hands over."""
+    learner = learner_with(np.eye(2), 2 * np.eye(2), double=False)
+    s = np.array([[1.0, 0.0], [1.0, 0.0]], np.float32)
+    s2 = np.array([[0.0, 1.0], [0.0, 1.0]], np.float32)
+    q_before = learner.q_values(s)[:, 0]
+    loss, _ = learner.train(s, [0, 0], [0.5, 0.5], s2, [0.0, 0.0], discounts=[0.25, 0.81])
+    y = np.array([0.5 + 0.25 * 2, 0.5 + 0.81 * 2])                  # max Q_target(s') = 2
+    assert loss == pytest.approx(float(np.sum(huber(tf.constant(y - q_before)))), rel=1e-5)
+    # Without discounts every transition takes gamma = 0.9.
+    learner = learner_with(np.eye(2), 2 * np.eye(2), double=False)
+    loss, _ = learner.train(s[:1], [0], [0.5], s2[:1], [0.0])
+    assert loss == pytest.approx(1.3 - 0.5, rel=1e-5)  # TD error 0.5 + 0.9 * 2 - 1 = 1.3: linear
+
+
+def test_bfloat16_learner_computes_in_bfloat16_and_keeps_float32_q_values():
+    learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3, "mixed_bfloat16", dueling=True),
+                         make_optimizer("adam", 1e-3), 0.99, double=True)
+    conv = next(layer for layer in learner.main.layers
+                if isinstance(layer, keras.layers.Conv2D))
+    assert conv.compute_dtype == "bfloat16" and conv.variable_dtype == "float32"
+    assert learner.main.output.dtype == "float32"
+    batch = random_batch()
+    first, last = loss_before_and_after(learner, batch)
+    assert np.isfinite(last) and last < 0.5 * first
+    assert learner.q_values(batch[0]).dtype == np.float32

@@ -102,3 +102,47 @@ def test_each_optimizer_takes_its_sources_epsilon_and_loss_reduction(explicit, e
     from fast_dqn.run.hyperparameters import FastConfig, resolve_optimizer
     config = resolve_optimizer(build_config(explicit, FastConfig))
     assert (config.optimizer, config.optimizer_epsilon, config.loss_reduction) == expected
+
+
+def test_the_dqn_extensions_are_off_by_default_and_flags_turn_them_on():
+    config = parse([])
+    assert (config.double, config.dueling, config.n_step, config.precision) == (
+        False, False, 1, "float32")
+    config = parse(["--double", "--dueling", "--n-step", "3", "--precision", "bfloat16"])
+    assert (config.double, config.dueling, config.n_step, config.precision) == (
+        True, True, 3, "bfloat16")
+
+
+@pytest.mark.parametrize("argv, setting", [
+    (["--n-step", "0"], "n_step"),
+    (["--mixed-precision", "--precision", "bfloat16"], "mixed_precision"),
+])
+def test_impossible_extension_values_name_their_flag(argv, setting):
+    with pytest.raises(ConfigError) as error:
+        cli.validate_and_resolve(parse(argv), "dqn")
+    assert error.value.setting == setting
+
+
+def test_mixed_precision_is_the_older_name_of_float16(tmp_path):
+    config = cli.validate_and_resolve(parse(["--mixed-precision", f"--logdir={tmp_path / 'r'}"]),
+                                      "dqn")
+    assert config.precision == "float16"
+
+
+def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monkeypatch):
+    from fast_dqn.agent import tf_setup
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("flags\t: fpu sse2 avx2 avx512f\n")
+    assert not tf_setup.cpu_computes_bfloat16(str(cpuinfo))
+    cpuinfo.write_text("flags\t: fpu sse2 avx2 avx512f avx512_bf16\n")
+    assert tf_setup.cpu_computes_bfloat16(str(cpuinfo))
+    monkeypatch.setattr(tf_setup, "cpu_computes_bfloat16", lambda: False)
+    monkeypatch.setattr(tf_setup, "has_gpu", lambda: False)
+    with pytest.raises(ConfigError, match="AVX512-BF16 or AMX, or a GPU") as error:
+        cli.validate_and_resolve(parse(["--precision", "bfloat16",
+                                        f"--logdir={tmp_path / 'r'}"]), "dqn")
+    assert error.value.setting == "precision"
+    monkeypatch.setattr(tf_setup, "has_gpu", lambda: True)
+    config = cli.validate_and_resolve(parse(["--precision", "bfloat16",
+                                             f"--logdir={tmp_path / 'r'}"]), "dqn")
+    assert config.precision == "bfloat16"

@@ -250,3 +250,114 @@ def test_replay_returns_what_the_agent_saw_on_a_real_rom(env_backend):
                 checked["plain"] += 1
     assert replay.sizes.tolist() == [per_shard] * workers  # wrapped around
     assert checked["terminal"] >= 2 and checked["cut"] >= 1 and checked["plain"] > 200
+
+
+# --- n-step returns (issue: Pong in 90 minutes)
+
+def test_n_step_returns_by_hand_at_a_terminal_and_at_a_cut():
+    """gamma 0.5, history 2, n 3; reward t at step t; a terminal at 6, a time-limit cut at 9."""
+    replay = ReplayMemory(20, (1,), 2, frame_dtype=np.int64, n_step=3, discount=0.5)
+    for t in range(12):
+        replay.add([t], t % 3, float(t), terminal=t == 6, episode_end=t in (6, 9))
+    idx = np.arange(1, 9)
+    states, actions, returns, next_states, dones, discounts = replay.gather_n_step(
+        idx, np.zeros_like(idx))
+    np.testing.assert_allclose(returns, [
+        1 + 0.5 * 2 + 0.25 * 3,   # 1: three full steps
+        2 + 0.5 * 3 + 0.25 * 4,
+        3 + 0.5 * 4 + 0.25 * 5,
+        4 + 0.5 * 5 + 0.25 * 6,   # 4: ends with the terminal's reward
+        5 + 0.5 * 6,              # 5: the terminal is the second step
+        6,                        # 6: the terminal itself
+        7 + 0.5 * 8,              # 7: stops before the cut at 9, whose successor is unknown
+        8])                       # 8: the cut is the next step
+    np.testing.assert_array_equal(dones, [0, 0, 0, 1, 1, 1, 0, 0])
+    np.testing.assert_array_equal(discounts, [0.125, 0.125, 0.125, 0.125, 0.25, 0.5, 0.25, 0.5])
+    # s_{t+m}: 3 steps on, zeros after a terminal, and the cut's own state (8, 9) at a cut.
+    np.testing.assert_array_equal(next_states[:, :, 0],
+                                  [[3, 4], [4, 5], [5, 6], [0, 0], [0, 0], [0, 0], [8, 9], [8, 9]])
+    np.testing.assert_array_equal(states[:, :, 0],
+                                  [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [0, 7], [7, 8]])
+    np.testing.assert_array_equal(actions, idx % 3)
+
+
+def n_step_reference(records, p, n, gamma):
+    """(return, next stack, done, discount) of the n-step transition at logical record p,
+    by the obvious slow rule: stop after a terminal's reward, or before a cut's."""
+    total, m, done = 0.0, n, False
+    for j in range(n):
+        frame, terminal, end = records[p + j]
+        if end and not terminal:
+            m = j
+            break
+        total += gamma ** j * frame  # the reward at step t is t
+        if terminal:
+            m, done = j + 1, True
+            break
+    next_stack = [0] * K if done else reference_stack(records, p + m)
+    return total, next_stack, done, gamma ** m
+
+
+def random_episodes(replay, rng, steps, shard=0, first=1):
+    """Episodes of 1-12 steps, some ending in a terminal, some in a cut; frame = reward = t."""
+    records, t = [], first
+    while len(records) < steps:
+        length, cut = int(rng.integers(1, 13)), rng.random() < 0.3
+        for i in range(length):
+            last = i == length - 1
+            replay.add(np.array([t]), t % 3, float(t), terminal=last and not cut,
+                       episode_end=last, shard=shard)
+            records.append((t, last and not cut, last))
+            t += 1
+    return records
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+@pytest.mark.parametrize("capacity", [37, 64])
+def test_n_step_transitions_equal_the_reference_after_many_wrap_arounds(n, capacity):
+    """Two shards, each wrapped several times: every sampleable transition of each shard has
+    the reference's return, next stack, done and discount; none reaches into the other shard
+    or past its own write pointer; and at n = 1 the n-step path is the one-step one."""
+    gamma = 0.9
+    replay = ReplayMemory(2 * capacity, (1,), K, frame_dtype=np.int64, n_step=n, discount=gamma,
+                          num_shards=2)
+    rng = np.random.default_rng(capacity + n)
+    logs = [random_episodes(replay, rng, 5 * capacity + 3, shard=0, first=1),
+            random_episodes(replay, rng, 4 * capacity + 11, shard=1, first=100_000)]
+    checked = 0
+    for shard, records in enumerate(logs):
+        live = records[-replay.sizes[shard]:]
+        oldest = (replay.pointers[shard] - replay.sizes[shard]) % capacity
+        for p in range(K - 1, len(live) - n):
+            if live[p][2] and not live[p][1]:
+                continue  # a cut is never a sample's first step
+            idx, shards = np.array([(oldest + p) % capacity]), np.array([shard])
+            states, actions, returns, next_states, dones, discounts = replay.gather_n_step(
+                idx, shards)
+            ret, next_stack, done, discount = n_step_reference(live, p, n, gamma)
+            assert list(states[0, :, 0]) == reference_stack(live, p)
+            assert returns[0] == pytest.approx(ret, rel=1e-6)
+            assert list(next_states[0, :, 0]) == next_stack
+            assert dones[0] == float(done) and discounts[0] == pytest.approx(discount)
+            if n == 1:
+                one = replay.gather(idx, shards)
+                for a, b in zip(one, (states, actions, returns, next_states, dones)):
+                    np.testing.assert_array_equal(a, b)
+            checked += 1
+    assert checked > capacity  # most of both shards
+    # Sampling draws only from those positions: at least n records ahead of each.
+    candidates = replay._candidates()
+    np.testing.assert_array_equal(candidates, replay.sizes - K - (n - 1))
+    for _ in range(20):
+        shards, idx = replay.sample_indices(64)
+        ahead = (replay.pointers[shards] - 1 - idx) % capacity
+        assert (ahead >= n).all()
+
+
+def test_an_n_step_replay_samples_six_arrays_the_sixth_powers_of_gamma():
+    replay = ReplayMemory(200, (1,), K, frame_dtype=np.int64, n_step=3, discount=0.99)
+    random_episodes(replay, np.random.default_rng(0), 150)
+    batch = replay.sample(16)
+    assert len(batch) == 6 and batch[5].dtype == np.float32
+    powers = np.float32(0.99) ** np.arange(1, 4, dtype=np.float32)
+    assert np.isclose(batch[5][:, None], powers, rtol=1e-6).any(axis=1).all()

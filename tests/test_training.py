@@ -195,3 +195,36 @@ def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
     with pytest.raises(ConfigError, match="does not belong to this run") as error:
         built_parts(other, latest_checkpoint(str(tmp_path), "resume"))
     assert error.value.setting == "resume"
+
+
+# Double, dueling and n-step together, in every loop: the learner and replay they build,
+# and a stop with replay saved that resumes into exactly the straight run.
+@pytest.mark.parametrize("loop", ["nature", "fast", "fast-lockstep"])
+def test_the_dqn_extensions_build_and_resume_exactly_in_every_loop(tmp_path, loop,
+                                                                   monkeypatch):
+    import numpy as np
+    from fast_dqn.run.checkpoint import CheckpointStore
+    batches = []
+    train = DQNLearner.train
+
+    def recorded(self, *batch):
+        batches.append(batch)
+        assert self.double and self.main.get_layer("value") is not None
+        return train(self, *batch)
+    monkeypatch.setattr(DQNLearner, "train", recorded)
+    extensions = dict(double=True, dueling=True, n_step=3, save_replay=True, timesteps=600)
+    run = train_nature if loop == "nature" else train_fast
+    run(small_config(loop, tmp_path / "straight", **extensions))
+    straight = CheckpointStore(str(tmp_path / "straight")).latest().load_state()
+    assert len(batches) == minibatches_due(0, 600, SMALL["prepopulate"], 4)
+    assert all(len(batch) == 6 for batch in batches)  # with each one's bootstrap discount
+    assert {round(float(d), 6) for batch in batches for d in batch[5]} <= {
+        round(0.99 ** m, 6) for m in (1, 2, 3)}
+
+    config = small_config(loop, tmp_path / "split", **extensions)
+    start = len(batches)
+    assert run(config, stop=lambda: len(batches) - start >= 30) < 600
+    assert run(config, resume=CheckpointStore(str(tmp_path / "split")).latest()) == 600
+    split = CheckpointStore(str(tmp_path / "split")).latest().load_state()
+    for a, b in zip(straight["learner"]["main"], split["learner"]["main"]):
+        np.testing.assert_array_equal(a, b)

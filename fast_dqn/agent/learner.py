@@ -15,8 +15,19 @@ from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
 
 
 def td_targets(rewards, dones, next_target_q, discount):
-    """y = r + gamma * (1 - done) * max_a' Q_target(s', a')."""
+    """y = r + gamma * (1 - done) * max_a' Q_target(s', a').
+
+    discount: gamma, or per transition gamma^m for an m-step return (fast_dqn.agent.
+    replay_memory sums the rewards)."""
     return rewards + discount * (1.0 - dones) * tf.reduce_max(next_target_q, axis=1)
+
+
+def double_td_targets(rewards, dones, next_main_q, next_target_q, discount):
+    """Double DQN (van Hasselt et al. 2016, eq. 4): the main network picks a', the target
+    network values it: y = r + gamma * (1 - done) * Q_target(s', argmax_a' Q_main(s', a'))."""
+    picked = tf.argmax(next_main_q, axis=1, output_type=tf.int32)
+    value = tf.gather(next_target_q, picked, axis=1, batch_dims=1)
+    return rewards + discount * (1.0 - dones) * value
 
 
 def huber(x, delta=1.0):
@@ -72,8 +83,11 @@ def _check_finite(what, value):
 class DQNLearner:
     """Owns the two networks and the optimizer; everything goes in and out as numpy."""
 
-    def __init__(self, build_network, optimizer, discount, xla=False, loss_reduction="sum"):
+    def __init__(self, build_network, optimizer, discount, xla=False, loss_reduction="sum",
+                 double=False):
+        """double: Double DQN's target (see double_td_targets); off, the Nature target."""
         self.loss_reduction = loss_reduction
+        self.double = double
         self.main = build_network()
         self.target = build_network()
         self.target.set_weights(self.main.get_weights())
@@ -81,8 +95,8 @@ class DQNLearner:
         self.optimizer.build(self.main.trainable_variables)
         self.discount = discount
         spec = tf.TensorSpec((None, *self.main.input_shape[1:]), self.main.inputs[0].dtype)
-        batch = (spec, tf.TensorSpec((None,), tf.int32), tf.TensorSpec((None,), tf.float32),
-                 spec, tf.TensorSpec((None,), tf.float32))
+        vector = tf.TensorSpec((None,), tf.float32)
+        batch = (spec, tf.TensorSpec((None,), tf.int32), vector, spec, vector, vector)
         self._train = tf.function(self._train_step, input_signature=batch, jit_compile=xla)
         self._main_q = tf.function(lambda s: self.main(s, training=False),
                                    input_signature=(spec,))
@@ -90,9 +104,13 @@ class DQNLearner:
                                      input_signature=(spec,))
         self._sync = tf.function(self._copy_main_to_target)
 
-    def _train_step(self, states, actions, rewards, next_states, dones):
-        targets = td_targets(rewards, dones, self.target(next_states, training=False),
-                             self.discount)
+    def _train_step(self, states, actions, rewards, next_states, dones, discounts):
+        next_target_q = self.target(next_states, training=False)
+        if self.double:
+            targets = double_td_targets(rewards, dones, self.main(next_states, training=False),
+                                        next_target_q, discounts)
+        else:
+            targets = td_targets(rewards, dones, next_target_q, discounts)
         with tf.GradientTape() as tape:
             q = self.main(states, training=True)
             loss = dqn_loss(q, actions, targets, self.loss_reduction)
@@ -105,11 +123,17 @@ class DQNLearner:
         for t, m in zip(self.target.weights, self.main.weights):
             t.assign(m)
 
-    def train(self, states, actions, rewards, next_states, dones):
-        """One gradient step on a minibatch; returns (loss, mean Q) as floats."""
+    def train(self, states, actions, rewards, next_states, dones, discounts=None):
+        """One gradient step on a minibatch; returns (loss, mean Q) as floats.
+
+        discounts: each transition's bootstrap discount, gamma^m for an m-step return;
+        None means one-step returns (gamma for every transition)."""
+        if discounts is None:
+            discounts = np.full(len(actions), self.discount, np.float32)
         loss, mean_q = self._train(states, np.asarray(actions, np.int32),
                                    np.asarray(rewards, np.float32), next_states,
-                                   np.asarray(dones, np.float32))
+                                   np.asarray(dones, np.float32),
+                                   np.asarray(discounts, np.float32))
         # Checked at every step: one NaN spreads to every weight within a few updates, and
         # a checkpoint must never hold a diverged network.
         return float(_check_finite("the loss", loss)), float(_check_finite("the mean Q", mean_q))

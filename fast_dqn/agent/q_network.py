@@ -21,11 +21,36 @@ def _torch_default_init():
                                               distribution="uniform")
 
 
-def nature_cnn(input_shape, num_actions, dtype_policy=None):
+class DuelingCombine(layers.Layer):
+    """Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a'): Wang et al. (2016), eq. 9. Centring the
+    advantages by their mean makes V and A identifiable, and is what their Atari results
+    use."""
+
+    def call(self, value, advantages):
+        return value + advantages - ops.mean(advantages, axis=1, keepdims=True)
+
+
+def _q_head(x, num_actions, hidden, dueling, init, kw):
+    """The layers after the torso: one hidden layer and |A| linear outputs, or for dueling
+    two such streams, one ending in V(s) and one in the |A| advantages. The outputs are
+    float32 whatever the compute policy, so the TD error is never rounded to 8 bits."""
+    if not dueling:
+        x = layers.Dense(hidden, activation="relu", kernel_initializer=init(), **kw)(x)
+        return layers.Dense(int(num_actions), kernel_initializer=init(), dtype="float32")(x)
+    v = layers.Dense(hidden, activation="relu", kernel_initializer=init(), **kw)(x)
+    v = layers.Dense(1, kernel_initializer=init(), dtype="float32", name="value")(v)
+    a = layers.Dense(hidden, activation="relu", kernel_initializer=init(), **kw)(x)
+    a = layers.Dense(int(num_actions), kernel_initializer=init(), dtype="float32",
+                     name="advantages")(a)
+    return DuelingCombine(dtype="float32")(v, a)
+
+
+def nature_cnn(input_shape, num_actions, dtype_policy=None, dueling=False):
     """conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512, dense |A|; ReLU between.
 
-    dtype_policy "mixed_float16" computes in float16 with float32 weights (fast on GPUs with
-    tensor cores); the Q-value layer stays float32 so the TD error is not rounded.
+    dtype_policy "mixed_float16" or "mixed_bfloat16" computes in that type with float32
+    weights; the Q-value layers stay float32. dueling: two 512-unit streams (Wang et al.
+    2016), value and mean-centred advantages.
     """
     init = _torch_default_init
     kw = {"dtype": dtype_policy} if dtype_policy else {}
@@ -35,17 +60,17 @@ def nature_cnn(input_shape, num_actions, dtype_policy=None):
     x = layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init(), **kw)(x)
     x = layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init(), **kw)(x)
     x = layers.Flatten(**kw)(x)
-    x = layers.Dense(512, activation="relu", kernel_initializer=init(), **kw)(x)
-    outputs = layers.Dense(int(num_actions), kernel_initializer=init(), dtype="float32")(x)
+    outputs = _q_head(x, num_actions, 512, dueling, init, kw)
     return keras.Model(inputs, outputs, name="nature_cnn")
 
 
-def mlp(input_shape, num_actions, hidden=(256, 256), dtype_policy=None):
-    """Flatten, ReLU hidden layers, linear Q-values: for classic-control observations."""
+def mlp(input_shape, num_actions, hidden=(256, 256), dtype_policy=None, dueling=False):
+    """Flatten, ReLU hidden layers, linear Q-values: for classic-control observations. With
+    dueling, the last hidden layer is doubled into the value and advantage streams."""
     kw = {"dtype": dtype_policy} if dtype_policy else {}
     inputs = keras.Input(shape=input_shape, dtype="float32")
     x = layers.Flatten(**kw)(inputs)
-    for units in hidden:
+    for units in hidden[:-1]:
         x = layers.Dense(units, activation="relu", **kw)(x)
-    outputs = layers.Dense(int(num_actions), dtype="float32")(x)
+    outputs = _q_head(x, num_actions, hidden[-1], dueling, keras.initializers.GlorotUniform, kw)
     return keras.Model(inputs, outputs, name="mlp")

@@ -12,6 +12,16 @@ Rules the sampler keeps:
   must be bootstrapped, not zeroed;
 - the next state of a terminal transition is all zeros: the target ignores it anyway.
 
+With n_step = n > 1 a sample is an n-step transition: r = sum_{j<m} gamma^j r_{t+j}, the next
+state s_{t+m} and its bootstrap discount gamma^m, where m = n unless the episode ends first:
+- at a terminal within the n steps the sum stops after its reward, and nothing is bootstrapped;
+- at a time-limit cut within them the sum stops before the cut's step and bootstraps from the
+  cut's own state, which is stored (its successor is not): no sum reaches past a cut;
+- the n records all lie in one shard, on its own side of the write pointer, so no sum spans
+  two games, two samplers or old and new data. A transition with fewer than n records after
+  it that end no episode waits until they are written.
+Frames are still stored once; the n-step sums are computed at sample time.
+
 The memory is split into `num_shards` equal rings, one per sampler, so every sampler's
 trajectory stays contiguous and stacks never mix two games. Sampling is uniform over the valid
 transitions of all shards together. The Nature loop uses one shard.
@@ -54,16 +64,17 @@ def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=
 
 class ReplayMemory:
     def __init__(self, capacity, frame_shape, history_length, frame_dtype=np.uint8, seed=0,
-                 num_shards=1):
+                 num_shards=1, n_step=1, discount=0.99):
         per_shard = capacity // num_shards
-        if per_shard < history_length + 2:
+        if per_shard < history_length + n_step + 1:
             raise ConfigError("replay_capacity",
-                             f"must be at least {(history_length + 2) * num_shards} to hold one "
-                             f"transition per sampler")
+                              f"must be at least {(history_length + n_step + 1) * num_shards} "
+                              "to hold one transition per sampler")
         self.num_shards = num_shards
         self.shard_capacity = per_shard
         self.capacity = per_shard * num_shards
         self.history_length = history_length
+        self.n_step, self.discount = n_step, discount
         self.frames = np.zeros((num_shards, per_shard, *frame_shape), dtype=frame_dtype)
         self.actions = np.zeros((num_shards, per_shard), dtype=np.int32)
         self.rewards = np.zeros((num_shards, per_shard), dtype=np.float32)
@@ -141,9 +152,9 @@ class ReplayMemory:
         return self._candidates().sum() > 0
 
     def _candidates(self):
-        # Logical positions history_length-1 .. size-2 of each shard (its oldest record is
-        # position 0): every stack has k real records behind it and a successor in front.
-        return np.maximum(self.sizes - self.history_length, 0)
+        # Logical positions history_length-1 .. size-1-n of each shard (its oldest record is
+        # position 0): every stack has k real records behind it and n records in front.
+        return np.maximum(self.sizes - self.history_length - (self.n_step - 1), 0)
 
     def sample_indices(self, batch_size):
         """(shards, indices) of `batch_size` valid transitions, uniformly at random."""
@@ -170,12 +181,53 @@ class ReplayMemory:
         raise RuntimeError("replay memory holds only time-limit cuts; cannot sample")
 
     def sample(self, batch_size):
-        """A minibatch (states, actions, rewards, next_states, dones) of numpy arrays.
+        """A minibatch (states, actions, rewards, next_states, dones) of numpy arrays, and with
+        n_step > 1 a sixth, each transition's bootstrap discount gamma^m (see the top).
 
         states and next_states are (B, k, *frame_shape) in the frame dtype.
         """
         shards, idx = self.sample_indices(batch_size)
+        if self.n_step > 1:
+            return self.gather_n_step(idx, shards)
         return self.gather(idx, shards)
+
+    def stacks(self, idx, shards):
+        """The states of records `idx`: each record's frame and the k-1 before it, those from
+        before the record's episode began (an episode end at any record in [j, i-1]) zeroed."""
+        k = self.history_length
+        cols = (idx[:, None] + self._offsets[:k]) % self.shard_capacity
+        frames = self.frames[shards[:, None], cols]
+        ends = self.episode_ends[shards[:, None], cols[:, :k - 1]]
+        blank = np.flip(np.logical_or.accumulate(np.flip(ends, 1), axis=1), 1)
+        if blank.any():
+            frames[:, :k - 1][blank] = 0
+        return frames
+
+    def n_step_returns(self, idx, shards):
+        """(returns, steps m, terminal) of the n-step transitions starting at records `idx`."""
+        n = self.n_step
+        cols = (idx[:, None] + np.arange(n)) % self.shard_capacity       # (B, n)
+        rows = shards[:, None]
+        ends, terminals = self.episode_ends[rows, cols], self.terminals[rows, cols]
+        # The first episode end in the window, or n: the sum takes its reward if it is a
+        # terminal, and stops before it if it is a cut.
+        first_end = np.where(ends.any(axis=1), ends.argmax(axis=1), n)
+        ended_by = np.minimum(first_end, n - 1)
+        terminal = ends[np.arange(len(idx)), ended_by] & terminals[np.arange(len(idx)), ended_by]
+        terminal &= first_end < n
+        steps = np.where(first_end < n, np.where(terminal, first_end + 1, first_end), n)
+        weights = self.discount ** np.arange(n) * (np.arange(n) < steps[:, None])
+        returns = (self.rewards[rows, cols].astype(np.float64) * weights).sum(axis=1)
+        return returns.astype(np.float32), steps, terminal
+
+    def gather_n_step(self, idx, shards):
+        returns, steps, terminal = self.n_step_returns(idx, shards)
+        next_states = self.stacks((idx + steps) % self.shard_capacity, shards)
+        if terminal.any():
+            next_states[terminal] = 0
+        discounts = (self.discount ** steps).astype(np.float32)
+        return (self.stacks(idx, shards), self.actions[shards, idx], returns, next_states,
+                terminal.astype(np.float32), discounts)
 
     def gather(self, idx, shards=None):
         k = self.history_length

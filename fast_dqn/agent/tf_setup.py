@@ -67,3 +67,21 @@ def configure_tensorflow(seed, threads=0, deterministic=True):
             tf.config.experimental.enable_op_determinism()
         return [d.name for d in tf.config.list_logical_devices()
                 if d.device_type in ("GPU", "CPU")]
+
+
+def cpu_computes_bfloat16(cpuinfo="/proc/cpuinfo"):
+    """Whether this CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), which oneDNN uses:
+    elsewhere TensorFlow emulates bfloat16, several times slower than float32."""
+    try:
+        with open(cpuinfo) as f:
+            flags = set(f.read().split())
+    except OSError:  # not Linux: say no, and let a GPU decide
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def has_gpu():
+    quiet_tensorflow()
+    with without_start_up_noise():
+        import tensorflow as tf
+        return bool(tf.config.list_physical_devices("GPU"))

@@ -94,12 +94,13 @@ HELP_TOPICS = {
         "replay_capacity", "prepopulate", "batch_size", "train_freq", "target_update_freq",
         "discount", "optimizer", "optimizer_epsilon", "loss_reduction", "lr", "eps_start",
         "eps_end", "eps_decay_steps"),
+    "DQN extensions (all off: the Nature DQN)": ("double", "dueling", "n_step"),
     "fast loop": ("workers", "concurrent", "synchronize", "env_backend", "env_threads",
                   "prefetch"),
     "Ray (--backend ray)": ("backend", "num_samplers", "envs_per_sampler", "rollout_steps",
                             "requests_in_flight", "ray_address", "ray_object_store_mb"),
     "run: directory, checkpoints, resources": (
-        "seed", "logdir", "checkpoint_freq", "save_replay", "xla", "threads",
+        "seed", "logdir", "checkpoint_freq", "save_replay", "xla", "threads", "precision",
         "mixed_precision"),
 }
 
@@ -220,14 +221,15 @@ def validate_fast(config):
             raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
                              f"multiple of --workers {config.workers}; synchronized rounds "
                              "must fill each period exactly (or use --no-synchronize)")
-    need = games * (config.history_length + 2)
+    need = games * (config.history_length + config.n_step + 1)
     if config.replay_capacity < need:
         raise ConfigError("replay_capacity", f"must be at least {need} ({flags} × "
-                         "(--history-length + 2)) so every game's share holds a transition")
-    need = games * (config.history_length + 1)
+                          "(--history-length + --n-step + 1)) so every game's share holds a "
+                          "transition")
+    need = games * (config.history_length + config.n_step)
     if config.prepopulate < need:
         raise ConfigError("prepopulate", f"must be at least {need} ({flags} × "
-                         "(--history-length + 1)) so the first minibatch can be drawn")
+                          "(--history-length + --n-step)) so the first minibatch can be drawn")
 
 
 def validate_ray(config):
@@ -277,9 +279,10 @@ def validate_numbers(config):
     if config.prepopulate > config.replay_capacity:
         raise ConfigError("prepopulate", f"warm-up of {config.prepopulate} steps is larger "
                          f"than --replay-capacity {config.replay_capacity}; lower it")
-    if config.prepopulate < config.history_length:
-        raise ConfigError("prepopulate", f"must be at least --history-length "
-                         f"({config.history_length}) so the first minibatch can be drawn")
+    if config.prepopulate < config.history_length + config.n_step - 1:
+        raise ConfigError("prepopulate", f"must be at least --history-length + --n-step - 1 "
+                          f"({config.history_length + config.n_step - 1}) so the first "
+                          "minibatch can be drawn")
 
 
 def validate_and_resolve(config, loop_name, validate_extra=None):
@@ -291,11 +294,28 @@ def validate_and_resolve(config, loop_name, validate_extra=None):
     validate_numbers(config)
     if validate_extra:
         validate_extra(config)
+    config = resolve_precision(config)
     config = resolve_environment(config)
     logdir = config.logdir or default_logdir(config.game or config.env.replace("/", "_"),
                                              loop_name)
     check_logdir(logdir)
     return dataclasses.replace(hp.resolve_optimizer(config), logdir=logdir)
+
+
+def resolve_precision(config):
+    """--mixed-precision is the older name of --precision float16; bfloat16 only where the
+    hardware computes it (elsewhere it is emulated, several times slower than float32)."""
+    if config.mixed_precision:
+        if config.precision not in ("float32", "float16"):
+            raise ConfigError("mixed_precision", f"means --precision float16, which conflicts "
+                              f"with --precision {config.precision}; give only --precision")
+        return dataclasses.replace(config, precision="float16")
+    if config.precision == "bfloat16":
+        from fast_dqn.agent.tf_setup import cpu_computes_bfloat16, has_gpu
+        if not cpu_computes_bfloat16() and not has_gpu():
+            raise ConfigError("precision", "bfloat16 needs a CPU with AVX512-BF16 or AMX, or "
+                              "a GPU, and TensorFlow sees neither here; use float32")
+    return config
 
 
 def resolve_environment(config):
@@ -350,6 +370,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     validate_numbers(config)
     if validate_extra:
         validate_extra(config)
+    config = resolve_precision(config)
     config = resolve_environment(config)
     check_writable(run_dir, "resume")
     checkpoint = latest_checkpoint(run_dir, "resume")

@@ -21,14 +21,21 @@ def rng_for(seed, stream):
     return np.random.default_rng([seed, stream])
 
 
+def precision(config):
+    """float32, bfloat16 or float16: --mixed-precision is the older name of float16."""
+    return "float16" if config.mixed_precision else config.precision
+
+
 def network_builder(config, observation_shape, num_actions):
     """A function that builds one fresh Q-network for this config: a Nature CNN for Atari,
-    an MLP for --env."""
+    an MLP for --env; with a dueling head if asked, in the asked compute type."""
     from fast_dqn.agent.q_network import mlp, nature_cnn
-    policy = "mixed_float16" if config.mixed_precision else None
+    policy = {"float32": None, "bfloat16": "mixed_bfloat16",
+              "float16": "mixed_float16"}[precision(config)]
+    dueling = config.dueling
     if config.env is None:
-        return lambda: nature_cnn(observation_shape, num_actions, policy)
-    return lambda: mlp(observation_shape, num_actions, dtype_policy=policy)
+        return lambda: nature_cnn(observation_shape, num_actions, policy, dueling=dueling)
+    return lambda: mlp(observation_shape, num_actions, dtype_policy=policy, dueling=dueling)
 
 
 def build_learner(config, observation_shape, num_actions):
@@ -36,16 +43,19 @@ def build_learner(config, observation_shape, num_actions):
     from fast_dqn.run.hyperparameters import resolve_optimizer
     config = resolve_optimizer(config)  # a config built in code may leave them unset
     return DQNLearner(network_builder(config, observation_shape, num_actions),
+                      # float16 needs loss scaling; bfloat16 has float32's range and does not.
                       make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
-                                     config.mixed_precision),
-                      config.discount, xla=config.xla, loss_reduction=config.loss_reduction)
+                                     precision(config) == "float16"),
+                      config.discount, xla=config.xla, loss_reduction=config.loss_reduction,
+                      double=config.double)
 
 
 def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
     return ReplayMemory(config.replay_capacity, frame_shape, config.history_length,
                         frame_dtype=frame_dtype,
                         seed=rng_for(config.seed, REPLAY_RNG_STREAM).integers(2**31),
-                        num_shards=num_shards)
+                        num_shards=num_shards, n_step=config.n_step,
+                        discount=config.discount)
 
 
 def build_samplers(config, count=None, seed=None):

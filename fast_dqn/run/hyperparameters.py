@@ -77,6 +77,14 @@ class Config:
     eps_decay_steps: int = _opt(1_000_000, "epsilon decays linearly over this many steps, "
                                 "counted from step 0", "agent steps")
 
+    # --- DQN extensions (all off: the Nature DQN)
+    double: bool = _opt(False, "Double DQN (van Hasselt et al. 2016): the main network picks "
+                        "the next action, the target network values it")
+    dueling: bool = _opt(False, "dueling head (Wang et al. 2016): value and mean-centred "
+                         "advantage streams")
+    n_step: int = _opt(1, "n-step returns: sum n discounted rewards, then bootstrap; the sum "
+                       "stops at a terminal and before a time-limit cut", "agent steps")
+
     # --- checkpoints
     checkpoint_freq: int = _opt(250_000, "save a checkpoint every this many steps (and on "
                                 "Ctrl-C/SIGTERM and at the end); 0 = only those", "agent steps")
@@ -89,8 +97,12 @@ class Config:
                        "must not hold another run")
     xla: bool = _opt(False, "compile the train step with XLA (tf.function(jit_compile=True))")
     threads: int = _opt(0, "TensorFlow intra-op threads; 0 lets TensorFlow choose", "threads")
-    mixed_precision: bool = _opt(False, "float16 compute, float32 weights, loss scaling: for "
-                                 "GPUs with tensor cores (slower on most CPUs)")
+    mixed_precision: bool = _opt(False, "the same as --precision float16 (kept for runs "
+                                 "that used it)")
+    precision: str = _opt("float32", "the networks' compute type; weights, Q-values and the "
+                          "loss stay float32. bfloat16: CPUs with AMX or AVX512-BF16, and "
+                          "GPUs from Ampere on; float16 (with loss scaling): GPUs with tensor "
+                          "cores (slow on most CPUs)", choices=("float32", "bfloat16", "float16"))
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -98,7 +110,8 @@ class Config:
 
 # Fields that must be >= 1; `evaluate` and `threads` may be 0, `prepopulate` and `noop_max` too.
 POSITIVE = ("max_episode_steps", "action_repeat", "history_length", "timesteps", "eval_episodes",
-            "replay_capacity", "batch_size", "train_freq", "target_update_freq", "eps_decay_steps")
+            "replay_capacity", "batch_size", "train_freq", "target_update_freq", "eps_decay_steps",
+            "n_step")
 NON_NEGATIVE = ("evaluate", "prepopulate", "noop_max", "threads", "seed", "checkpoint_freq")
 PROBABILITIES = ("sticky_actions", "eval_epsilon", "eps_start", "eps_end")
 
