@@ -46,13 +46,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 class TimingMonitor:
     """Stands in for fast_dqn.run.monitor.Monitor: records (step, wall, cpu) at segment marks."""
 
-    def __init__(self, start, segment, end):
+    def __init__(self, start, segment, end, busy=None):
+        """busy(): the trainer's seconds in train steps so far, or None (no trainer)."""
         self.marks = list(range(start, end + 1, segment))
         self.points = []
+        self.busy = busy or (lambda: 0.0)
 
     def tick(self, step, epsilon):
         if self.marks and step >= self.marks[0]:
-            self.points.append((step, time.perf_counter(), _cpu_seconds()))
+            self.points.append((step, time.perf_counter(), _cpu_seconds(), self.busy()))
             while self.marks and step >= self.marks[0]:
                 self.marks.pop(0)
 
@@ -72,8 +74,13 @@ class TimingMonitor:
         return [(b[0] - a[0]) / (b[1] - a[1]) for a, b in zip(self.points, self.points[1:])]
 
     def cpu_percent(self):
-        (s0, w0, c0), (s1, w1, c1) = self.points[0], self.points[-1]
+        (s0, w0, c0, _), (s1, w1, c1, _) = self.points[0], self.points[-1]
         return 100 * (c1 - c0) / (w1 - w0)
+
+    def busy_fraction(self):
+        """The share of the window's wall time the trainer spent in train steps."""
+        (_, w0, _, b0), (_, w1, _, b1) = self.points[0], self.points[-1]
+        return (b1 - b0) / (w1 - w0)
 
 
 def _cpu_seconds():
@@ -146,7 +153,8 @@ def measure(case, args):
         if config.concurrent:
             trainer = BackgroundTrainer(learner.train,
                                         lambda: replay.sample(config.batch_size))
-        monitor = TimingMonitor(start, segment, start + args.steps)
+        monitor = TimingMonitor(start, segment, start + args.steps,
+                                busy=trainer and (lambda: trainer.busy_seconds))
         try:
             samplers.start(learner.target_q_values, None, np.random.default_rng(0))
             FastLoop(LoopSettings.from_config(config), samplers, learner, replay, trainer,
@@ -158,6 +166,8 @@ def measure(case, args):
     rates = monitor.rates()
     return {"steps_per_s": statistics.median(rates), "min": min(rates), "max": max(rates),
             "segments": len(rates), "cpu_percent": monitor.cpu_percent(),
+            "trainer_busy": monitor.busy_fraction() if kind == "fast" and config.concurrent
+            else None,
             "peak_rss_mb": _peak_rss_mb()}
 
 
@@ -280,15 +290,17 @@ def print_table(rows, args):
           f"{os.cpu_count()} CPUs, Pong, replay {args.replay:,}, warm-up {args.warmup:,}, "
           f"{args.steps:,} measured agent steps, repeats {args.repeats}, epsilon "
           f"{'Nature schedule' if args.epsilon is None else args.epsilon}\n")
-    print("| configuration | agent steps/s | × learner ceiling | × run_dqn.py | CPU % | "
-          "peak RSS (MB) |")
-    print("|---|---|---|---|---|---|")
+    print("| configuration | agent steps/s | × learner ceiling | × run_dqn.py | trainer busy | "
+          "CPU % | peak RSS (MB) |")
+    print("|---|---|---|---|---|---|---|")
     for name in dict.fromkeys(r["name"] for r in rows):
         group = [r for r in rows if r["name"] == name]
         rate = statistics.median(r["steps_per_s"] for r in group)
         vs_ceiling = f"{rate / ceiling:.2f}" if ceiling and name != "learner" else "—"
         vs_nature = f"{rate / baseline:.2f}" if baseline and name != "nature" else "—"
-        print(f"| {group[0]['label']} | {rate:,.1f} | {vs_ceiling} | {vs_nature} | "
+        busy = [r["trainer_busy"] for r in group if r.get("trainer_busy") is not None]
+        busy = f"{statistics.median(busy):.2f}" if busy else "—"
+        print(f"| {group[0]['label']} | {rate:,.1f} | {vs_ceiling} | {vs_nature} | {busy} | "
               f"{statistics.median(r['cpu_percent'] for r in group):.0f} | "
               f"{max(r['peak_rss_mb'] for r in group):,.0f} |")
 

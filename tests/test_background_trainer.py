@@ -74,3 +74,23 @@ def test_losses_are_reported():
     trainer.wait()
     trainer.close()
     assert seen == [2.0, 4.0]
+
+
+def test_busy_seconds_count_only_the_time_in_train_steps():
+    """What benchmarks.speedtest reports as the trainer's busy fraction."""
+    def train(batch):
+        time.sleep(0.01)
+        return batch
+    trainer = BackgroundTrainer(train, lambda: (0,))
+    try:
+        assert trainer.busy_seconds == 0.0
+        started = time.perf_counter()
+        trainer.start(10)
+        assert trainer.wait()
+        elapsed = time.perf_counter() - started
+        busy = trainer.busy_seconds
+        assert 10 * 0.01 <= busy <= elapsed
+        time.sleep(0.05)  # idle between periods: not counted
+        assert trainer.busy_seconds == busy
+    finally:
+        trainer.close()

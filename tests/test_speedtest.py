@@ -24,6 +24,8 @@ def test_speedtest_quick(tmp_path):
         rows = list(csv.DictReader(f))
     assert {r["name"] for r in rows} == {"nature", "fast-2-on-on", "fast-2-off-off", "learner",
                                          "samplers"}
+    busy = [float(r["trainer_busy"]) for r in rows if r["name"] == "fast-2-on-on"]
+    assert busy and all(0 < b <= 1 for b in busy)  # the concurrent trainer's share of the time
     for r in rows:
         assert float(r["steps_per_s"]) > 1 and float(r["peak_rss_mb"]) > 100
         assert float(r["min"]) <= float(r["steps_per_s"]) <= float(r["max"])

@@ -20,6 +20,7 @@ The rules that make this safe and reproducible:
 
 import queue
 import threading
+import time
 
 _POLL_SECONDS = 0.05
 
@@ -41,6 +42,7 @@ class BackgroundTrainer:
         self._cancel = threading.Event()
         self._stop = threading.Event()
         self._trained = 0
+        self.busy_seconds = 0.0  # time spent in train_fn, for benchmarks: only this thread adds
         self._error = None
         self._threads = [threading.Thread(target=self._guard, args=(self._train_loop,),
                                           name="fast-dqn-trainer", daemon=True)]
@@ -166,7 +168,9 @@ class BackgroundTrainer:
                     batch = self._next_batch() if self.prefetch else self.sample_fn()
                     if batch is None:
                         break
+                    started = time.perf_counter()
                     self.on_loss(self.train_fn(*batch))
+                    self.busy_seconds += time.perf_counter() - started
                     self._trained += 1
                 self._idle.set()
         except _Stopped:
