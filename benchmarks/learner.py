@@ -86,11 +86,12 @@ def main():
     parser.add_argument("--threads", type=int, default=0, help="TF intra-op threads")
     args = parser.parse_args()
 
+    from fast_dqn.agent.tf_setup import configure_tensorflow
+    configure_tensorflow(0, args.threads)  # first: it hides TensorFlow's start-up noise
+    import tensorflow as tf
+
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
     from fast_dqn.agent.q_network import nature_cnn
-    from fast_dqn.agent.tf_setup import configure_tensorflow
-    configure_tensorflow(0, args.threads)
-    import tensorflow as tf
 
     rng = np.random.default_rng(0)
     xlas = {"off": [False], "on": [True], "both": [False, True]}[args.xla]
