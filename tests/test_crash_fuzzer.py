@@ -5,7 +5,7 @@ The 100+ random trials are run with the script itself (see the README's Reliabil
 
 import pytest
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
 from benchmarks import crash_fuzzer as fuzzer
 

@@ -6,7 +6,7 @@ import pytest
 
 from helpers import TINY, logs, rows, run
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
 
 def test_run_dqn_tiny_pong_writes_both_csvs(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from fast_dqn.run import cli
 from helpers import code_path_env, logs, rows, run
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
 TINY_FAST = ["--game=pong", "--workers=4", "--timesteps=2400", "--prepopulate=400",
              "--replay-capacity=2000", "--target-update-freq=400", "--evaluate=1200",

@@ -16,7 +16,7 @@ import pytest
 from fast_dqn.run.checkpoint import CheckpointStore
 from helpers import ROOT, code_path_env, logs, rows, run
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
 FAULT_RUN = textwrap.dedent("""
     import errno, os, sys, time

@@ -15,7 +15,7 @@ import pytest
 
 from helpers import rows, run
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
 
 def two_in_a_row(means, threshold=475):

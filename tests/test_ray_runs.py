@@ -14,7 +14,7 @@ from fast_dqn.run.checkpoint import CheckpointStore
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 from helpers import ROOT, code_path_env, rows
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
 ray = pytest.importorskip("ray")
 

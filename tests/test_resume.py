@@ -11,7 +11,7 @@ import pytest
 
 from helpers import ROOT, logs, rows, run
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
 SPLIT = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=1000",
          "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see the README's test tiers
+pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -18,8 +18,8 @@ state s_{t+m} and its bootstrap discount gamma^m, where m = n unless the episode
 - at a time-limit cut within them the sum stops before the cut's step and bootstraps from the
   cut's own state, which is stored (its successor is not): no sum reaches past a cut;
 - the n records all lie in one shard, on its own side of the write pointer, so no sum spans
-  two games, two samplers or old and new data. A transition with fewer than n records after
-  it that end no episode waits until they are written.
+  two games, two samplers or old and new data. The newest n-1 transitions of each shard wait
+  until n records follow them, even those whose episode already ended.
 Frames are still stored once; the n-step sums are computed at sample time.
 
 The memory is split into `num_shards` equal rings, one per sampler, so every sampler's

@@ -23,7 +23,7 @@ def _opt(default, help, unit=None, **argparse_kwargs):
 class Config:
     # --- what to play
     preset: str = _opt("nature", "protocol whose values replace the defaults below; explicit "
-                       "flags still win (see README)", choices=("nature", "machado", "pong-quick",
+                       "flags still win (see docs/protocol.md)", choices=("nature", "machado", "pong-quick",
                                                                 "classic"))
     game: str = _opt("pong", "Atari game, snake_case (space_invaders) or CamelCase (SpaceInvaders)")
     env: str = _opt(None, "any gymnasium env id with discrete actions and vector observations "
@@ -82,8 +82,8 @@ class Config:
                         "the next action, the target network values it")
     dueling: bool = _opt(False, "dueling head (Wang et al. 2016): value and mean-centred "
                          "advantage streams")
-    n_step: int = _opt(1, "n-step returns: sum n discounted rewards, then bootstrap; the sum "
-                       "stops at a terminal and before a time-limit cut", "agent steps")
+    n_step: int = _opt(1, "n-step returns: sum this many discounted rewards, then bootstrap; "
+                       "the sum stops at a terminal and before a time-limit cut")
 
     # --- checkpoints
     checkpoint_freq: int = _opt(250_000, "save a checkpoint every this many steps (and on "
@@ -93,8 +93,8 @@ class Config:
 
     # --- bookkeeping
     seed: int = _opt(0, "seeds numpy, TensorFlow, every env and action sampling")
-    logdir: str = _opt(None, "run directory (default: runs/<game>-<loop>-<timestamp>); "
-                       "must not hold another run")
+    logdir: str = _opt(None, "run directory, new or empty; unset = "
+                       "runs/<game>-<loop>-<timestamp>")
     xla: bool = _opt(False, "compile the train step with XLA (tf.function(jit_compile=True))")
     threads: int = _opt(0, "TensorFlow intra-op threads; 0 lets TensorFlow choose", "threads")
     mixed_precision: bool = _opt(False, "the same as --precision float16 (kept for runs "
