@@ -71,7 +71,7 @@ def check_gym_env(name):
     observations, which is what the MLP Q-network handles. Returns its observation shape."""
     if name.startswith("ALE/"):
         raise ConfigError("env", f"'{name}' is an Atari game; use ${{game}} "
-                         f"{name[4:].split('-')[0]} for the Atari preprocessing and CNN")
+                          f"{name[4:].split('-')[0]} for the Atari preprocessing and CNN")
     if name not in gymnasium.registry:
         close = difflib.get_close_matches(name, list(gymnasium.registry), n=3, cutoff=0.6)
         hint = f"did you mean {', '.join(close)}?" if close else "see gymnasium's env list"
@@ -86,10 +86,10 @@ def check_gym_env(name):
         env.close()
     if not isinstance(actions, gymnasium.spaces.Discrete):
         raise ConfigError("env", f"'{name}' has {type(actions).__name__} actions; DQN needs "
-                         "discrete ones")
+                          "discrete ones")
     if not isinstance(observations, gymnasium.spaces.Box) or len(observations.shape) != 1:
         raise ConfigError("env", f"'{name}' observations are not a flat vector; the MLP "
-                         "Q-network needs one")
+                          "Q-network needs one")
     return observations.shape, np.dtype(observations.dtype)
 
 

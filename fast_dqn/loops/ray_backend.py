@@ -96,14 +96,14 @@ def check_reachable(address, seconds=5.0):
         target = canonicalize_bootstrap_address(address)
     except (ConnectionError, ValueError) as error:
         raise ConfigError("ray_address", f"{address!r}: {error}; start the head with "
-                         "`ray start --head`, or drop ${ray_address} for a private cluster")
+                          "`ray start --head`, or drop ${ray_address} for a private cluster")
     host, _, port = target.rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=seconds).close()
     except OSError as error:
         raise ConfigError("ray_address", f"nothing answers at {target} (from {address!r}: "
-                         f"{error}); give the address `ray start --head` printed, which is "
-                         "this machine's network IP, not 127.0.0.1")
+                          f"{error}); give the address `ray start --head` printed, which is "
+                          "this machine's network IP, not 127.0.0.1")
 
 
 def private_auth_token():

@@ -268,5 +268,5 @@ def latest_checkpoint(run_dir, setting, warn=None):
                                    "new run")
     if checkpoint is None:
         raise ConfigError(setting, f"'{run_dir}' has no checkpoint yet; it cannot be used until "
-                         "its first one is written")
+                          "its first one is written")
     return checkpoint

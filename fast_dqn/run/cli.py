@@ -181,16 +181,16 @@ def build_config(explicit, config_class=hp.Config):
     values["preset"] = preset
     if values.get("backend") == "ray" and "workers" in explicit:
         raise ConfigError("workers", "counts the games of --backend threads; with --backend "
-                         "ray give --num-samplers and --envs-per-sampler instead")
+                          "ray give --num-samplers and --envs-per-sampler instead")
     if values.get("env") is not None:
         if "game" in preset_values(preset):
             raise ConfigError("preset", f"'{preset}' is for Atari games; use --game with it, "
-                             "or another --preset with --env")
+                              "or another --preset with --env")
         values["game"] = None
         if "env_backend" in names:
             if explicit.get("env_backend", "python") != "python":
                 raise ConfigError("env_backend", "the vector backend runs Atari games only; "
-                                 "drop it with --env (the python backend is used)")
+                                  "drop it with --env (the python backend is used)")
             values["env_backend"] = "python"
     return config_class(**values)
 
@@ -205,12 +205,12 @@ def validate_fast(config):
     vector = config.backend == "ray" or config.env_backend == "vector"
     if vector and config.env is None and config.interp != "area":
         raise ConfigError("interp", f"{config.interp} cannot be honoured by ale-py's vector "
-                         "env, which resizes with area only; drop --interp or add "
-                         "--env-backend python")
+                          "env, which resizes with area only; drop --interp or add "
+                          "--env-backend python")
     if config.target_update_freq % config.train_freq:
         raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
-                         f"multiple of --train-freq {config.train_freq}; each training period "
-                         "must hold whole minibatches")
+                          f"multiple of --train-freq {config.train_freq}; each training period "
+                          "must hold whole minibatches")
     if config.backend == "ray":
         validate_ray(config)
         games, flags = config.num_samplers * config.envs_per_sampler, \
@@ -219,8 +219,8 @@ def validate_fast(config):
         games, flags = config.workers, "--workers"
         if config.synchronize and config.target_update_freq % config.workers:
             raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
-                             f"multiple of --workers {config.workers}; synchronized rounds "
-                             "must fill each period exactly (or use --no-synchronize)")
+                              f"multiple of --workers {config.workers}; synchronized rounds "
+                              "must fill each period exactly (or use --no-synchronize)")
     need = games * (config.history_length + config.n_step + 1)
     if config.replay_capacity < need:
         raise ConfigError("replay_capacity", f"must be at least {need} ({flags} × "
@@ -237,11 +237,11 @@ def validate_ray(config):
     import importlib.util
     if importlib.util.find_spec("ray") is None:
         raise ConfigError("backend", "ray is not installed; pip install -r requirements.txt "
-                         "(or drop --backend ray)")
+                          "(or drop --backend ray)")
     if config.ray_address is not None:
         if not config.ray_address.strip():
             raise ConfigError("ray_address", "is empty; give 'auto', HOST:PORT, or drop it "
-                             "to start a private cluster")
+                              "to start a private cluster")
         from fast_dqn.loops.ray_backend import check_reachable
         check_reachable(config.ray_address)
 
@@ -250,7 +250,7 @@ def check_ranges(config, positive, non_negative):
     for name in positive:
         if getattr(config, name) < 1:
             raise ConfigError(name, f"must be a positive whole number, "
-                             f"got {getattr(config, name)}")
+                              f"got {getattr(config, name)}")
     for name in non_negative:
         if getattr(config, name) < 0:
             raise ConfigError(name, f"must be 0 or more, got {getattr(config, name)}")
@@ -268,17 +268,17 @@ def validate_numbers(config):
         raise ConfigError("lr", f"must be positive, got {config.lr}")
     if config.optimizer_epsilon is not None and config.optimizer_epsilon <= 0:
         raise ConfigError("optimizer_epsilon", f"must be positive, got "
-                         f"{config.optimizer_epsilon}; drop it for the optimizer's own value")
+                          f"{config.optimizer_epsilon}; drop it for the optimizer's own value")
     if config.action_repeat < 2:
         raise ConfigError("action_repeat", "must be at least 2: the last two frames are "
-                         "max-pooled")
+                          "max-pooled")
     if config.batch_size > config.replay_capacity:
         raise ConfigError("batch_size", f"{config.batch_size} is larger than "
-                         f"--replay-capacity {config.replay_capacity}; lower it or raise "
-                         "the capacity")
+                          f"--replay-capacity {config.replay_capacity}; lower it or raise "
+                          "the capacity")
     if config.prepopulate > config.replay_capacity:
         raise ConfigError("prepopulate", f"warm-up of {config.prepopulate} steps is larger "
-                         f"than --replay-capacity {config.replay_capacity}; lower it")
+                          f"than --replay-capacity {config.replay_capacity}; lower it")
     if config.prepopulate < config.history_length + config.n_step - 1:
         raise ConfigError("prepopulate", f"must be at least --history-length + --n-step - 1 "
                           f"({config.history_length + config.n_step - 1}) so the first "
@@ -343,7 +343,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     saved = load_run_config(run_dir, "resume")
     if saved.get("loop") != loop_name:
         raise ConfigError("resume", f"'{run_dir}' is a {saved.get('loop')!r} run; resume it "
-                         f"with the script that made it, not this one ({loop_name!r})")
+                          f"with the script that made it, not this one ({loop_name!r})")
     names = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in saved.items() if k in names}
     if "loss_reduction" not in saved and saved.get("optimizer") in hp.LEGACY_OPTIMIZER:
@@ -363,8 +363,8 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
             value = resolve_game(value)
         if values.get(name) != value:
             raise ConfigError(name, f"{value} conflicts with this run's saved "
-                             f"{values.get(name)}; drop {flag_name(name)} to resume, or start "
-                             "a new run to change it")
+                              f"{values.get(name)}; drop {flag_name(name)} to resume, or start "
+                              "a new run to change it")
     values["logdir"] = run_dir
     config = hp.resolve_optimizer(config_class(**values))
     validate_numbers(config)
@@ -376,7 +376,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     checkpoint = latest_checkpoint(run_dir, "resume")
     if config.timesteps < checkpoint.step:
         raise ConfigError("timesteps", f"{config.timesteps:,} is below the checkpoint's step "
-                         f"{checkpoint.step:,}; raise it or drop it")
+                          f"{checkpoint.step:,}; raise it or drop it")
     return config, checkpoint
 
 

@@ -32,11 +32,11 @@ def check_logdir(path):
     if os.path.exists(path):
         if not os.path.isdir(path):
             raise ConfigError("logdir", f"'{path}' is a file, not a directory; "
-                             "choose another ${logdir}")
+                              "choose another ${logdir}")
         # A lone run.lock is what a run that died while being created leaves.
         if set(os.listdir(path)) - {LOCK_FILE}:
             raise ConfigError("logdir", f"'{path}' already holds files; runs are never "
-                             "overwritten, so choose a new or empty ${logdir}")
+                              "overwritten, so choose a new or empty ${logdir}")
         existing = path
     else:
         existing = os.path.dirname(os.path.abspath(path))
@@ -44,7 +44,7 @@ def check_logdir(path):
             existing = os.path.dirname(existing)
         if not os.path.isdir(existing):
             raise ConfigError("logdir", f"'{existing}' is a file, so '{path}' cannot be "
-                             "created; choose another ${logdir}")
+                              "created; choose another ${logdir}")
     check_writable(existing, "logdir")
 
 
@@ -78,7 +78,7 @@ class RunLock:
             self.fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
             raise ConfigError(setting, f"cannot write in '{run_dir}' ({error.strerror}); it "
-                             "needs a directory you can write to")
+                              "needs a directory you can write to")
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -88,10 +88,10 @@ class RunLock:
                 self.release()
                 if setting == "logdir":
                     raise ConfigError(setting, f"'{run_dir}' was just taken by {holder}; choose "
-                                     "another --logdir")
+                                      "another --logdir")
                 raise ConfigError(setting, f"'{run_dir}' is in use by {holder}; one process per "
-                                 "run: wait for it to end, or stop it (Ctrl-C or kill, it "
-                                 "checkpoints) and resume then")
+                                  "run: wait for it to end, or stop it (Ctrl-C or kill, it "
+                                  "checkpoints) and resume then")
             warn(f"warning: {run_dir} is on a filesystem without file locks "
                  f"({error.strerror}): nothing stops a second process from writing this run")
 
@@ -132,7 +132,7 @@ def create_run_directory(path, config_dict):
         os.makedirs(path, exist_ok=True)
     except OSError as error:
         raise ConfigError("logdir", f"cannot create '{path}' ({error.strerror}); "
-                         "choose a ${logdir} you can write to")
+                          "choose a ${logdir} you can write to")
     lock = RunLock(path, "logdir")
     lock.sign()
     try:
@@ -145,7 +145,7 @@ def create_run_directory(path, config_dict):
     except OSError as error:
         lock.release()
         raise ConfigError("logdir", f"cannot create '{path}' ({error.strerror}); "
-                         "choose a ${logdir} you can write to")
+                          "choose a ${logdir} you can write to")
     return lock
 
 
@@ -155,7 +155,7 @@ def load_run_config(run_dir, setting):
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
         raise ConfigError(setting, f"'{run_dir}' is not a fast-dqn run (it has no config.json); "
-                         "give the run directory printed when the run started")
+                          "give the run directory printed when the run started")
     try:
         with open(path) as f:
             saved = json.load(f)

@@ -46,8 +46,8 @@ class RunParts:
         # Checked before the monitor trims the logs back to the checkpoint's positions.
         if resume and self.state.get("identity") != self.identity:
             raise ConfigError("resume", f"{resume.path} was saved by a run of "
-                             f"{self.state.get('identity')}, not {self.identity}; it does not "
-                             "belong to this run")
+                              f"{self.state.get('identity')}, not {self.identity}; it does not "
+                              "belong to this run")
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
         self.monitor = Monitor(config.logdir, config.timesteps, console=console,
@@ -188,8 +188,8 @@ def train_nature(config, resume=None, stop=None):
                 restored = restore_env(parts.state["env"])
             except OutdatedSnapshot:
                 raise ConfigError("resume", "this checkpoint's game was saved with the "
-                                 "preprocessing of fast-dqn before 2026-11-22 (RGB luma, FIRE "
-                                 "after lost lives), which cannot continue; start a new run")
+                                  "preprocessing of fast-dqn before 2026-11-22 (RGB luma, FIRE "
+                                  "after lost lives), which cannot continue; start a new run")
             env.close()
             holder["env"] = restored
         return run_nature_loop(parts.settings, holder["env"], parts.learner, parts.replay,

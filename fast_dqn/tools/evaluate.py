@@ -44,7 +44,7 @@ class FirstGameRecorder:
                                           (width, height))
             if not self.writer.isOpened():
                 raise ConfigError("video", f"opencv cannot write '{self.path}'; give a "
-                                 "writable path ending in .mp4")
+                                  "writable path ending in .mp4")
         self.writer.write(cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2BGR))
         self.frames += 1
 
@@ -142,10 +142,10 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
         directory = os.path.dirname(os.path.abspath(video))
         if not os.path.isdir(directory):
             raise ConfigError("video", f"'{directory}' does not exist; give a path in an "
-                             "existing directory")
+                              "existing directory")
         if os.path.exists(video):
             raise ConfigError("video", f"'{video}' exists and would be overwritten; give a "
-                             "new path")
+                              "new path")
     start_tensorflow(config)
     recorder = FirstGameRecorder(video, ATARI_FPS) if video else None
     env = build_eval_env(config, seed, recorder)
@@ -174,7 +174,7 @@ def main(argv=None):
         return fail(parser.prog, ConfigError("episodes", "must be at least 1"))
     if not 0.0 <= args.epsilon <= 1.0:
         return fail(parser.prog, ConfigError("epsilon", f"must be in [0, 1], got "
-                                            f"{args.epsilon}"))
+                                             f"{args.epsilon}"))
     try:
         result = evaluate_run(args.run_dir, args.episodes, args.epsilon, args.seed, args.video)
     except ConfigError as error:

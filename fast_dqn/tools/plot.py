@@ -47,7 +47,7 @@ def plot_runs(run_dirs, output, title=None):
     for run_dir in run_dirs:
         if not os.path.isfile(os.path.join(run_dir, "episodes.csv")):
             raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
-                             "directories made by run_dqn.py or run_fast_dqn.py")
+                              "directories made by run_dqn.py or run_fast_dqn.py")
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="row")
     for run_dir in run_dirs:
         label = run_label(run_dir)
@@ -75,7 +75,7 @@ def plot_runs(run_dirs, output, title=None):
         fig.savefig(output, dpi=120)
     except OSError as error:
         raise ConfigError("-o", f"cannot write '{output}' ({error.strerror}); give a writable "
-                         "path")
+                          "path")
     finally:
         plt.close(fig)
     return output
