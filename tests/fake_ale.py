@@ -2,8 +2,8 @@
 
 Every emulator frame f (counted from 1 since the last reset) shows a screen whose pixels all
 equal `screen_value(f)`, except a flickering sprite drawn only on odd frames, so max-pooling
-is visible. Screens are 2-D grayscale, as the ALE's. Lives drop at the frames listed in `life_loss_frames`; the game ends when lives
-reach zero or at `game_over_frame`.
+is visible. Screens are 2-D grayscale, as the ALE's. Lives drop at the frames listed in
+`life_loss_frames`; the game ends when lives reach zero or at `game_over_frame`.
 """
 
 import gymnasium

@@ -23,8 +23,8 @@ def _opt(default, help, unit=None, **argparse_kwargs):
 class Config:
     # --- what to play
     preset: str = _opt("nature", "protocol whose values replace the defaults below; explicit "
-                       "flags still win (see docs/protocol.md)", choices=("nature", "machado", "pong-quick",
-                                                                "classic"))
+                       "flags still win (see docs/protocol.md)",
+                       choices=("nature", "machado", "pong-quick", "classic"))
     game: str = _opt("pong", "Atari game, snake_case (space_invaders) or CamelCase (SpaceInvaders)")
     env: str = _opt(None, "any gymnasium env id with discrete actions and vector observations "
                     "(e.g. CartPole-v1) instead of --game: an MLP Q-network, no Atari "
