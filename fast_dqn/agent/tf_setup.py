@@ -81,7 +81,24 @@ def cpu_computes_bfloat16(cpuinfo="/proc/cpuinfo"):
 
 
 def has_gpu():
+    return bool(gpu_compute_capabilities())
+
+
+def gpu_compute_capabilities():
+    """[(major, minor)] of each GPU TensorFlow sees; bfloat16 runs natively from (8, 0), Ampere."""
     quiet_tensorflow()
     with without_start_up_noise():
         import tensorflow as tf
-        return bool(tf.config.list_physical_devices("GPU"))
+        gpus = tf.config.list_physical_devices("GPU")
+        return [tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+                for gpu in gpus]
+
+
+def fastest_precision():
+    """The compute type --precision auto means: bfloat16 where every device that trains
+    computes it natively, float32 elsewhere. float16 is never chosen: it needs loss scaling
+    and is slow on CPUs, so it stays an explicit choice."""
+    capabilities = gpu_compute_capabilities()
+    if capabilities:
+        return "bfloat16" if min(capabilities) >= (8, 0) else "float32"
+    return "bfloat16" if cpu_computes_bfloat16() else "float32"

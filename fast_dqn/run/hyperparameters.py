@@ -24,7 +24,7 @@ class Config:
     # --- what to play
     preset: str = _opt("nature", "protocol whose values replace the defaults below; explicit "
                        "flags still win (see docs/protocol.md)",
-                       choices=("nature", "machado", "pong-quick", "classic"))
+                       choices=("nature", "machado", "pong-quick", "pong-fast", "classic"))
     game: str = _opt("pong", "Atari game, snake_case (space_invaders) or CamelCase (SpaceInvaders)")
     env: str = _opt(None, "any gymnasium env id with discrete actions and vector observations "
                     "(e.g. CartPole-v1) instead of --game: an MLP Q-network, no Atari "
@@ -102,7 +102,8 @@ class Config:
     precision: str = _opt("float32", "the networks' compute type; weights, Q-values and the "
                           "loss stay float32. bfloat16: CPUs with AMX or AVX512-BF16, and "
                           "GPUs from Ampere on; float16 (with loss scaling): GPUs with tensor "
-                          "cores (slow on most CPUs)", choices=("float32", "bfloat16", "float16"))
+                          "cores (slow on most CPUs); auto: bfloat16 where it runs natively, "
+                          "else float32", choices=("float32", "bfloat16", "float16", "auto"))
 
     def to_dict(self):
         return dataclasses.asdict(self)

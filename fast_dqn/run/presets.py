@@ -22,7 +22,7 @@ PRESETS = {
     # under 1M agent steps. Training every step is the expensive part on a CPU. His Adam is
     # PyTorch's with its epsilon 1e-8 on a loss averaged over the minibatch: the adam
     # defaults of OPTIMIZER_DEFAULTS (fast_dqn.run.hyperparameters).
-    "pong-quick": {
+    "pong-quick": (_PONG_QUICK := {
         "game": "pong",
         "timesteps": 1_000_000,
         "replay_capacity": 100_000,
@@ -36,6 +36,25 @@ PRESETS = {
         "evaluate": 50_000,
         "eval_episodes": 10,
         "checkpoint_freq": 50_000,
+    }),
+    # pong-quick's protocol with the extensions that cut agent steps, and half its samples
+    # per agent step, so one command gets closest to solving Pong in 90 minutes on 2 CPU cores.
+    # - Double DQN (van Hasselt et al. 2016), the dueling head (Wang et al. 2016) and 3-step
+    #   returns: the combination Lapan's ch. 8 and Hessel et al.'s Rainbow (2018) use.
+    # - One minibatch of 64 per 4 agent steps (16 samples per step, half of pong-quick's 32):
+    #   Lapan's batching (ch. 9, "several steps per minibatch"). On this kind of machine the
+    #   learner is the bottleneck, so fewer samples per step means more agent steps per second.
+    # - bfloat16 where the hardware computes it (docs/benchmarks.md: 1.3x the float32 samples/s
+    #   at batch 64 here); float32 elsewhere.
+    # Chosen by measurement: docs/learning.md has the runs.
+    "pong-fast": {
+        **_PONG_QUICK,
+        "double": True,
+        "dueling": True,
+        "n_step": 3,
+        "train_freq": 4,
+        "batch_size": 64,
+        "precision": "auto",
     },
     # Classic-control envs given with --env (CartPole-v1 and the like): raw vector observations,
     # an MLP, and a budget of minutes. Chosen when --env is given and --preset is not.
