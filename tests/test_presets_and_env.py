@@ -42,6 +42,16 @@ def test_explicit_flags_win_over_the_preset():
     assert parse(["--preset", "machado", "--sticky-actions", "0"]).sticky_actions == 0.0
 
 
+def test_pong_fast_is_pong_quick_with_the_extensions_and_fewer_samples_per_step():
+    quick, fast = parse(["--preset=pong-quick"]), parse(["--preset=pong-fast"])
+    changed = {name for name in Config.__dataclass_fields__
+               if getattr(quick, name) != getattr(fast, name)}
+    assert changed == {"preset", "double", "dueling", "n_step", "train_freq", "batch_size",
+                       "precision"}
+    assert (fast.double, fast.dueling, fast.n_step, fast.precision) == (True, True, 3, "auto")
+    assert fast.batch_size / fast.train_freq == 16 == quick.batch_size / quick.train_freq / 2
+
+
 def test_env_picks_the_classic_preset_and_the_python_backend():
     config = parse(["--env", "CartPole-v1"], FastConfig)
     assert config.preset == "classic" and config.game is None
@@ -116,6 +126,7 @@ def test_the_dqn_extensions_are_off_by_default_and_flags_turn_them_on():
 @pytest.mark.parametrize("argv, setting", [
     (["--n-step", "0"], "n_step"),
     (["--mixed-precision", "--precision", "bfloat16"], "mixed_precision"),
+    (["--mixed-precision", "--precision", "auto"], "mixed_precision"),
 ])
 def test_impossible_extension_values_name_their_flag(argv, setting):
     with pytest.raises(ConfigError) as error:
@@ -146,3 +157,20 @@ def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monk
     config = cli.validate_and_resolve(parse(["--precision", "bfloat16",
                                              f"--logdir={tmp_path / 'r'}"]), "dqn")
     assert config.precision == "bfloat16"
+
+
+@pytest.mark.parametrize("gpus, cpu_bfloat16, expected", [
+    ([], True, "bfloat16"),                 # a CPU with AMX or AVX512-BF16, like this one
+    ([], False, "float32"),                 # bfloat16 would be emulated, several times slower
+    ([(7, 5)], True, "float32"),            # a pre-Ampere GPU trains, whatever the CPU has
+    ([(8, 6)], False, "bfloat16"),
+    ([(8, 0), (7, 0)], True, "float32"),    # every GPU must compute it
+])
+def test_precision_auto_becomes_what_the_hardware_computes(tmp_path, monkeypatch, gpus,
+                                                           cpu_bfloat16, expected):
+    from fast_dqn.agent import tf_setup
+    monkeypatch.setattr(tf_setup, "gpu_compute_capabilities", lambda: gpus)
+    monkeypatch.setattr(tf_setup, "cpu_computes_bfloat16", lambda: cpu_bfloat16)
+    config = cli.validate_and_resolve(parse(["--precision", "auto",
+                                             f"--logdir={tmp_path / 'r'}"]), "dqn")
+    assert config.precision == expected

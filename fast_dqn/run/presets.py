@@ -4,6 +4,27 @@ Precedence, lowest first: Config's defaults (Nature), then the chosen preset, th
 the user typed. config.json records the final values, so a run never depends on this table.
 """
 
+# Small replay, short exploration, Adam and frequent target updates: the settings of
+# Lapan's Pong DQN (Deep Reinforcement Learning Hands-On, ch. 6), which solve Pong in well
+# under 1M agent steps. Training every step is the expensive part on a CPU. His Adam is
+# PyTorch's with its epsilon 1e-8 on a loss averaged over the minibatch: the adam
+# defaults of OPTIMIZER_DEFAULTS (fast_dqn.agent.optimizer_defaults).
+PONG_QUICK = {
+    "game": "pong",
+    "timesteps": 1_000_000,
+    "replay_capacity": 100_000,
+    "prepopulate": 10_000,
+    "eps_end": 0.01,
+    "eps_decay_steps": 100_000,
+    "optimizer": "adam",
+    "lr": 1e-4,
+    "train_freq": 1,
+    "target_update_freq": 1_000,
+    "evaluate": 50_000,
+    "eval_episodes": 10,
+    "checkpoint_freq": 50_000,
+}
+
 PRESETS = {
     # Mnih et al. 2015: the Config defaults themselves.
     "nature": {},
@@ -17,26 +38,7 @@ PRESETS = {
         "noop_max": 0,
         "evaluate": 0,
     },
-    # Small replay, short exploration, Adam and frequent target updates: the settings of
-    # Lapan's Pong DQN (Deep Reinforcement Learning Hands-On, ch. 6), which solve Pong in well
-    # under 1M agent steps. Training every step is the expensive part on a CPU. His Adam is
-    # PyTorch's with its epsilon 1e-8 on a loss averaged over the minibatch: the adam
-    # defaults of OPTIMIZER_DEFAULTS (fast_dqn.run.hyperparameters).
-    "pong-quick": (_PONG_QUICK := {
-        "game": "pong",
-        "timesteps": 1_000_000,
-        "replay_capacity": 100_000,
-        "prepopulate": 10_000,
-        "eps_end": 0.01,
-        "eps_decay_steps": 100_000,
-        "optimizer": "adam",
-        "lr": 1e-4,
-        "train_freq": 1,
-        "target_update_freq": 1_000,
-        "evaluate": 50_000,
-        "eval_episodes": 10,
-        "checkpoint_freq": 50_000,
-    }),
+    "pong-quick": PONG_QUICK,
     # pong-quick's protocol with the extensions that cut agent steps, and half its samples
     # per agent step, so one command gets closest to solving Pong in 90 minutes on 2 CPU cores.
     # - Double DQN (van Hasselt et al. 2016), the dueling head (Wang et al. 2016) and 3-step
@@ -48,7 +50,7 @@ PRESETS = {
     #   at batch 64 here); float32 elsewhere.
     # Chosen by measurement: docs/learning.md has the runs.
     "pong-fast": {
-        **_PONG_QUICK,
+        **PONG_QUICK,
         "double": True,
         "dueling": True,
         "n_step": 3,
