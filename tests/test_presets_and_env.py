@@ -42,14 +42,16 @@ def test_explicit_flags_win_over_the_preset():
     assert parse(["--preset", "machado", "--sticky-actions", "0"]).sticky_actions == 0.0
 
 
-def test_pong_fast_is_pong_quick_with_the_extensions_and_fewer_samples_per_step():
-    quick, fast = parse(["--preset=pong-quick"]), parse(["--preset=pong-fast"])
+def test_pong_fastest_is_pong_quick_with_the_extensions_and_larger_rarer_minibatches():
+    quick, fast = parse(["--preset=pong-quick"]), parse(["--preset=pong-fastest"])
     changed = {name for name in Config.__dataclass_fields__
                if getattr(quick, name) != getattr(fast, name)}
     assert changed == {"preset", "double", "dueling", "n_step", "train_freq", "batch_size",
                        "precision"}
     assert (fast.double, fast.dueling, fast.n_step, fast.precision) == (True, True, 3, "auto")
-    assert fast.batch_size / fast.train_freq == 16 == quick.batch_size / quick.train_freq / 2
+    # Lapan's batching: 4 times fewer minibatches, each 4 times larger.
+    assert (fast.train_freq, fast.batch_size) == (4, 128)
+    assert fast.batch_size / fast.train_freq == quick.batch_size / quick.train_freq
 
 
 def test_env_picks_the_classic_preset_and_the_python_backend():
@@ -126,7 +128,6 @@ def test_the_dqn_extensions_are_off_by_default_and_flags_turn_them_on():
 @pytest.mark.parametrize("argv, setting", [
     (["--n-step", "0"], "n_step"),
     (["--mixed-precision", "--precision", "bfloat16"], "mixed_precision"),
-    (["--mixed-precision", "--precision", "auto"], "mixed_precision"),
 ])
 def test_impossible_extension_values_name_their_flag(argv, setting):
     with pytest.raises(ConfigError) as error:
@@ -138,6 +139,10 @@ def test_mixed_precision_is_the_older_name_of_float16(tmp_path):
     config = cli.validate_and_resolve(parse(["--mixed-precision", f"--logdir={tmp_path / 'r'}"]),
                                       "dqn")
     assert config.precision == "float16"
+    # It wins over a preset's auto, which the user did not type.
+    config = cli.validate_and_resolve(parse(["--preset=pong-fastest", "--mixed-precision",
+                                             f"--logdir={tmp_path / 'r'}"]), "dqn")
+    assert config.precision == "float16"
 
 
 def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monkeypatch):
@@ -147,22 +152,28 @@ def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monk
     assert not tf_setup.cpu_computes_bfloat16(str(cpuinfo))
     cpuinfo.write_text("flags\t: fpu sse2 avx2 avx512f avx512_bf16\n")
     assert tf_setup.cpu_computes_bfloat16(str(cpuinfo))
+    monkeypatch.setattr(tf_setup, "cpu_computes_bfloat16", lambda: True)
+    for gpus, accepted in (([], True), ([(7, 5)], False), ([(8, 0)], True)):
+        monkeypatch.setattr(tf_setup, "gpu_compute_capabilities", lambda: gpus)
+        argv = ["--precision", "bfloat16", f"--logdir={tmp_path / 'r'}"]
+        if accepted:
+            assert cli.validate_and_resolve(parse(argv), "dqn").precision == "bfloat16"
+        else:  # the GPU trains, and a pre-Ampere one would emulate bfloat16
+            with pytest.raises(ConfigError, match="GPU from Ampere on") as error:
+                cli.validate_and_resolve(parse(argv), "dqn")
+            assert error.value.setting == "precision"
+    monkeypatch.setattr(tf_setup, "gpu_compute_capabilities", lambda: [])
     monkeypatch.setattr(tf_setup, "cpu_computes_bfloat16", lambda: False)
-    monkeypatch.setattr(tf_setup, "has_gpu", lambda: False)
-    with pytest.raises(ConfigError, match="AVX512-BF16 or AMX, or a GPU") as error:
+    with pytest.raises(ConfigError, match="AVX512-BF16 or AMX"):
         cli.validate_and_resolve(parse(["--precision", "bfloat16",
                                         f"--logdir={tmp_path / 'r'}"]), "dqn")
-    assert error.value.setting == "precision"
-    monkeypatch.setattr(tf_setup, "has_gpu", lambda: True)
-    config = cli.validate_and_resolve(parse(["--precision", "bfloat16",
-                                             f"--logdir={tmp_path / 'r'}"]), "dqn")
-    assert config.precision == "bfloat16"
 
 
 @pytest.mark.parametrize("gpus, cpu_bfloat16, expected", [
     ([], True, "bfloat16"),                 # a CPU with AMX or AVX512-BF16, like this one
     ([], False, "float32"),                 # bfloat16 would be emulated, several times slower
     ([(7, 5)], True, "float32"),            # a pre-Ampere GPU trains, whatever the CPU has
+    ([(8, 0)], False, "bfloat16"),          # Ampere, the first with bfloat16
     ([(8, 6)], False, "bfloat16"),
     ([(8, 0), (7, 0)], True, "float32"),    # every GPU must compute it
 ])

@@ -80,10 +80,6 @@ def cpu_computes_bfloat16(cpuinfo="/proc/cpuinfo"):
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
-def has_gpu():
-    return bool(gpu_compute_capabilities())
-
-
 def gpu_compute_capabilities():
     """[(major, minor)] of each GPU TensorFlow sees; bfloat16 runs natively from (8, 0), Ampere."""
     quiet_tensorflow()
@@ -94,11 +90,16 @@ def gpu_compute_capabilities():
                 for gpu in gpus]
 
 
-def fastest_precision():
-    """The compute type --precision auto means: bfloat16 where every device that trains
-    computes it natively, float32 elsewhere. float16 is never chosen: it needs loss scaling
-    and is slow on CPUs, so it stays an explicit choice."""
+def computes_bfloat16():
+    """Whether the device that trains computes bfloat16 natively: every GPU TensorFlow sees,
+    or the CPU when there is none."""
     capabilities = gpu_compute_capabilities()
     if capabilities:
-        return "bfloat16" if min(capabilities) >= (8, 0) else "float32"
-    return "bfloat16" if cpu_computes_bfloat16() else "float32"
+        return min(capabilities) >= (8, 0)
+    return cpu_computes_bfloat16()
+
+
+def fastest_precision():
+    """The compute type --precision auto means. float16 is never chosen: it needs loss
+    scaling and is slow on CPUs, so it stays an explicit choice."""
+    return "bfloat16" if computes_bfloat16() else "float32"

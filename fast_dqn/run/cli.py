@@ -303,11 +303,12 @@ def validate_and_resolve(config, loop_name, validate_extra=None):
 
 
 def resolve_precision(config):
-    """--mixed-precision is the older name of --precision float16; auto becomes the type the
-    hardware computes fastest, and config.json records that; bfloat16 only where the hardware
-    computes it (elsewhere it is emulated, several times slower than float32)."""
+    """--mixed-precision is the older name of --precision float16, and wins over a preset's
+    auto; auto becomes the type the hardware computes fastest, and config.json records that;
+    bfloat16 only where the hardware computes it (elsewhere it is emulated, several times
+    slower than float32)."""
     if config.mixed_precision:
-        if config.precision not in ("float32", "float16"):
+        if config.precision not in ("float32", "float16", "auto"):
             raise ConfigError("mixed_precision", f"means --precision float16, which conflicts "
                               f"with --precision {config.precision}; give only --precision")
         return dataclasses.replace(config, precision="float16")
@@ -315,10 +316,11 @@ def resolve_precision(config):
         from fast_dqn.agent.tf_setup import fastest_precision
         return dataclasses.replace(config, precision=fastest_precision())
     if config.precision == "bfloat16":
-        from fast_dqn.agent.tf_setup import cpu_computes_bfloat16, has_gpu
-        if not cpu_computes_bfloat16() and not has_gpu():
-            raise ConfigError("precision", "bfloat16 needs a CPU with AVX512-BF16 or AMX, or "
-                              "a GPU, and TensorFlow sees neither here; use float32")
+        from fast_dqn.agent.tf_setup import computes_bfloat16
+        if not computes_bfloat16():
+            raise ConfigError("precision", "bfloat16 needs a GPU from Ampere on, or without a "
+                              "GPU a CPU with AVX512-BF16 or AMX; TensorFlow sees neither here; "
+                              "use float32 or auto")
     return config
 
 

@@ -24,7 +24,7 @@ class Config:
     # --- what to play
     preset: str = _opt("nature", "protocol whose values replace the defaults below; explicit "
                        "flags still win (see docs/protocol.md)",
-                       choices=("nature", "machado", "pong-quick", "pong-fast", "classic"))
+                       choices=("nature", "machado", "pong-quick", "pong-fastest", "classic"))
     game: str = _opt("pong", "Atari game, snake_case (space_invaders) or CamelCase (SpaceInvaders)")
     env: str = _opt(None, "any gymnasium env id with discrete actions and vector observations "
                     "(e.g. CartPole-v1) instead of --game: an MLP Q-network, no Atari "

@@ -39,23 +39,24 @@ PRESETS = {
         "evaluate": 0,
     },
     "pong-quick": PONG_QUICK,
-    # pong-quick's protocol with the extensions that cut agent steps, and half its samples
-    # per agent step, so one command gets closest to solving Pong in 90 minutes on 2 CPU cores.
+    # pong-quick's protocol with the extensions that cut agent steps, and its learner made
+    # cheaper per sample, so that one command gets closest to solving Pong in 90 minutes on
+    # 2 CPU cores (docs/learning.md has the runs that chose it).
     # - Double DQN (van Hasselt et al. 2016), the dueling head (Wang et al. 2016) and 3-step
-    #   returns: the combination Lapan's ch. 8 and Hessel et al.'s Rainbow (2018) use.
-    # - One minibatch of 64 per 4 agent steps (16 samples per step, half of pong-quick's 32):
-    #   Lapan's batching (ch. 9, "several steps per minibatch"). On this kind of machine the
-    #   learner is the bottleneck, so fewer samples per step means more agent steps per second.
-    # - bfloat16 where the hardware computes it (docs/benchmarks.md: 1.3x the float32 samples/s
-    #   at batch 64 here); float32 elsewhere.
-    # Chosen by measurement: docs/learning.md has the runs.
-    "pong-fast": {
+    #   returns: Lapan's ch. 8 tries each on Pong, and Rainbow (Hessel et al. 2018) keeps all.
+    # - One minibatch of 128 per 4 agent steps: Lapan's "several steps per minibatch" (ch. 9)
+    #   keeps pong-quick's 32 samples per agent step in 1.5x the samples/s on a CPU. Measured
+    #   here: 64 per 4 steps ran 1.5x the agent steps/s but learned less per step, and was no
+    #   further per minute after 60 minutes.
+    # - bfloat16 where the hardware computes it (1.3x the float32 samples/s at batch 128 here);
+    #   float32 elsewhere.
+    "pong-fastest": {
         **PONG_QUICK,
         "double": True,
         "dueling": True,
         "n_step": 3,
         "train_freq": 4,
-        "batch_size": 64,
+        "batch_size": 128,
         "precision": "auto",
     },
     # Classic-control envs given with --env (CartPole-v1 and the like): raw vector observations,
