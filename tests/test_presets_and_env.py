@@ -42,15 +42,15 @@ def test_explicit_flags_win_over_the_preset():
     assert parse(["--preset", "machado", "--sticky-actions", "0"]).sticky_actions == 0.0
 
 
-def test_pong_fastest_is_pong_quick_with_the_extensions_and_fewer_samples_per_step():
+def test_pong_fastest_is_pong_quick_with_the_extensions_and_larger_rarer_minibatches():
     quick, fast = parse(["--preset=pong-quick"]), parse(["--preset=pong-fastest"])
     changed = {name for name in Config.__dataclass_fields__
                if getattr(quick, name) != getattr(fast, name)}
     assert changed == {"preset", "double", "dueling", "n_step", "train_freq", "batch_size",
                        "precision"}
     assert (fast.double, fast.dueling, fast.n_step, fast.precision) == (True, True, 3, "auto")
-    assert (fast.train_freq, fast.batch_size) == (4, 64)  # 16 samples per agent step, not 32
-    assert fast.batch_size / fast.train_freq == quick.batch_size / quick.train_freq / 2
+    assert (fast.train_freq, fast.batch_size) == (4, 128)
+    assert fast.batch_size / fast.train_freq == quick.batch_size / quick.train_freq  # 32 each
 
 
 def test_env_picks_the_classic_preset_and_the_python_backend():

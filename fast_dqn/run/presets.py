@@ -40,15 +40,15 @@ PRESETS = {
     },
     "pong-quick": PONG_QUICK,
     # pong-quick's protocol with the extensions that cut agent steps, and a learner that costs
-    # less per agent step, so that one command solves Pong soonest on 2 CPU cores
+    # less per sample, so that one command solves Pong soonest on 2 CPU cores
     # (docs/learning.md has the runs that chose it).
     # - Double DQN (van Hasselt et al. 2016), the dueling head (Wang et al. 2016) and 3-step
     #   returns: Lapan's ch. 8 tries each on Pong, and Rainbow (Hessel et al. 2018) keeps all.
-    # - One minibatch of 64 per 4 agent steps: Lapan's "several steps per minibatch" (ch. 9),
-    #   at half pong-quick's 32 samples per agent step. Measured here against 128 per 4 (the
-    #   same 32 samples per step): 1.5x the agent steps/s, less learning per step, level per
-    #   minute at 60-68 minutes. On a GPU, where the learner is cheap, 128 may win.
-    # - bfloat16 where the hardware computes it (1.3x the float32 samples/s at batch 64 here);
+    # - One minibatch of 128 per 4 agent steps: Lapan's "several steps per minibatch" (ch. 9)
+    #   keeps pong-quick's 32 samples per agent step at 1.5x the samples/s on a CPU. Measured
+    #   here against 64 per 4: 64 ran 1.5x the agent steps/s but learned less per step, and
+    #   its last 20 games were behind per minute (-4.6 against +2.6 at 68 minutes).
+    # - bfloat16 where the hardware computes it (1.3x the float32 samples/s at batch 128 here);
     #   float32 elsewhere.
     "pong-fastest": {
         **PONG_QUICK,
@@ -56,7 +56,7 @@ PRESETS = {
         "dueling": True,
         "n_step": 3,
         "train_freq": 4,
-        "batch_size": 64,
+        "batch_size": 128,
         "precision": "auto",
     },
     # Classic-control envs given with --env (CartPole-v1 and the like): raw vector observations,
