@@ -26,8 +26,6 @@ class LoopSettings:
 
     def epsilon(self, steps):
         """Epsilon at agent step(s) `steps`: 1 during warm-up, then the exploration schedule."""
-        if np.isscalar(steps):  # the Nature loop asks once per agent step: no array work
-            return 1.0 if steps < self.prepopulate else float(self.exploration(steps))
         return np.where(np.asarray(steps) < self.prepopulate, 1.0, self.exploration(steps))
 
     def evaluation_due(self, step):
