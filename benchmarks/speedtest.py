@@ -54,7 +54,11 @@ class TimingMonitor:
 
     def tick(self, step, epsilon):
         if self.marks and step >= self.marks[0]:
-            self.points.append((step, time.perf_counter(), _cpu_seconds(), self.busy()))
+            wall = time.perf_counter()
+            busy = self.busy()
+            # The busy reading lies between `wall` and the clock after it, so a window from one
+            # mark's `wall` to a later mark's clock-after spans all the busy time it charges.
+            self.points.append((step, wall, _cpu_seconds(), busy, time.perf_counter()))
             while self.marks and step >= self.marks[0]:
                 self.marks.pop(0)
 
@@ -74,12 +78,12 @@ class TimingMonitor:
         return [(b[0] - a[0]) / (b[1] - a[1]) for a, b in zip(self.points, self.points[1:])]
 
     def cpu_percent(self):
-        (s0, w0, c0, _), (s1, w1, c1, _) = self.points[0], self.points[-1]
+        (_, w0, c0, _, _), (_, w1, c1, _, _) = self.points[0], self.points[-1]
         return 100 * (c1 - c0) / (w1 - w0)
 
     def busy_fraction(self):
         """The share of the window's wall time the trainer spent in train steps."""
-        (_, w0, _, b0), (_, w1, _, b1) = self.points[0], self.points[-1]
+        (_, w0, _, b0, _), (_, _, _, b1, w1) = self.points[0], self.points[-1]
         return (b1 - b0) / (w1 - w0)
 
 
@@ -154,7 +158,7 @@ def measure(case, args):
             trainer = BackgroundTrainer(learner.train,
                                         lambda: replay.sample(config.batch_size))
         monitor = TimingMonitor(start, segment, start + args.steps,
-                                busy=trainer and (lambda: trainer.busy_seconds))
+                                busy=trainer and trainer.busy_seconds)
         try:
             samplers.start(learner.target_q_values, None, np.random.default_rng(0))
             FastLoop(LoopSettings.from_config(config), samplers, learner, replay, trainer,
@@ -262,8 +266,8 @@ def main():
         print(json.dumps(measure(json.loads(args.case), args)))
         return
     if args.quick:
-        args.steps, args.warmup, args.replay, args.period = 2_000, 500, 5_000, 1_000
-        args.nature_segment, args.samplers_segment = 500, 500
+        args.steps, args.warmup, args.replay, args.period = 1_000, 250, 5_000, 500
+        args.nature_segment, args.samplers_segment = 250, 250
 
     selected = cases(args.quick)
     if args.only:

@@ -6,6 +6,8 @@ import csv
 import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import Future
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--game=pong", "--timesteps=1600", "--prepopulate=400", "--replay-capacity=1000",
@@ -26,6 +28,64 @@ def code_path_env(base=None):
 def run(script, args, timeout=300):
     return subprocess.run([sys.executable, os.path.join(ROOT, script), *args],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+class BackgroundRun:
+    """A script run on a thread of its own; result() gives what run() would have returned.
+
+    Independent runs go side by side because each spends much of its time in one busy thread
+    (TensorFlow's import, the environment steps), so on 2 cores two or three of them end
+    sooner together than one after another. Their logs cannot depend on it: every run is
+    seeded, and what the tests compare is exactly what they prove is reproducible. Use it as a
+    context manager, so a test that fails early does not leave the run going."""
+
+    def __init__(self, script, args, timeout=300):
+        self.process = subprocess.Popen([sys.executable, os.path.join(ROOT, script), *args],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, cwd=ROOT)
+        self._done = Future()
+        threading.Thread(target=self._communicate, args=(timeout,), daemon=True).start()
+
+    def _communicate(self, timeout):
+        try:
+            out, err = self.process.communicate(timeout=timeout)
+            self._done.set_result(subprocess.CompletedProcess(self.process.args,
+                                                              self.process.returncode, out, err))
+        except BaseException as error:  # a timeout included: result() raises it in the test
+            self.kill()
+            self._done.set_exception(error)
+
+    def result(self):
+        return self._done.result()
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.kill()
+
+
+def run_together(*calls, timeout=300):
+    """run() for each (script, args) at once; the CompletedProcesses in the same order."""
+    runs = [BackgroundRun(script, args, timeout) for script, args in calls]
+    try:
+        return [background.result() for background in runs]
+    finally:
+        for background in runs:  # after a failure, the others stop too
+            background.kill()
+
+
+def selected(request, parameter):
+    """The values of `parameter` in the tests of the requesting module that this session runs,
+    so a module fixture that starts one run per value starts only the runs asked for."""
+    return [item.callspec.params[parameter] for item in request.session.items
+            if item.module is request.module and parameter in getattr(
+                getattr(item, "callspec", None), "params", {})]
 
 
 def rows(path):

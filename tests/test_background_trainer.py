@@ -83,14 +83,37 @@ def test_busy_seconds_count_only_the_time_in_train_steps():
         return batch
     trainer = BackgroundTrainer(train, lambda: (0,))
     try:
-        assert trainer.busy_seconds == 0.0
+        assert trainer.busy_seconds() == 0.0
         started = time.perf_counter()
         trainer.start(10)
         assert trainer.wait()
         elapsed = time.perf_counter() - started
-        busy = trainer.busy_seconds
+        busy = trainer.busy_seconds()
         assert 10 * 0.01 <= busy <= elapsed
         time.sleep(0.05)  # idle between periods: not counted
-        assert trainer.busy_seconds == busy
+        assert trainer.busy_seconds() == busy
     finally:
+        trainer.close()
+
+
+def test_a_window_opened_mid_step_is_charged_only_its_own_part():
+    """So the busy fraction of any window is at most 1, however short the window."""
+    release = threading.Event()
+
+    def train(batch):
+        release.wait(5)
+        return batch
+    trainer = BackgroundTrainer(train, lambda: (0,))
+    try:
+        trainer.start(1)
+        time.sleep(0.1)  # the step has run 0.1 s when the window opens
+        wall0, busy0 = time.perf_counter(), trainer.busy_seconds()
+        assert busy0 >= 0.09
+        time.sleep(0.05)
+        release.set()
+        assert trainer.wait()
+        busy1, wall1 = trainer.busy_seconds(), time.perf_counter()
+        assert 0 < busy1 - busy0 <= wall1 - wall0
+    finally:
+        release.set()
         trainer.close()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from helpers import TINY, logs, rows, run
+from helpers import TINY, logs, rows, run, run_together
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
@@ -30,12 +30,13 @@ def test_run_dqn_tiny_pong_writes_both_csvs(tmp_path):
 def test_same_seed_gives_identical_logs(tmp_path):
     # Fast epsilon decay so the trained network really chooses most actions.
     fast_decay = ["--eps-decay-steps=600", "--eps-end=0.05"]
-    outputs = []
-    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
-        logdir = tmp_path / name
-        result = run("run_dqn.py", TINY + fast_decay + [f"--seed={seed}", f"--logdir={logdir}"])
+    runs = (("a", 3), ("b", 3), ("c", 4))
+    results = run_together(*[("run_dqn.py", TINY + fast_decay + [f"--seed={seed}",
+                                                                 f"--logdir={tmp_path / name}"])
+                             for name, seed in runs])
+    for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
-        outputs.append(logs(logdir))
+    outputs = [logs(tmp_path / name) for name, _ in runs]
     assert outputs[0] == outputs[1]
     assert outputs[0] != outputs[2]  # the comparison can tell runs apart
     assert len(outputs[0][0]) >= 5

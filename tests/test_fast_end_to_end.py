@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from fast_dqn.run import cli
-from helpers import code_path_env, logs, rows, run
+from helpers import code_path_env, logs, rows, run, run_together, selected
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
@@ -19,12 +19,13 @@ TINY_FAST = ["--game=pong", "--workers=4", "--timesteps=2400", "--prepopulate=40
 
 
 def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
-    outputs = []
-    for name, seed in (("a", 5), ("b", 5), ("c", 6)):
-        logdir = tmp_path / name
-        result = run("run_fast_dqn.py", TINY_FAST + [f"--seed={seed}", f"--logdir={logdir}"])
+    runs = (("a", 5), ("b", 5), ("c", 6))
+    results = run_together(*[("run_fast_dqn.py", TINY_FAST + [f"--seed={seed}",
+                                                              f"--logdir={tmp_path / name}"])
+                             for name, seed in runs])
+    for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
-        outputs.append(logs(logdir))
+    outputs = [logs(tmp_path / name) for name, _ in runs]
     episodes, evals = outputs[0]
     # 4 samplers x 600 steps with a 300-step limit: every sampler ends at least 2 games.
     assert len(episodes) >= 8
@@ -33,14 +34,25 @@ def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
     assert outputs[0] != outputs[2]
 
 
-@pytest.mark.parametrize("flags", [["--env-backend=python", "--concurrent=False"],
-                                   ["--synchronize=0", "--no-prefetch"],
-                                   # the DQN extensions on the vector backend, in bfloat16
-                                   ["--double", "--dueling", "--n-step=3",
-                                    "--precision=bfloat16"]])
-def test_fast_other_modes_run(tmp_path, flags):
-    logdir = tmp_path / "run"
-    result = run("run_fast_dqn.py", TINY_FAST + flags + [f"--logdir={logdir}"])
+OTHER_MODES = {"python-lockstep": ["--env-backend=python", "--concurrent=False"],
+               "unsynchronized": ["--synchronize=0", "--no-prefetch"],
+               # the DQN extensions on the vector backend, in bfloat16
+               "extensions": ["--double", "--dueling", "--n-step=3", "--precision=bfloat16"]}
+
+
+@pytest.fixture(scope="module")
+def other_mode_runs(request, tmp_path_factory):
+    """The selected modes' runs, side by side (see helpers.BackgroundRun)."""
+    base, modes = tmp_path_factory.mktemp("modes"), selected(request, "mode")
+    results = run_together(*[("run_fast_dqn.py",
+                              TINY_FAST + OTHER_MODES[mode] + [f"--logdir={base / mode}"])
+                             for mode in modes])
+    return {mode: (result, base / mode) for mode, result in zip(modes, results)}
+
+
+@pytest.mark.parametrize("mode", list(OTHER_MODES))
+def test_fast_other_modes_run(other_mode_runs, mode):
+    result, logdir = other_mode_runs[mode]
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(rows(logdir / "episodes.csv")) >= 8
 

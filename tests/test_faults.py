@@ -166,13 +166,13 @@ def test_sigterm_mid_period_checkpoints_and_exits(tmp_path):
     assert checkpoint.has_replay and checkpoint.load_state()["loop"]["owed"] > 0
 
 
-def test_kill_9_then_resume_loses_nothing_logged(tmp_path):
+def test_kill_9_then_resume_loses_nothing_logged(tmp_path, background):
     args = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=800",
             "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",
             "--eps-decay-steps=600", "--eps-end=0.05", "--seed=3", "--save-replay",
             "--checkpoint-freq=400", "--timesteps=2400"]
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    assert run("run_dqn.py", args + [f"--logdir={straight}"]).returncode == 0
+    straight_run = background("run_dqn.py", args + [f"--logdir={straight}"])
     process = subprocess.Popen([sys.executable, "run_dqn.py", *args, f"--logdir={killed}"],
                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -188,6 +188,7 @@ def test_kill_9_then_resume_loses_nothing_logged(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     resumed_from = int(result.stdout.split("at step ")[1].split()[0].replace(",", ""))
     assert killed_at - resumed_from <= 400 + 300  # one interval, plus the game in progress
+    assert straight_run.result().returncode == 0, straight_run.result().stderr[-3000:]
     assert logs(killed) == logs(straight)
 
 

@@ -7,20 +7,21 @@
 
 A run passes when two evaluations in a row average at least 475 of CartPole's 500: twenty
 greedy games over 5k agent steps of further training, which one lucky evaluation cannot fake.
-The test stops the run with Ctrl-C as soon as that happens, since the rest of the budget would
-prove nothing more; the run must then exit cleanly. Each seed is fixed and TensorFlow's ops are
-deterministic, so the outcome is the same every time.
+Both runs go side by side. Each is stopped with Ctrl-C as soon as it meets the criterion, since
+the rest of its budget would prove nothing more; it must then exit cleanly. Each seed is fixed
+and TensorFlow's ops are deterministic, so the outcome is the same every time.
 """
 
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from helpers import ROOT, rows
+from helpers import ROOT, rows, selected
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
@@ -35,35 +36,72 @@ def test_the_criterion_needs_two_evaluations_in_a_row():
     assert not two_in_a_row([500])
 
 
-@pytest.mark.parametrize("script,seed,flags", [
-    ("run_fast_dqn.py", 0, []),
-    ("run_dqn.py", 1, ["--optimizer=rmsprop", "--lr=2.5e-4"]),
-])
-def test_cartpole_is_solved_in_two_evaluations_in_a_row(tmp_path, script, seed, flags):
-    run_dir, output = tmp_path / "run", tmp_path / "output.txt"
-    with open(output, "w") as log:  # a file, not a pipe nobody reads while it runs
-        process = subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, script), "--env=CartPole-v1", f"--seed={seed}",
-             f"--logdir={run_dir}", *flags],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        means, deadline = [], time.monotonic() + 900
-        while process.poll() is None and time.monotonic() < deadline and not two_in_a_row(means):
-            time.sleep(1)
-            means = evaluation_means(run_dir / "eval.csv")
-        stopped = process.poll() is None
-        if stopped:
-            process.send_signal(signal.SIGINT)  # checkpoints, then exits with 128 + SIGINT
-        process.wait(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+RUNS = {"fast": ("run_fast_dqn.py", 0, []),
+        "nature": ("run_dqn.py", 1, ["--optimizer=rmsprop", "--lr=2.5e-4"])}
+
+
+class LearningRun:
+    """One CartPole run, watched on its own thread: stopped with Ctrl-C once it meets the
+    criterion, since the rest of its budget would prove nothing more."""
+
+    def __init__(self, directory, script, seed, flags):
+        self.run_dir, self.output = directory / "run", directory / "output.txt"
+        with open(self.output, "w") as log:  # a file, not a pipe nobody reads while it runs
+            self.process = subprocess.Popen(
+                [sys.executable, os.path.join(ROOT, script), "--env=CartPole-v1",
+                 f"--seed={seed}", f"--logdir={self.run_dir}", *flags],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        self.stopped, self.error = False, None
+        self.watcher = threading.Thread(target=self._watch, daemon=True)
+        self.watcher.start()
+
+    def _watch(self):
+        try:
+            means, deadline = [], time.monotonic() + 900
+            while (self.process.poll() is None and time.monotonic() < deadline
+                   and not two_in_a_row(means)):
+                time.sleep(1)
+                means = evaluation_means(self.run_dir / "eval.csv")
+            if self.process.poll() is None:
+                self.stopped = True
+                self.process.send_signal(signal.SIGINT)  # checkpoints, then exits 128 + 2
+            self.process.wait(timeout=120)
+        except BaseException as error:  # finish() raises it in the test
+            self.error = error
+            self.process.kill()
+
+    def finish(self):
+        """The run's exit status, once the watcher is done with it."""
+        self.watcher.join()
+        if self.error is not None:
+            raise self.error
+        return self.process.wait()
+
+    def kill(self):
+        self.process.kill()
+        self.watcher.join()
+
+
+@pytest.fixture(scope="module")
+def learning_runs(request, tmp_path_factory):
+    """The selected runs start at once: each is mostly one busy thread (the networks are too
+    small to keep two cores busy), so side by side on 2 cores they end sooner than one after
+    the other. Each is seeded and deterministic, so its outcome does not depend on the other."""
+    runs = {name: LearningRun(tmp_path_factory.mktemp(name), *RUNS[name])
+            for name in selected(request, "name")}
+    yield runs
+    for learning_run in runs.values():  # a test that failed or was never reached
+        learning_run.kill()
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_cartpole_is_solved_in_two_evaluations_in_a_row(learning_runs, name):
+    learning_run = learning_runs[name]
+    code, output = learning_run.finish(), learning_run.output.read_text()
     # A run that ends its budget just as it is stopped exits 0: both are a clean end.
-    assert process.returncode in ((0, 128 + signal.SIGINT) if stopped else (0,)), (
-        output.read_text()[-3000:])
-    assert "checkpoint at step" in output.read_text()
-    means = evaluation_means(run_dir / "eval.csv")
+    assert code in ((0, 128 + signal.SIGINT) if learning_run.stopped else (0,)), output[-3000:]
+    assert "checkpoint at step" in output
+    means = evaluation_means(learning_run.run_dir / "eval.csv")
     assert two_in_a_row(means), f"evaluation means {means}"
 
 

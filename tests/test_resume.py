@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from helpers import ROOT, logs, rows, run
+from helpers import ROOT, logs, rows, run, run_together
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
@@ -22,10 +22,9 @@ FAST = ["--workers=4", "--env-backend=python"]
 def straight_and_split(tmp_path, script, extra, split_at):
     args = SPLIT + extra + ["--checkpoint-freq=0"]
     straight, split = tmp_path / "straight", tmp_path / "split"
-    result = run(script, args + ["--timesteps=2400", f"--logdir={straight}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    result = run(script, args + [f"--timesteps={split_at}", f"--logdir={split}"])
-    assert result.returncode == 0, result.stderr[-3000:]
+    for result in run_together((script, args + ["--timesteps=2400", f"--logdir={straight}"]),
+                               (script, args + [f"--timesteps={split_at}", f"--logdir={split}"])):
+        assert result.returncode == 0, result.stderr[-3000:]
     result = run(script, [f"--resume={split}", "--timesteps=2400"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"at step {split_at:,}" in result.stdout
@@ -39,12 +38,12 @@ def test_a_resumed_run_logs_exactly_what_a_straight_run_logs(tmp_path, script, e
     assert split == straight
 
 
-def test_ctrl_c_mid_period_checkpoints_and_the_resume_is_exact(tmp_path):
+def test_ctrl_c_mid_period_checkpoints_and_the_resume_is_exact(tmp_path, background):
     # Synchronized and concurrent: the stop lands wherever the trainer happens to be, with
     # transitions held and minibatches owed, yet the resumed run must not differ at all.
     args = SPLIT + FAST + ["--timesteps=2400", "--checkpoint-freq=0"]
     straight, split = tmp_path / "straight", tmp_path / "split"
-    assert run("run_fast_dqn.py", args + [f"--logdir={straight}"]).returncode == 0
+    straight_run = background("run_fast_dqn.py", args + [f"--logdir={straight}"])
     out = open(tmp_path / "out.txt", "w")
     process = subprocess.Popen([sys.executable, "run_fast_dqn.py", *args, f"--logdir={split}"],
                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
@@ -63,6 +62,7 @@ def test_ctrl_c_mid_period_checkpoints_and_the_resume_is_exact(tmp_path):
     assert "SIGINT: stopping" in text and "--resume" in text
     result = run("run_fast_dqn.py", [f"--resume={split}"])
     assert result.returncode == 0, result.stderr[-3000:]
+    assert straight_run.result().returncode == 0, straight_run.result().stderr[-3000:]
     assert logs(split) == logs(straight)
 
 

@@ -42,7 +42,10 @@ class BackgroundTrainer:
         self._cancel = threading.Event()
         self._stop = threading.Event()
         self._trained = 0
-        self.busy_seconds = 0.0  # time spent in train_fn, for benchmarks: only this thread adds
+        # Time in train_fn, for benchmarks. The step in progress counts up to now, so a window
+        # that opens or closes mid-step is charged only its own part of it.
+        self._busy_lock = threading.Lock()
+        self._busy_done, self._step_started = 0.0, None
         self._error = None
         self._threads = [threading.Thread(target=self._guard, args=(self._train_loop,),
                                           name="fast-dqn-trainer", daemon=True)]
@@ -54,6 +57,12 @@ class BackgroundTrainer:
             thread.start()
 
     # --- the caller's side
+
+    def busy_seconds(self):
+        """Seconds spent in train steps so far, the one running included."""
+        with self._busy_lock:
+            running = self._step_started
+            return self._busy_done + (0.0 if running is None else time.perf_counter() - running)
 
     def start(self, num_minibatches):
         """Train `num_minibatches` in the background. The trainer must be idle."""
@@ -168,9 +177,12 @@ class BackgroundTrainer:
                     batch = self._next_batch() if self.prefetch else self.sample_fn()
                     if batch is None:
                         break
-                    started = time.perf_counter()
+                    with self._busy_lock:
+                        self._step_started = time.perf_counter()
                     self.on_loss(self.train_fn(*batch))
-                    self.busy_seconds += time.perf_counter() - started
+                    with self._busy_lock:
+                        self._busy_done += time.perf_counter() - self._step_started
+                        self._step_started = None
                     self._trained += 1
                 self._idle.set()
         except _Stopped:
