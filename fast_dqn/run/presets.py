@@ -47,7 +47,7 @@ PRESETS = {
     # - One minibatch of 128 per 4 agent steps: Lapan's "several steps per minibatch" (ch. 9)
     #   keeps pong-quick's 32 samples per agent step at 1.5x the samples/s on a CPU. Measured
     #   here against 64 per 4: 64 ran 1.5x the agent steps/s but learned less per step, and
-    #   its last 20 games were behind per minute (-4.6 against +2.6 at 68 minutes).
+    #   was behind per minute from minute 70 (mean of 100 at 90 minutes: -2.7 against +0.5).
     # - bfloat16 where the hardware computes it (1.3x the float32 samples/s at batch 128 here);
     #   float32 elsewhere.
     "pong-fastest": {
