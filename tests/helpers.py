@@ -25,9 +25,13 @@ def code_path_env(base=None):
     return env
 
 
+def command(script, args):
+    return [sys.executable, os.path.join(ROOT, script), *args]
+
+
 def run(script, args, timeout=300):
-    return subprocess.run([sys.executable, os.path.join(ROOT, script), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run(command(script, args), capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
 
 
 class BackgroundRun:
@@ -36,13 +40,12 @@ class BackgroundRun:
     Independent runs go side by side because each spends much of its time in one busy thread
     (TensorFlow's import, the environment steps), so on 2 cores two or three of them end
     sooner together than one after another. Their logs cannot depend on it: every run is
-    seeded, and what the tests compare is exactly what they prove is reproducible. Use it as a
-    context manager, so a test that fails early does not leave the run going."""
+    seeded, and what the tests compare is exactly what they prove is reproducible. Tests start
+    one through conftest's `background` fixture, which kills it if the test fails early."""
 
     def __init__(self, script, args, timeout=300):
-        self.process = subprocess.Popen([sys.executable, os.path.join(ROOT, script), *args],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True, cwd=ROOT)
+        self.process = subprocess.Popen(command(script, args), stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=ROOT)
         self._done = Future()
         threading.Thread(target=self._communicate, args=(timeout,), daemon=True).start()
 
@@ -62,12 +65,6 @@ class BackgroundRun:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.kill()
 
 
 def run_together(*calls, timeout=300):

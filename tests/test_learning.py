@@ -12,16 +12,14 @@ the rest of its budget would prove nothing more; it must then exit cleanly. Each
 and TensorFlow's ops are deterministic, so the outcome is the same every time.
 """
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from helpers import ROOT, rows, selected
+from helpers import ROOT, command, rows, selected
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
@@ -48,8 +46,8 @@ class LearningRun:
         self.run_dir, self.output = directory / "run", directory / "output.txt"
         with open(self.output, "w") as log:  # a file, not a pipe nobody reads while it runs
             self.process = subprocess.Popen(
-                [sys.executable, os.path.join(ROOT, script), "--env=CartPole-v1",
-                 f"--seed={seed}", f"--logdir={self.run_dir}", *flags],
+                command(script, ["--env=CartPole-v1", f"--seed={seed}",
+                                 f"--logdir={self.run_dir}", *flags]),
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.stopped, self.error = False, None
         self.watcher = threading.Thread(target=self._watch, daemon=True)
