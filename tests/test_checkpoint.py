@@ -150,3 +150,78 @@ def test_a_second_checkpoint_at_one_step_is_the_newer_and_both_count_for_keep(tm
     assert sorted(os.listdir(store.dir)) == ["step-000000000200.1", "step-000000000200.2"]
     assert store.latest().load_state() == {"s": "d"} and store.latest().step == 200
     assert store.steps() == [200, 200]
+
+
+def _retarget(manifest, path):
+    """A manifest that lists ../config.json (with its true size and checksum) besides the
+    real files: the name, not only the bytes, must be one of the checkpoint's own."""
+    import zlib
+    data = open(os.path.join(path, "..", "..", "config.json"), "rb").read()
+    manifest["files"]["../../config.json"] = {"size": len(data), "crc32": zlib.crc32(data)}
+
+
+# How a user (or a bad editor) may leave a manifest that still parses as JSON.
+MANIFEST_DAMAGE = {
+    "files-a-list": lambda m, path: m.update(files=[]),
+    "files-empty": lambda m, path: m.update(files={}),
+    "no-state-file": lambda m, path: m["files"].pop(ckpt.STATE_FILE),
+    "entry-not-a-dict": lambda m, path: m["files"].update({ckpt.STATE_FILE: 7}),
+    "size-a-string": lambda m, path: m["files"][ckpt.STATE_FILE].update(
+        size=str(m["files"][ckpt.STATE_FILE]["size"])),
+    "crc-a-float": lambda m, path: m["files"][ckpt.STATE_FILE].update(
+        crc32=float(m["files"][ckpt.STATE_FILE]["crc32"])),
+    "crc-missing": lambda m, path: m["files"][ckpt.STATE_FILE].pop("crc32"),
+    "another-step": lambda m, path: m.update(step=m["step"] + 1),
+    "no-step": lambda m, path: m.pop("step"),
+    "a-path-outside": _retarget,
+}
+
+
+def damage_manifest(path, how):
+    import json
+    with open(os.path.join(path, ckpt.MANIFEST_FILE)) as f:
+        manifest = json.load(f)
+    MANIFEST_DAMAGE[how](manifest, path)
+    with open(os.path.join(path, ckpt.MANIFEST_FILE), "w") as f:
+        json.dump(manifest, f)
+
+
+def make_run(path, checkpoints):
+    """A Nature-loop run directory with stand-in checkpoints (tests/test_bad_input.py's
+    helper; test modules never import from each other)."""
+    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.run_directory import create_run_directory
+    config = Config(logdir=str(path))
+    create_run_directory(str(path), {"loop": "dqn", **config.to_dict()}).release()
+    (path / "episodes.csv").write_text("episode,agent_step\n")
+    store = CheckpointStore(str(path))
+    paths = [store.save(step, {"loop": {"step": step}}, replay_like(step)) for step in checkpoints]
+    return store, paths
+
+
+@pytest.mark.parametrize("how", MANIFEST_DAMAGE)
+def test_a_manifest_that_does_not_vouch_for_its_checkpoint_falls_back(tmp_path, how):
+    store, (_, newest) = make_run(tmp_path / "run", (100, 200))
+    warnings = []
+    store.warn = warnings.append
+    damage_manifest(newest, how)
+    latest = store.latest()
+    assert latest.step == 100 and latest.load_state() == {"loop": {"step": 100}}
+    assert len(warnings) == 1 and "skipping damaged checkpoint step-000000000200" in warnings[0]
+
+
+@pytest.mark.parametrize("how", MANIFEST_DAMAGE)
+def test_resuming_from_only_such_a_manifest_is_one_line_and_exit_2(tmp_path, capsys, how):
+    from fast_dqn.run import cli
+    _, (only,) = make_run(tmp_path / "run", (100,))
+    damage_manifest(only, how)
+
+    def train(config, **kwargs):
+        raise AssertionError("a damaged checkpoint reached training")
+
+    code = cli.main("run_dqn.py", "dqn", "", train, [f"--resume={tmp_path / 'run'}"])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("run_dqn.py: error: --resume: no usable checkpoint in "), err
+    assert "step-000000000100" in lines[0] and "start a new run" in lines[0]

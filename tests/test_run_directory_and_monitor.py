@@ -90,3 +90,27 @@ def test_a_run_that_died_while_being_created_leaves_a_reusable_directory(tmp_pat
     (tmp_path / "r" / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="already holds files"):
         check_logdir(str(tmp_path / "r"))
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dangling-symlink", "directory", "fifo"])
+def test_a_run_lock_that_is_not_a_plain_file_is_refused_and_nothing_is_written(tmp_path, kind):
+    run_dir, elsewhere = tmp_path / "r", tmp_path / "precious.txt"
+    run_dir.mkdir()
+    lock = run_dir / "run.lock"
+    if kind == "symlink":
+        elsewhere.write_text("the user's own file\n")
+        lock.symlink_to(elsewhere)
+    elif kind == "dangling-symlink":
+        lock.symlink_to(elsewhere)
+    elif kind == "directory":
+        lock.mkdir()
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(ConfigError, match=f"^resume: '{lock}' is .*; remove it"):
+        # What --resume does: take the lock, then sign it.
+        RunLock(str(run_dir), "resume").sign()
+    if kind == "symlink":
+        assert elsewhere.read_text() == "the user's own file\n"
+    else:
+        assert not elsewhere.exists()
+    assert os.path.islink(lock) == kind.endswith("symlink")

@@ -10,6 +10,16 @@ from fast_dqn import legacy_pickles
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.errors import ConfigError
 
+# ALE takes its seed as a C int. A run derives its games' seeds from --seed by adding offsets
+# (game i of W, the evaluation env's 10,000, the step a resumed vector env restarts at), so
+# every derived seed is folded into [0, SEED_RANGE): unchanged below it, valid above.
+SEED_RANGE = 2**31
+
+
+def game_seed(seed, games=1):
+    """The seed of the first of `games` games seeded seed, seed + 1, ..., each one in range."""
+    return seed % (SEED_RANGE - games + 1)
+
 
 def make_raw_atari_env(game, sticky_actions, full_action_space):
     """The emulator, one frame per step: frame skipping and time limits are the wrappers'."""
@@ -40,8 +50,8 @@ class SeedOnFirstReset(gymnasium.Wrapper):
 
     def __init__(self, env, seed):
         super().__init__(env)
-        self.pending_seed = seed
-        env.action_space.seed(seed)
+        self.pending_seed = None if seed is None else game_seed(seed)
+        env.action_space.seed(self.pending_seed)
 
     def reset(self, **kwargs):
         if self.pending_seed is not None:

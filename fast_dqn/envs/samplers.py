@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import gymnasium
 import numpy as np
 
+from fast_dqn.envs.environment import game_seed
+
 
 @dataclass
 class SamplerStep:
@@ -108,7 +110,7 @@ class VectorSamplers:
         self.observation_space = gymnasium.spaces.Box(0, 255, (config.history_length, 84, 84),
                                                       np.uint8)
         self.history_length = config.history_length
-        self.seed = seed
+        self.seed = game_seed(seed, num_samplers)
         self.returns = np.zeros(num_samplers)
         self.lengths = np.zeros(num_samplers, np.int64)
         self.frame_numbers = np.zeros(num_samplers, np.int64)
@@ -149,7 +151,7 @@ class VectorSamplers:
     def load_state_dict(self, state, step):
         """AtariVectorEnv cannot save its emulators: the games restart, from a seed that
         depends on the step so a resumed run does not replay its first games. Returns False."""
-        self.seed = (self.seed + step) % 2**31
+        self.seed = game_seed(self.seed + step, self.num_samplers)
         return False
 
     def _pad(self, obs):

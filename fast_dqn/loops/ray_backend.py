@@ -36,6 +36,7 @@ import time
 import numpy as np
 import ray
 
+from fast_dqn.envs.environment import game_seed
 from fast_dqn.loops.experience import STEP_FIELDS, LocalBackend, join_chunks
 
 POLL_SECONDS = 0.2
@@ -82,12 +83,57 @@ def connect(config, log):
     return True
 
 
+# The HTTP/2 client connection preface, then an empty SETTINGS frame: what a gRPC client
+# sends first (RFC 9113, section 3.4). Ray's GCS, like any gRPC server, answers with a
+# SETTINGS frame of its own.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+SETTINGS_FRAME = 0x04
+
+
+def probe_grpc(host, port, seconds=5.0):
+    """None when a gRPC server (HTTP/2 with prior knowledge) answers at host:port within
+    `seconds`, connecting included; otherwise what answered instead, in a few words.
+
+    Raises OSError when nothing accepts the connection. Checked here (2026-11-23) against
+    Ray 2.60's GCS, the gcs_address of a private cluster with token auth and the port of
+    `ray start --head --port=6391`: both answered with a SETTINGS frame within 25 ms. Any
+    gRPC server passes, a raylet's port too: the point is to refuse what is surely no Ray.
+    """
+    import socket
+    deadline = time.monotonic() + seconds
+    with socket.create_connection((host, port), timeout=seconds) as conn:
+        answer = b""
+        try:
+            conn.sendall(HTTP2_PREFACE)
+            while len(answer) < 9:
+                conn.settimeout(max(deadline - time.monotonic(), 1e-3))
+                chunk = conn.recv(64)  # more than a frame header: the line to quote
+                if not chunk:
+                    break
+                answer += chunk
+        except socket.timeout:
+            if not answer:
+                return f"it said nothing in {seconds:g} s"
+        except OSError as error:
+            if not answer:
+                return f"it closed the connection ({error.strerror or error})"
+    if len(answer) >= 9 and answer[3] == SETTINGS_FRAME:
+        return None
+    if not answer:
+        return "it closed the connection without a word"
+    # The first line of what it said, printable, for the user to recognise (an HTTP server).
+    line = answer.decode("latin-1").splitlines()[0]
+    text = "".join(c if c.isprintable() else " " for c in line).strip()
+    return f"it answered {text[:40]!r}" if text else f"it answered 0x{answer[:9].hex()}"
+
+
 def check_reachable(address, seconds=5.0):
     """A clear error for a cluster that is not there: ray.init would retry for many minutes.
 
     Checks the address Ray will really use: it replaces 127.0.0.1 and localhost by this
     machine's routable IP, which a head started with --node-ip-address=127.0.0.1 does not
-    listen on.
+    listen on. A port that accepts connections is not enough: ray.init retries anything for
+    minutes, so the GCS must also answer as a gRPC server does.
     """
     import socket
     from fast_dqn.errors import ConfigError
@@ -97,13 +143,26 @@ def check_reachable(address, seconds=5.0):
     except (ConnectionError, ValueError) as error:
         raise ConfigError("ray_address", f"{address!r}: {error}; start the head with "
                           "`ray start --head`, or drop ${ray_address} for a private cluster")
+    if target is None:  # 'local': ray.init starts a cluster itself, there is none to check
+        return
     host, _, port = target.rpartition(":")
+    host, port = host.strip("[]"), int(port)
     try:
-        socket.create_connection((host, int(port)), timeout=seconds).close()
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            # Ray's own test of the variable. Its GCS then speaks TLS first, with certificates
+            # a probe does not hold: only the connection can be checked.
+            socket.create_connection((host, port), timeout=seconds).close()
+            problem = None
+        else:
+            problem = probe_grpc(host, port, seconds)
     except OSError as error:
         raise ConfigError("ray_address", f"nothing answers at {target} (from {address!r}: "
                           f"{error}); give the address `ray start --head` printed, which is "
                           "this machine's network IP, not 127.0.0.1")
+    if problem:
+        raise ConfigError("ray_address", f"what answers at {target} (from {address!r}) is not "
+                          f"a Ray cluster: {problem}; give the address `ray start --head` "
+                          "printed (its GCS port, 6379 unless --port was given)")
 
 
 def private_auth_token():
@@ -217,8 +276,9 @@ class RayBackend:
 
     def _seed(self, i):
         # Distinct for every game of every actor and incarnation; game g of an actor adds g.
-        return (self.config.seed + self.seed_offset
-                + (self.incarnations[i] * self.num_samplers + i) * self.games)
+        return game_seed(self.config.seed + self.seed_offset
+                         + (self.incarnations[i] * self.num_samplers + i) * self.games,
+                         self.games)
 
     def _launch(self, i):
         self.actors[i] = SamplerActor.remote(self.make_samplers, self.make_network, self._seed(i))

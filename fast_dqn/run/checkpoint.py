@@ -198,9 +198,9 @@ class CheckpointStore:
         try:
             with open(os.path.join(path, MANIFEST_FILE)) as f:
                 manifest = json.load(f)
-            files = manifest["files"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
+        except (OSError, ValueError) as error:
             raise CorruptFile(f"no readable manifest ({error})")
+        files = _manifest_files(manifest, path)
         for name, expected in files.items():
             crc, size = 0, 0
             try:
@@ -214,6 +214,33 @@ class CheckpointStore:
                 raise CorruptFile(f"{name} is damaged ({size:,} bytes, expected "
                                   f"{expected['size']:,}, or a checksum mismatch)")
         return manifest
+
+
+def _whole(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _manifest_files(manifest, path):
+    """The manifest's {name: {"size", "crc32"}}, or CorruptFile: a manifest is all that
+    vouches for a checkpoint, so one that parses as JSON but would not vouch for the state
+    this directory's step loads (hand-edited, or from another checkpoint) is damage too."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise CorruptFile(f"{MANIFEST_FILE} has no table of files")
+    files = manifest["files"]
+    if STATE_FILE not in files:
+        raise CorruptFile(f"{MANIFEST_FILE} does not list {STATE_FILE}")
+    for name, expected in files.items():
+        # Only files inside the checkpoint: a listed ../x would be checksummed, not loaded.
+        if name in ("", ".", "..", MANIFEST_FILE) or os.path.basename(name) != name:
+            raise CorruptFile(f"{MANIFEST_FILE} lists {name!r}, which is no checkpoint file")
+        if not (isinstance(expected, dict) and _whole(expected.get("size"))
+                and _whole(expected.get("crc32"))):
+            raise CorruptFile(f"{MANIFEST_FILE} gives no whole-number size and crc32 for {name}")
+    match = _NAME.match(os.path.basename(os.path.normpath(path)))
+    step = manifest.get("step")
+    if not _whole(step) or (match and step != int(match.group(1))):
+        raise CorruptFile(f"{MANIFEST_FILE} is for step {step!r}, not this directory's")
+    return files
 
 
 class Checkpointer:
@@ -257,16 +284,16 @@ class Checkpointer:
         self.message(f"checkpoint at step {step:,} in {self.clock() - start:.1f} s: {path}")
 
 
-def latest_checkpoint(run_dir, setting, warn=None):
+def latest_checkpoint(run_dir, setting, warn=None, missing_ok=False):
     """The newest usable checkpoint of a run, or a ConfigError about `setting` saying why
-    not."""
+    not; None for a run with no checkpoint at all when `missing_ok`."""
     from fast_dqn.errors import ConfigError
     try:
         checkpoint = CheckpointStore(run_dir, warn=warn).latest()
     except CorruptFile as error:
         raise ConfigError(setting, f"no usable checkpoint in '{run_dir}' ({error}); start a "
                                    "new run")
-    if checkpoint is None:
-        raise ConfigError(setting, f"'{run_dir}' has no checkpoint yet; it cannot be used until "
-                          "its first one is written")
+    if checkpoint is None and not missing_ok:
+        raise ConfigError(setting, f"'{run_dir}' has no checkpoint yet; use it once its first "
+                          "one is written")
     return checkpoint

@@ -10,7 +10,7 @@ import functools
 import numpy as np
 
 from fast_dqn.agent.replay_memory import ReplayMemory
-from fast_dqn.envs.environment import make_env
+from fast_dqn.envs.environment import game_seed, make_env
 
 # Seed offsets keep every random stream of a run distinct yet derived from the one --seed.
 EVAL_ENV_SEED_OFFSET = 10_000
@@ -59,10 +59,11 @@ def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
 
 
 def build_samplers(config, count=None, seed=None):
-    """`count` games (default --workers) stepped together: game i is seeded with seed + i."""
+    """`count` games (default --workers) stepped together: game i is seeded with seed + i
+    (seed folded so that all of them are valid ALE seeds, as the vector env folds it)."""
     from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
     count = config.workers if count is None else count
-    seed = config.seed if seed is None else seed
+    seed = game_seed(config.seed if seed is None else seed, count)
     if config.env_backend == "vector" and config.env is None:
         return VectorSamplers(config, count, seed, config.env_threads)
     return PythonSamplers([make_env(config, seed=seed + i, training=True)

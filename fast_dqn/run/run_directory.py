@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -74,11 +75,23 @@ class RunLock:
         warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
         self.fd = None
         self.run_dir, self.setting = run_dir, setting
+        path = os.path.join(run_dir, LOCK_FILE)
         try:
-            self.fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+            # O_NOFOLLOW: sign() would write through a symbolic link into whatever file it
+            # names. O_NONBLOCK: opening a FIFO must not wait for a writer.
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                              0o644)
         except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise ConfigError(setting, f"'{path}' is a symbolic link, not a lock file; "
+                                  "remove it (the run recreates it) and try again")
+            if error.errno == errno.EISDIR:
+                raise self._not_a_file(setting, path)
             raise ConfigError(setting, f"cannot write in '{run_dir}' ({error.strerror}); it "
                               "needs a directory you can write to")
+        if not stat.S_ISREG(os.fstat(self.fd).st_mode):
+            self.release()
+            raise self._not_a_file(setting, path)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -94,6 +107,11 @@ class RunLock:
                                   "checkpoints) and resume then")
             warn(f"warning: {run_dir} is on a filesystem without file locks "
                  f"({error.strerror}): nothing stops a second process from writing this run")
+
+    @staticmethod
+    def _not_a_file(setting, path):
+        return ConfigError(setting, f"'{path}' is not a plain file (a directory, FIFO or "
+                           "device); remove it (the run recreates it) and try again")
 
     def sign(self):
         """Name this process as the holder; apart from making the file, taking the lock
@@ -164,3 +182,19 @@ def load_run_config(run_dir, setting):
     if not isinstance(saved, dict) or "loop" not in saved:
         raise ConfigError(setting, f"{path} is not a fast-dqn config; it is not a usable run")
     return saved
+
+
+# What a run writes before its first checkpoint; checkpoints/ holds at most a .partial-*.
+DEAD_START_LOGS = ("episodes.csv", "eval.csv", "tensorboard")
+
+
+def discard_dead_start(run_dir):
+    """Remove the logs of a run that stopped before its first checkpoint, which starts again
+    at step 0: their rows are of steps it plays again. Its config.json and lock stay."""
+    import shutil
+    for name in DEAD_START_LOGS:
+        path = os.path.join(run_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
