@@ -1,6 +1,7 @@
 """Every kind of bad input: one line naming the flag or file and the fix, exit status 2, no
 traceback, and nothing created or changed on disk."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -79,7 +80,19 @@ CASES = [
     ("dqn", ["--resume={run}", "--full-action-space"], "run", "--full-action-space",
      "conflicts"),
     ("dqn", ["--resume={run}", "--timesteps=50"], "run", "--timesteps", "below the checkpoint"),
-    ("dqn", ["--resume={run}"], "no-checkpoint", "--resume", "has no checkpoint yet"),
+    # config.json edited by hand: checked as the command line is, naming the field.
+    ("dqn", ["--resume={run}"], 'edit:batch_size="64"', "--resume",
+     '"batch_size": "64", which is not a whole number'),
+    ("dqn", ["--resume={run}"], "edit:timesteps=null", "--resume",
+     '"timesteps": null, which is not a whole number'),
+    ("dqn", ["--resume={run}"], "edit:dueling=1", "--resume", '"dueling": 1, which is not true'),
+    ("dqn", ["--resume={run}"], 'edit:optimizer="sgd"', "--resume", "one of rmsprop, adam"),
+    ("dqn", ["--resume={run}"], "edit:lr=-1", "--lr", "must be positive"),
+    ("fast", ["--resume={run}"], "fast:edit:workers=0", "--workers", "positive whole number"),
+    # Seeds: ALE takes C ints, and a run derives its games' seeds from this one.
+    ("dqn", ["--seed=2147483648"], None, "--seed", "must be below 2,147,483,648"),
+    ("fast", ["--seed=18446744073709551616"], None, "--seed", "must be below"),
+    ("dqn", ["--resume={run}"], "edit:seed=4294967296", "--seed", "must be below"),
     ("dqn", ["--resume={run}"], "corrupt", "--resume", "no usable checkpoint"),
 ]
 
@@ -94,8 +107,13 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, monkeypatch, capsys, loop,
         make_run(run_dir)
     elif prepare == "empty":
         run_dir.mkdir()
-    elif prepare == "no-checkpoint":
-        make_run(run_dir, checkpoints=())
+    elif prepare and prepare.startswith(("edit:", "fast:edit:")):
+        loop_of_run = "fast" if prepare.startswith("fast:") else "dqn"
+        name, value = prepare.split("edit:")[1].split("=")
+        make_run(run_dir, loop=loop_of_run)
+        saved = json.loads((run_dir / "config.json").read_text())
+        saved[name] = json.loads(value)
+        (run_dir / "config.json").write_text(json.dumps(saved))
     elif prepare == "corrupt":
         make_run(run_dir, checkpoints=(100, 200))
         damage(run_dir)

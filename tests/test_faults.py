@@ -55,6 +55,20 @@ FAULT_RUN = textwrap.dedent("""
     elif mode == "nan":
         loss = learner.dqn_loss
         learner.dqn_loss = lambda *args: loss(*args) * float("nan")
+    elif mode == "log-disk-full":  # a full disk between checkpoints, at a log row
+        from fast_dqn.run import monitor
+        fail_after(monitor.CsvLog, "check", 12, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    elif mode == "tensorboard-disk-full":  # ... or at a TensorBoard event
+        import tensorflow as tf
+        scalar, calls = tf.summary.scalar, [0]
+        def scalar_fails(*args, **kwargs):
+            calls[0] += 1
+            if calls[0] > 40:
+                open(marker, "w").write(repr(time.time()))
+                raise tf.errors.ResourceExhaustedError(
+                    None, None, "events.out.tfevents: No space left on device")
+            return scalar(*args, **kwargs)
+        tf.summary.scalar = scalar_fails
     elif mode in ("full-disk", "kill-while-saving"):
         # The first checkpoint is written; the second breaks off a few writes in.
         from fast_dqn.run import checkpoint
@@ -268,6 +282,19 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoi
     resumed = run("run_fast_dqn.py", [f"--resume={tmp_path / 'run'}", "--timesteps=1200"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout and "at step 400" in resumed.stdout
+
+
+@pytest.mark.parametrize("mode,file", [("log-disk-full", "episodes.csv"),
+                                       ("tensorboard-disk-full", "tensorboard")])
+def test_a_full_disk_between_checkpoints_is_one_line(tmp_path, mode, file):
+    result, fault_time = run_with_fault(
+        tmp_path, mode, ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400",
+                         "--max-episode-steps=50"])
+    assert result.returncode == 1 and fault_time is not None, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_fast_dqn.py: error: cannot write ") and file in last
+    assert "(No space left on device" in last and "--resume" in last and "continues" in last
 
 
 def test_kill_9_while_a_checkpoint_is_written_leaves_the_previous_one_usable(tmp_path):

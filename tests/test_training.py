@@ -75,14 +75,21 @@ def test_both_loops_train_the_nature_number_of_minibatches(tmp_path, train_calls
 
 # A stop during warm-up, mid-run (mid-period for the fast loop, whose trainer is busy) and
 # close enough to the end that the refill outlasts the budget; each resumed without replay.
+# The stop comes once stop_after minibatches are trained, or the samplers have played the
+# step the Nature loop trains the last of them at (the fast loop's trainer may trail them).
 @pytest.mark.parametrize("stop_after", [0, 20, 150])
 @pytest.mark.parametrize("loop", ["nature", "fast", "fast-lockstep"])
 def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, train_calls,
-                                                                     loop, stop_after):
+                                                                     fast_loops, loop,
+                                                                     stop_after):
     from fast_dqn.run.checkpoint import CheckpointStore
     config = small_config(loop, tmp_path, timesteps=800)
     run = train_nature if loop == "nature" else train_fast
-    stopped_at = run(config, stop=lambda: len(train_calls) >= stop_after)
+
+    def stop():
+        played = fast_loops[-1].state.step if fast_loops else 0
+        return len(train_calls) >= stop_after or played >= SMALL["prepopulate"] + 4 * stop_after
+    stopped_at = run(config, stop=stop)
     assert stopped_at < 800
     checkpoint = CheckpointStore(str(tmp_path)).latest()
     assert checkpoint.step == stopped_at and not checkpoint.has_replay
@@ -228,3 +235,65 @@ def test_the_dqn_extensions_build_and_resume_exactly_in_every_loop(tmp_path, loo
     split = CheckpointStore(str(tmp_path / "split")).latest().load_state()
     for a, b in zip(straight["learner"]["main"], split["learner"]["main"]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.fixture
+def fast_loops(monkeypatch):
+    """The FastLoops run in this test, so a test can read a loop's state as it goes."""
+    from fast_dqn.loops.fast_loop import FastLoop
+    loops, run = [], FastLoop.run
+
+    def remembered(self, state=None):
+        loops.append(self)
+        return run(self, state)
+    monkeypatch.setattr(FastLoop, "run", remembered)
+    return loops
+
+
+# A resume that lowers --timesteps into the period the checkpoint stopped in, whose
+# minibatches the trainer had been handed whole. The samplers are slowed so the trainer could
+# run ahead of them. Resumed at the stop's step, one round later, and mid-way to the period's
+# end: each must train the Nature count of its new budget and play no step past it.
+@pytest.mark.parametrize("cut", [0, 8, 48])
+@pytest.mark.parametrize("save_replay", [True, False])
+def test_a_resume_that_cuts_the_budget_trains_the_nature_count_of_the_new_one(
+        tmp_path, train_calls, fast_loops, monkeypatch, cut, save_replay):
+    import time
+    from fast_dqn.envs.samplers import PythonSamplers
+    from fast_dqn.run.checkpoint import CheckpointStore
+    step = PythonSamplers.step
+
+    def slow(self, actions):
+        time.sleep(0.01)
+        return step(self, actions)
+    monkeypatch.setattr(PythonSamplers, "step", slow)
+    config = small_config("fast", tmp_path, timesteps=800, save_replay=save_replay)
+    stopped_at = train_fast(config, stop=lambda: fast_loops[-1].state.step >= 296)
+    state = CheckpointStore(str(tmp_path)).latest().load_state()["loop"]
+    assert stopped_at == 296 and state["trained_through"] == 400  # mid-period
+    # None of the handed-out minibatches of steps past the stop was trained before it.
+    assert len(train_calls) <= minibatches_due(0, stopped_at, SMALL["prepopulate"], 4)
+    budget = stopped_at + cut
+    cut_config = small_config("fast", tmp_path, timesteps=budget, save_replay=save_replay)
+    assert train_fast(cut_config, resume=CheckpointStore(str(tmp_path)).latest()) == budget
+    assert fast_loops[-1].state.step == budget
+    assert len(train_calls) == minibatches_due(0, budget, SMALL["prepopulate"], 4)
+    final = CheckpointStore(str(tmp_path)).latest()
+    assert final.step == budget
+    assert final.load_state()["learner"]["optimizer"][0] == len(train_calls)
+
+
+def test_the_trainer_never_trains_a_minibatch_of_a_step_not_yet_played(tmp_path, fast_loops,
+                                                                         monkeypatch):
+    # Checked at every train step: the samplers' step, read from the loop's state, against
+    # the minibatches the Nature loop has trained by then (the trainer may trail, not lead).
+    trained, train = [], DQNLearner.train
+
+    def checked(self, *batch):
+        trained.append(1)
+        step = fast_loops[0].state.step
+        assert len(trained) <= minibatches_due(0, step, SMALL["prepopulate"], 4), step
+        return train(self, *batch)
+    monkeypatch.setattr(DQNLearner, "train", checked)
+    train_fast(small_config("fast", tmp_path, timesteps=600))
+    assert len(trained) == minibatches_due(0, 600, SMALL["prepopulate"], 4)

@@ -13,7 +13,10 @@ passes a multiple of C, and the last chunk. At a sync point, with concurrent tra
 2. flush every sampler's held transitions into replay, sampler 0 first;
 3. copy main -> target (and tell the backend), and evaluate if an evaluation is due;
 4. hand the trainer the minibatches the Nature loop would train in the coming period
-   (one per train_freq agent steps after warm-up), which it trains while the samplers act.
+   (one per train_freq agent steps after warm-up), which it trains while the samplers act,
+   each once the samplers have played the step it is due at: so a stop never leaves
+   minibatches trained for steps not played, and a resume with a smaller --timesteps takes
+   back exactly those of the steps past it.
 Replay is written only in step 2, while the trainer is idle, and the local samplers act with
 a network that is frozen for the whole period: so a seeded local run is reproducible (a Ray
 run is not: which actor's chunk arrives first depends on timing).
@@ -48,6 +51,25 @@ def next_sync_point(step, period, round_size, total):
     """The first round boundary after `step` that passes the next multiple of `period`."""
     crossing = (step // period + 1) * period
     return min(total, -(-crossing // round_size) * round_size)
+
+
+def budget_end(timesteps, round_size):
+    """The step a run of `timesteps` ends at: whole chunks, so rounded up to one."""
+    return -(-timesteps // round_size) * round_size
+
+
+def cut_to_budget(loop, total, train_freq):
+    """A checkpoint's loop state (a dict) resumed with a smaller budget, ending at `total`:
+    the minibatches handed out for steps past it are taken back (none of them was trained:
+    the trainer trains a minibatch only once its step is played), and a run already at its
+    end plays no further. Done before a refill defers what the checkpoint owed."""
+    if loop["trained_through"] > total:
+        schedule = MinibatchSchedule.from_loop_state(loop, train_freq)
+        loop["owed"] = max(0, loop["owed"] - schedule.pending(total, loop["trained_through"]))
+        loop["trained_through"] = total
+    if loop["step"] >= total and not loop["boundary"]:
+        loop["sync_pending"] = True
+    return loop
 
 
 class HeldTransitions:
@@ -156,7 +178,7 @@ class FastLoop:
         self.trainer, self.monitor = trainer, monitor
         self.evaluator, self.checkpoints = evaluator, checkpoints
         self.round_size = backend.round_size
-        self.total = -(-settings.timesteps // self.round_size) * self.round_size
+        self.total = budget_end(settings.timesteps, self.round_size)
         self.period_rng = None  # replay's RNG state when the trainer's current period began
         self.told_finishing = False
 
@@ -217,6 +239,11 @@ class FastLoop:
                 return self._stop_mid_period()
             self._play_chunk()
 
+    def _held_back(self):
+        """The handed-out minibatches of steps the samplers have not played yet."""
+        s = self.state
+        return s.schedule.pending(s.step, s.trained_through)
+
     def _play_chunk(self):
         s = self.state
         chunk = self.backend.next_chunk(s.step, self.settings.epsilon)
@@ -241,6 +268,7 @@ class FastLoop:
             if s.sync_pending:
                 self._update_target()
         else:
+            self.trainer.hold_back(self._held_back())
             self.trainer.check()
         self.monitor.tick(s.step, float(self.settings.epsilon(s.step)))
 
@@ -276,7 +304,7 @@ class FastLoop:
 
     def _start_training(self):
         self.period_rng = self.replay.rng.bit_generator.state
-        self.trainer.start(self.state.owed)
+        self.trainer.start(self.state.owed, held_back=self._held_back())
 
     def _stop_mid_period(self):
         """Stop the trainer after its current minibatch and save what it still owes, with

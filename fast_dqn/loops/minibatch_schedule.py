@@ -45,6 +45,12 @@ class MinibatchSchedule:
         self.deferred += owed
         self.refill_until = max(self.refill_until, step + prepopulate)
 
+    def pending(self, step, end):
+        """Of the minibatches take() gave out as due for steps up to `end`, those of the steps
+        after `step` (the deferred ones it repaid with them belong to no step)."""
+        return minibatches_due(max(step, self.refill_until), end, self.train_start,
+                               self.train_freq)
+
     def take(self, start, end, final, replay_ready=lambda: True):
         """The minibatches to train for agent steps (start, end]; `final` when `end` is the
         run's last step. replay_ready() says whether replay can be sampled at all; asked

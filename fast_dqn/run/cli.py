@@ -7,6 +7,8 @@ ends the run with one line naming the flag and the fix, and exit status 2.
 
 import argparse
 import dataclasses
+import errno
+import json
 import math
 import os
 import sys
@@ -15,7 +17,7 @@ import traceback
 from fast_dqn.errors import ConfigError
 from fast_dqn.run import hyperparameters as hp
 from fast_dqn.run.run_directory import (RunLock, check_logdir, check_writable, create_run_directory,
-                                        default_logdir, load_run_config)
+                                        default_logdir, discard_dead_start, load_run_config)
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -132,13 +134,6 @@ def _add_flag(parser, f, default):
     parser.add_argument(flag_name(f.name), type=convert, help=text, **kwargs)
 
 
-# Flags that may differ from the saved config when resuming: they change speed, budget or
-# bookkeeping, never what the agent has learned so far or how it learns.
-RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "save_replay",
-                    "xla", "prefetch", "requests_in_flight", "ray_address",
-                    "ray_object_store_mb")
-
-
 def build_parser(prog, description, config_class=hp.Config):
     """Every default is SUPPRESS, so parse_args returns only what the user typed.
 
@@ -151,7 +146,7 @@ def build_parser(prog, description, config_class=hp.Config):
     run.add_argument("--resume", metavar="RUN_DIR",
                      help="continue the run in RUN_DIR from its latest complete checkpoint, "
                      "with its saved config; only " + ", ".join(
-                         flag_name(n) for n in RESUME_OVERRIDES
+                         flag_name(n) for n in hp.RESUME_OVERRIDES
                          if n in {f.name for f in dataclasses.fields(config_class)})
                      + " may change")
     run.add_argument("--list-games", action="store_true",
@@ -269,6 +264,10 @@ def validate_numbers(config):
     if config.optimizer_epsilon is not None and config.optimizer_epsilon <= 0:
         raise ConfigError("optimizer_epsilon", f"must be positive, got "
                           f"{config.optimizer_epsilon}; drop it for the optimizer's own value")
+    from fast_dqn.envs.environment import SEED_RANGE
+    if config.seed >= SEED_RANGE:
+        raise ConfigError("seed", f"must be below {SEED_RANGE:,} (2^31: ALE takes its seeds as "
+                          f"C ints), got {config.seed:,}")
     if config.action_repeat < 2:
         raise ConfigError("action_repeat", "must be at least 2: the last two frames are "
                           "max-pooled")
@@ -339,8 +338,44 @@ def resolve_environment(config):
     return dataclasses.replace(config, game=game)
 
 
+_KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+
+
+def _has_type(value, kind):
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value))
+    return isinstance(value, kind)
+
+
+def check_saved_types(saved, run_dir, config_class=hp.Config):
+    """config.json is edited by hand at times: each saved setting must have its field's type
+    (or be null where the default is), and a choice must be one of its choices. Its numbers
+    are then checked by the same validation as the command line's."""
+    defaults = config_class()
+    # Unset: a field whose default is None, or the game of a run of a gymnasium --env.
+    may_be_none = {f.name for f in dataclasses.fields(config_class)
+                   if getattr(defaults, f.name) is None}
+    if saved.get("env") is not None:
+        may_be_none.add("game")
+    for f in dataclasses.fields(config_class):
+        if f.name not in saved or (saved[f.name] is None and f.name in may_be_none):
+            continue
+        value, choices = saved[f.name], f.metadata.get("argparse", {}).get("choices")
+        if not _has_type(value, f.type) or (choices and value not in choices):
+            expected = f"one of {', '.join(choices)}" if choices else _KINDS[f.type]
+            raise ConfigError("resume", f"{os.path.join(run_dir, 'config.json')} has "
+                              f"\"{f.name}\": {json.dumps(value)}, which is not {expected}; "
+                              "put back the value the run was started with")
+
+
 def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate_extra=None):
-    """The saved config of RUN_DIR with the allowed overrides, and its latest checkpoint.
+    """The saved config of RUN_DIR with the allowed overrides, and its latest checkpoint: None
+    when the run stopped before writing its first one, which then starts again at step 0.
 
     Raises ConfigError for anything that would make the resumed run not the same run.
     """
@@ -350,6 +385,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     if saved.get("loop") != loop_name:
         raise ConfigError("resume", f"'{run_dir}' is a {saved.get('loop')!r} run; resume it "
                           f"with the script that made it, not this one ({loop_name!r})")
+    check_saved_types(saved, run_dir, config_class)
     names = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in saved.items() if k in names}
     if "loss_reduction" not in saved and saved.get("optimizer") in hp.LEGACY_OPTIMIZER:
@@ -361,7 +397,7 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     if "logdir" in explicit and os.path.abspath(explicit["logdir"]) != os.path.abspath(run_dir):
         raise ConfigError("logdir", "a resumed run stays in its own directory; drop --logdir")
     for name, value in explicit.items():
-        if name in RESUME_OVERRIDES or name == "logdir":
+        if name in hp.RESUME_OVERRIDES or name == "logdir":
             values[name] = value
             continue
         if name == "game" and values.get("game") is not None:
@@ -379,8 +415,8 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     config = resolve_precision(config)
     config = resolve_environment(config)
     check_writable(run_dir, "resume")
-    checkpoint = latest_checkpoint(run_dir, "resume")
-    if config.timesteps < checkpoint.step:
+    checkpoint = latest_checkpoint(run_dir, "resume", missing_ok=True)
+    if checkpoint is not None and config.timesteps < checkpoint.step:
         raise ConfigError("timesteps", f"{config.timesteps:,} is below the checkpoint's step "
                           f"{checkpoint.step:,}; raise it or drop it")
     return config, checkpoint
@@ -390,7 +426,7 @@ def _last_checkpoint(run_dir):
     from fast_dqn.run.checkpoint import CheckpointStore
     steps = CheckpointStore(run_dir).steps()
     if not steps:
-        return "no checkpoint was written"
+        return f"no checkpoint was written: --resume {run_dir} starts it again from step 0"
     return (f"the last checkpoint is at step {steps[-1]:,}: --resume {run_dir} continues "
             "from it")
 
@@ -428,6 +464,12 @@ def main(prog, loop_name, description, train, argv=None, config_class=hp.Config,
             config, checkpoint = resume_config(args.resume, explicit, loop_name, config_class,
                                                validate_extra)
             lock.sign()
+            if checkpoint is None:
+                # Nobody holds the lock, so no process will ever write that first checkpoint:
+                # the dead start's logs describe steps that are now played again.
+                discard_dead_start(args.resume)
+                print(f"{prog}: {args.resume} stopped before its first checkpoint; starting it "
+                      "again from step 0 with its saved settings", flush=True)
         else:
             config = validate_and_resolve(build_config(explicit, config_class), loop_name,
                                           validate_extra)
@@ -445,6 +487,18 @@ def hold_run(run_dir):
     into a directory that is not one."""
     load_run_config(run_dir, "resume")
     return RunLock(run_dir, "resume")
+
+
+# What a storage that is full, over quota, read-only or failing answers a write.
+_STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
+
+
+def _failed(prog, config):
+    """An unexpected failure: its traceback, then one line with what to do."""
+    traceback.print_exc()
+    print(f"{prog}: error: the run failed (traceback above); "
+          f"{_last_checkpoint(config.logdir)}", file=sys.stderr)
+    return 1
 
 
 def _train(prog, config, train, checkpoint, script):
@@ -465,6 +519,15 @@ def _train(prog, config, train, checkpoint, script):
         except CheckpointError as error:
             print(f"{prog}: error: {error}", file=sys.stderr)
             return 1
+        except OSError as error:
+            if error.errno not in _STORAGE_ERRORS:
+                return _failed(prog, config)
+            # A full disk between checkpoints (a log row, a TensorBoard event): the run cannot
+            # go on, and its last checkpoint is intact, so one line says what to do.
+            where = f" {error.filename}" if error.filename else ""
+            print(f"{prog}: error: cannot write{where} ({error.strerror}); "
+                  f"{_last_checkpoint(config.logdir)}, once there is space", file=sys.stderr)
+            return 1
         except FloatingPointError as error:  # the learner's TrainingDiverged
             print(f"{prog}: error: {error}; {_last_checkpoint(config.logdir)}; lower --lr or "
                   "check the reward scale", file=sys.stderr)
@@ -472,10 +535,7 @@ def _train(prog, config, train, checkpoint, script):
         except Exception:
             # Any thread's failure ends up here: the trainer's and the prefetcher's are
             # re-raised in the main thread with their own tracebacks.
-            traceback.print_exc()
-            print(f"{prog}: error: the run failed (traceback above); "
-                  f"{_last_checkpoint(config.logdir)}", file=sys.stderr)
-            return 1
+            return _failed(prog, config)
     if stop.requested:
         print(f"{prog}: stopped after a checkpoint; continue with: {prog} --resume "
               f"{config.logdir}", file=sys.stderr)

@@ -109,6 +109,20 @@ class Config:
         return dataclasses.asdict(self)
 
 
+# Settings that may differ from the saved config when resuming: they change speed, budget or
+# bookkeeping, never what the agent has learned so far or how it learns. A checkpoint records
+# every other setting, and a resume checks config.json against that record.
+RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "save_replay",
+                    "xla", "prefetch", "requests_in_flight", "ray_address",
+                    "ray_object_store_mb")
+
+
+def learning_settings(config):
+    """The settings a checkpoint's training depends on: all but RESUME_OVERRIDES and logdir."""
+    return {name: value for name, value in config.to_dict().items()
+            if name not in RESUME_OVERRIDES and name != "logdir"}
+
+
 # Fields that must be >= 1; `evaluate` and `threads` may be 0, `prepopulate` and `noop_max` too.
 POSITIVE = ("max_episode_steps", "action_repeat", "history_length", "timesteps", "eval_episodes",
             "replay_capacity", "batch_size", "train_freq", "target_update_freq", "eps_decay_steps",

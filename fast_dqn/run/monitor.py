@@ -10,31 +10,154 @@ Rows are flushed as written, so `tail -f` works and a crash loses nothing alread
 
 import collections
 import csv
+import io
 import os
 import threading
 import time
 
 import numpy as np
 
+from fast_dqn.errors import ConfigError
+
 EPISODE_COLUMNS = ("episode", "agent_step", "length", "return", "mean_100", "epsilon", "hours")
 EVAL_COLUMNS = ("agent_step", "mean", "std", "episodes", "hours")
 
 
 class CsvLog:
-    def __init__(self, path, columns):
-        new = not os.path.exists(path)
-        self.file = open(path, "a", newline="")
-        self.writer = csv.writer(self.file)
-        if new:
-            self.writer.writerow(columns)
-            self.file.flush()
+    """One CSV log, each row flushed as written.
+
+    A log is the record a user keeps of a run, and other programs get at it: an editor, a
+    script, an `rm`. So the log keeps its own copy of every byte it wrote (a few MB for the
+    longest runs): a file deleted, replaced or cut short while the run writes it is written
+    again from that copy, and a checkpoint stores the copy up to its step, so a resume can
+    rebuild the file exactly. A file found damaged is never overwritten: it is kept aside as
+    NAME.damaged (or .damaged.1, ...), and the user is told in one line.
+    """
+
+    def __init__(self, path, columns, warn=None, contents=None):
+        """contents: the bytes the file must hold (a resume's); None starts a new log, or goes
+        on with the file as it is."""
+        self.path, self.name = path, os.path.basename(path)
+        self.warn = warn or (lambda message: None)
+        found = _read(path) if os.path.exists(path) else None
+        if contents is None:
+            contents = _csv_line(columns) if found is None else found
+        self.data = bytearray(contents)
+        if found != contents:
+            _write_whole(path, contents)
+        self._open()
+
+    def _open(self):
+        self.file = open(self.path, "ab")
+        self.identity = _identity(os.fstat(self.file.fileno()))
 
     def write(self, row):
-        self.writer.writerow(row)
-        self.file.flush()
+        try:
+            self.check()
+            line = _csv_line(row)
+            self.file.write(line)
+            self.file.flush()
+        except OSError as error:  # a buffered write's error names no file: name it
+            raise OSError(error.errno, error.strerror, self.path) from error
+        self.data += line
+
+    def contents(self):
+        """Everything written so far, as bytes: what a checkpoint keeps."""
+        self.check(compare=True)
+        return bytes(self.data)
+
+    def check(self, compare=False):
+        """Put the file back if another program deleted, replaced or resized it (compare:
+        also if it changed in place, which reads it back: done at checkpoints only)."""
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            found = None
+        if found is not None and _identity(found) == self.identity \
+                and found.st_size == len(self.data) \
+                and not (compare and _read(self.path) != self.data):
+            return
+        self.file.close()
+        if found is None:
+            what = "was deleted"
+        else:
+            what = f"was changed (kept as {os.path.basename(_keep_aside(self.path))})"
+        _write_whole(self.path, self.data)
+        self._open()
+        self.warn(f"warning: {self.name} {what} while the run wrote it; written again from "
+                  "the run's own copy")
 
     def close(self):
+        try:
+            self.check(compare=True)
+        except OSError:
+            pass  # a failing disk: the next resume rebuilds the file from its checkpoint
         self.file.close()
+
+
+def restore_log(path, columns, contents, position, step):
+    """The log of a run resumed at `step`: the file cut back to the `position` bytes the
+    checkpoint recorded, or rebuilt from the checkpoint's copy (`contents`) when the file is
+    missing or differs from it. Returns (CsvLog, message or None).
+
+    Checkpoints from before 2026-11-23 keep no copy: their log must hold at least `position`
+    bytes, or the resume is refused (a file cannot be rebuilt from nothing)."""
+    name = os.path.basename(path)
+    found = _read(path) if os.path.exists(path) else None
+    if contents is None:
+        header = _csv_line(columns)
+        if found is None and position <= len(header):
+            found = header
+        if found is None or len(found) < position:
+            raise ConfigError("resume", f"{path} is {'missing' if found is None else 'shorter'}"
+                              f" than the checkpoint at step {step:,} recorded ({position:,} "
+                              "bytes), and that checkpoint is too old to hold a copy; put "
+                              "back the original file")
+        return CsvLog(path, columns, contents=found[:position]), None
+    if found is not None and found[:len(contents)] == contents:
+        return CsvLog(path, columns, contents=contents), None
+    if found is None:
+        message = f"{name} was missing: rebuilt from the copy in the checkpoint of step {step:,}"
+    else:
+        message = (f"{name} differed from the checkpoint's copy (kept as "
+                   f"{os.path.basename(_keep_aside(path))}): rebuilt from the copy in the "
+                   f"checkpoint of step {step:,}")
+    return CsvLog(path, columns, contents=contents), message
+
+
+def _csv_line(row):
+    text = io.StringIO()
+    csv.writer(text).writerow(row)
+    return text.getvalue().encode()
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _identity(stat):
+    return stat.st_dev, stat.st_ino
+
+
+def _write_whole(path, data):
+    """Replace `path` by a file holding `data`, atomically: a crash leaves the old or the new."""
+    temporary = f"{path}.writing"
+    with open(temporary, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+
+
+def _keep_aside(path):
+    """Rename a damaged log out of the way, never over another file; returns its new path."""
+    aside, n = f"{path}.damaged", 0
+    while os.path.lexists(aside):
+        n += 1
+        aside = f"{path}.damaged.{n}"
+    os.rename(path, aside)
+    return aside
 
 
 class Monitor:
@@ -57,16 +180,15 @@ class Monitor:
         self.num_games = 0
         self.elapsed_before = 0.0  # seconds of earlier sessions of a resumed run
         resume = resume or {}
+        notes = []
         if resume:
-            # Rows written after the checkpoint belong to steps the resumed run does again.
-            for name, position in resume["positions"].items():
-                with open(os.path.join(run_dir, name), "r+b") as f:
-                    f.truncate(position)
             self.recent_returns.extend(resume["recent_returns"])
             self.num_games = resume["num_games"]
             self.elapsed_before = resume["elapsed"]
-        self.episodes = CsvLog(os.path.join(run_dir, "episodes.csv"), EPISODE_COLUMNS)
-        self.evals = CsvLog(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)
+        self.episodes, self.evals = (
+            self._open_log(run_dir, name, columns, resume, notes)
+            for name, columns in (("episodes.csv", EPISODE_COLUMNS),
+                                  ("eval.csv", EVAL_COLUMNS)))
         self.console = console or ProgressLines(total_steps, interval=interval)
         self.start = clock()
         self.last_console = self.last_scalars = self.start
@@ -75,6 +197,21 @@ class Monitor:
         self._loss_sum = self._q_sum = 0.0
         self._num_losses = 0
         self.last_loss = None
+        for note in notes:
+            self.console.message(note)
+
+    def _open_log(self, run_dir, name, columns, resume, notes):
+        """A log, new, or (resumed) cut back to the checkpoint: the rows after it are of steps
+        the resumed run does again."""
+        path = os.path.join(run_dir, name)
+        if not resume:
+            return CsvLog(path, columns, warn=self.message)
+        log, note = restore_log(path, columns, resume.get("logs", {}).get(name),
+                                resume["positions"][name], resume["step"])
+        log.warn = self.message
+        if note:
+            notes.append(note)
+        return log
 
     @property
     def mean_100(self):
@@ -141,8 +278,10 @@ class Monitor:
         """What a checkpoint at agent step `step` needs to continue these logs."""
         return {"step": step, "num_games": self.num_games,
                 "recent_returns": list(self.recent_returns), "elapsed": self.hours * 3600,
-                "positions": {"episodes.csv": self.episodes.file.tell(),
-                              "eval.csv": self.evals.file.tell()}}
+                "positions": {"episodes.csv": len(self.episodes.data),
+                              "eval.csv": len(self.evals.data)},
+                "logs": {"episodes.csv": self.episodes.contents(),
+                         "eval.csv": self.evals.contents()}}
 
     def close(self):
         self.console.close()

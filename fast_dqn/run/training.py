@@ -8,6 +8,7 @@ from fast_dqn.loops.evaluation import Evaluator
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
 from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
+from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, learning_settings
 from fast_dqn.run.components import (ACTION_RNG_STREAM, EVAL_ENV_SEED_OFFSET, EVAL_RNG_STREAM,
                                      build_learner, build_replay, build_samplers,
                                      ray_sampler_builders, rng_for)
@@ -21,6 +22,21 @@ def start_tensorflow(config):
     # The networks go where TensorFlow puts them by default: the first GPU, if any.
     print(f"device: {gpus[0]}" + (f" (of {', '.join(gpus)})" if len(gpus) > 1 else "")
           if gpus else "device: CPU (TensorFlow found no GPU)", flush=True)
+
+
+def check_settings(config, recorded, step):
+    """config.json against the settings the checkpoint was trained with: a hand edit of one
+    that shapes the networks or replay would load it wrongly, or not at all. Checkpoints from
+    before 2026-11-23 recorded none."""
+    if recorded is None:
+        return
+    current = learning_settings(config)
+    for name in sorted(set(recorded) | set(current)):
+        if recorded.get(name) != current.get(name):
+            raise ConfigError("resume", f"config.json has {name} = {current.get(name)!r}, but the "
+                              f"checkpoint of step {step:,} was trained with "
+                              f"{recorded.get(name)!r}; put that value back (only "
+                              f"{', '.join(RESUME_OVERRIDES)} may change on resume)")
 
 
 class RunParts:
@@ -48,6 +64,8 @@ class RunParts:
             raise ConfigError("resume", f"{resume.path} was saved by a run of "
                               f"{self.state.get('identity')}, not {self.identity}; it does not "
                               "belong to this run")
+        if resume:
+            check_settings(config, self.state.get("settings"), resume.step)
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
         self.monitor = Monitor(config.logdir, config.timesteps, console=console,
@@ -67,7 +85,7 @@ class RunParts:
             message=self.monitor.message, last_saved=step if resume else None)
 
     def collect(self, step):
-        return {"identity": self.identity,
+        return {"identity": self.identity, "settings": learning_settings(self.config),
                 "learner": self.learner.state_dict(), "replay": self.replay.state_dict(),
                 "monitor": self.monitor.state_dict(step),
                 # No TensorFlow RNG: it only initialises the weights, which are saved, and the
@@ -76,12 +94,21 @@ class RunParts:
                 "evaluator": self.evaluator.state_dict() if self.evaluator else None,
                 **self.extra_state()}
 
-    def restore(self):
-        """Load the checkpoint into the parts; returns the loop state, or None."""
+    def restore(self, adapt=None):
+        """Load the checkpoint into the parts; returns the loop state, or None. adapt(loop):
+        the loop's own changes to its state (a smaller budget), made before a refill defers
+        what the state owes."""
         if not self.resume:
             return None
         state, loop = self.state, dict(self.state["loop"])
-        self.learner.load_state_dict(state["learner"])
+        if adapt:
+            loop = adapt(loop)
+        try:
+            self.learner.load_state_dict(state["learner"])
+        except ValueError as error:  # a checkpoint too old to record its settings
+            raise ConfigError("resume", f"the networks of {self.resume.path} do not fit this "
+                              f"run's settings ({str(error).splitlines()[0][:160]}); was "
+                              "config.json edited? put back the values the run started with")
         self.rng.bit_generator.state = state["rngs"]["action"]
         if self.evaluator and state["evaluator"]:
             self.evaluator.load_state_dict(state["evaluator"])
@@ -121,7 +148,8 @@ def build_backend(config):
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
     from fast_dqn.loops.background_trainer import BackgroundTrainer
-    from fast_dqn.loops.fast_loop import FastLoop, FastLoopState, HeldTransitions
+    from fast_dqn.loops.fast_loop import (FastLoop, FastLoopState, HeldTransitions, budget_end,
+                                          cut_to_budget)
 
     start_tensorflow(config)
     backend = backend_factory(config)
@@ -137,7 +165,9 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     learner, replay, monitor = parts.learner, parts.replay, parts.monitor
     trainer = None
     try:
-        loop, state = parts.restore(), None
+        total = budget_end(config.timesteps, backend.round_size)
+        loop, state = parts.restore(lambda loop: cut_to_budget(loop, total,
+                                                               config.train_freq)), None
         if loop:
             state = FastLoopState.from_state_dict(loop, parts.settings, monitor.message)
             # Before the backends, the current observations were kept with the loop.
