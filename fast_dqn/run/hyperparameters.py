@@ -92,7 +92,7 @@ class Config:
                              "so a resumed run continues exactly")
 
     # --- bookkeeping
-    seed: int = _opt(0, "seeds numpy, TensorFlow, every env and action sampling")
+    seed: int = _opt(0, "seeds numpy, TensorFlow, every env and action sampling; below 2^31")
     logdir: str = _opt(None, "run directory, new or empty; unset = "
                        "runs/<game>-<loop>-<timestamp>")
     xla: bool = _opt(False, "compile the train step with XLA (tf.function(jit_compile=True))")
