@@ -197,6 +197,9 @@ class FastLoop:
                     # trainer finish (at most a period), since a run resumed without replay
                     # could never train what it owes. A second Ctrl-C still aborts at once.
                     last = s.step >= self.total
+                    # The period is played: whatever it owes may train (never wait on a
+                    # release that no further step would bring).
+                    self.trainer.hold_back(0)
                     if not self.trainer.wait(abort=self._finishing if last
                                              else self.stop_requested):
                         return self._stop_mid_period()
