@@ -109,10 +109,11 @@ def restore_log(path, columns, contents, position, step):
         if found is None and position <= len(header):
             found = header
         if found is None or len(found) < position:
-            raise ConfigError("resume", f"{path} is {'missing' if found is None else 'shorter'}"
-                              f" than the checkpoint at step {step:,} recorded ({position:,} "
-                              "bytes), and that checkpoint is too old to hold a copy; put "
-                              "back the original file")
+            what = "is missing" if found is None else (
+                f"holds {len(found):,} bytes, fewer than the {position:,} it had")
+            raise ConfigError("resume", f"{path} {what} at the checkpoint of step {step:,}, "
+                              "which is too old to hold a copy of it; put back the original "
+                              "file")
         return CsvLog(path, columns, contents=found[:position]), None
     if found is not None and found[:len(contents)] == contents:
         return CsvLog(path, columns, contents=contents), None
