@@ -1,5 +1,6 @@
 """Real runs of run_fast_dqn.py on the Pong ROM, with tiny budgets."""
 
+import json
 import os
 import subprocess
 import sys
@@ -36,16 +37,26 @@ def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
 
 OTHER_MODES = {"python-lockstep": ["--env-backend=python", "--concurrent=False"],
                "unsynchronized": ["--synchronize=0", "--no-prefetch"],
-               # the DQN extensions on the vector backend, in bfloat16
-               "extensions": ["--double", "--dueling", "--n-step=3", "--precision=bfloat16"]}
+               # the DQN extensions on the vector backend; the precision is added per machine
+               "extensions": ["--double", "--dueling", "--n-step=3"]}
+
+
+def native_precision():
+    """bfloat16 where this machine computes it, else float32: the CLI refuses bfloat16 where it
+    would be emulated (test_presets_and_env checks that refusal on the real hardware)."""
+    from fast_dqn.agent.tf_setup import computes_bfloat16
+    return "bfloat16" if computes_bfloat16() else "float32"
 
 
 @pytest.fixture(scope="module")
 def other_mode_runs(request, tmp_path_factory):
     """The selected modes' runs, side by side (see helpers.BackgroundRun)."""
     base, modes = tmp_path_factory.mktemp("modes"), selected(request, "mode")
+    flags = {mode: OTHER_MODES[mode] for mode in modes}
+    if "extensions" in flags:
+        flags["extensions"] = flags["extensions"] + [f"--precision={native_precision()}"]
     results = run_together(*[("run_fast_dqn.py",
-                              TINY_FAST + OTHER_MODES[mode] + [f"--logdir={base / mode}"])
+                              TINY_FAST + flags[mode] + [f"--logdir={base / mode}"])
                              for mode in modes])
     return {mode: (result, base / mode) for mode, result in zip(modes, results)}
 
@@ -55,6 +66,10 @@ def test_fast_other_modes_run(other_mode_runs, mode):
     result, logdir = other_mode_runs[mode]
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(rows(logdir / "episodes.csv")) >= 8
+    if mode == "extensions":  # in bfloat16 where the hardware computes it, else float32
+        config = json.loads((logdir / "config.json").read_text())
+        assert (config["double"], config["dueling"], config["n_step"], config["precision"]) == (
+            True, True, 3, native_precision())
 
 
 FAULTY_RUN = textwrap.dedent("""

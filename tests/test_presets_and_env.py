@@ -168,6 +168,25 @@ def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monk
                                         f"--logdir={tmp_path / 'r'}"]), "dqn")
 
 
+def test_bfloat16_on_this_machine_runs_where_it_is_native_and_is_refused_elsewhere(tmp_path):
+    # Unpatched, so the answer is this machine's own: every CPU that runs the suite checks
+    # one side, an AVX2-only one the refusal, one with AVX512-BF16 or AMX (or an Ampere GPU)
+    # a real run in bfloat16.
+    from fast_dqn.agent.tf_setup import computes_bfloat16
+    run_dir = tmp_path / "run"
+    result = run("run_dqn.py", ["--env=CartPole-v1", "--precision", "bfloat16", "--timesteps=300",
+                                "--prepopulate=100", "--evaluate=0", f"--logdir={run_dir}"],
+                 timeout=180)
+    if computes_bfloat16():
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert json.loads((run_dir / "config.json").read_text())["precision"] == "bfloat16"
+    else:
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert "--precision" in result.stderr and "AVX512-BF16 or AMX" in result.stderr
+        assert not run_dir.exists()
+
+
 @pytest.mark.parametrize("gpus, cpu_bfloat16, expected", [
     ([], True, "bfloat16"),                 # a CPU with AMX or AVX512-BF16, like this one
     ([], False, "float32"),                 # bfloat16 would be emulated, several times slower
