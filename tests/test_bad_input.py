@@ -168,3 +168,16 @@ def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_pat
     lock = str(breakout / "run.lock")
     assert {k: v for k, v in snapshot(breakout).items() if k != lock} == \
         {k: v for k, v in before.items() if k != lock}
+
+
+def test_a_fast_run_that_ended_past_its_budget_resumes(tmp_path):
+    # --timesteps 401 with 4 workers ends at 404, the next whole round; its checkpoint there
+    # (a stop at the last sync point, before its evaluation) resumes with the same budget.
+    run_dir = make_run(tmp_path / "run", loop="fast", checkpoints=(404,), timesteps=401,
+                       workers=4)
+    config, checkpoint = cli.resume_config(str(run_dir), {}, "fast", FastConfig,
+                                           cli.validate_fast)
+    assert (config.timesteps, checkpoint.step) == (401, 404)
+    with pytest.raises(cli.ConfigError, match="below the checkpoint's step 404"):
+        cli.resume_config(str(run_dir), {"timesteps": 400}, "fast", FastConfig,
+                          cli.validate_fast)

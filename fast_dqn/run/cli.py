@@ -15,6 +15,7 @@ import sys
 import traceback
 
 from fast_dqn.errors import ConfigError
+from fast_dqn.loops.fast_loop import budget_end
 from fast_dqn.run import hyperparameters as hp
 from fast_dqn.run.run_directory import (RunLock, check_logdir, check_writable, create_run_directory,
                                         default_logdir, discard_dead_start, load_run_config)
@@ -373,6 +374,15 @@ def check_saved_types(saved, run_dir, config_class=hp.Config):
                               "put back the value the run was started with")
 
 
+def chunk_size(config):
+    """The agent steps a loop plays at once; a run ends at --timesteps rounded up to them."""
+    if not isinstance(config, hp.FastConfig):
+        return 1
+    if config.backend == "ray":
+        return config.envs_per_sampler * config.rollout_steps
+    return config.workers
+
+
 def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate_extra=None):
     """The saved config of RUN_DIR with the allowed overrides, and its latest checkpoint: None
     when the run stopped before writing its first one, which then starts again at step 0.
@@ -416,7 +426,8 @@ def resume_config(run_dir, explicit, loop_name, config_class=hp.Config, validate
     config = resolve_environment(config)
     check_writable(run_dir, "resume")
     checkpoint = latest_checkpoint(run_dir, "resume", missing_ok=True)
-    if checkpoint is not None and config.timesteps < checkpoint.step:
+    if checkpoint is not None and budget_end(config.timesteps, chunk_size(config)) \
+            < checkpoint.step:
         raise ConfigError("timesteps", f"{config.timesteps:,} is below the checkpoint's step "
                           f"{checkpoint.step:,}; raise it or drop it")
     return config, checkpoint
