@@ -1,21 +1,44 @@
-"""Crash fuzzer: tiny runs stopped at random moments, resumed until done, then checked.
+r"""Crash fuzzer: tiny runs stopped at random moments, resumed until done, then checked.
 
-    python -m benchmarks.crash_fuzzer [--trials 100] [--seed 0] [--keep DIR]
+    python -m benchmarks.crash_fuzzer [--trials 100] [--seed 0] [--keep DIR] [--json FILE]
 
-Trial i (seed + i) draws a run: CartPole or Pong, the Nature or the fast loop, the python or
-the vector backend (Pong, fast loop), replay saved or not, a short or a long target period.
-It starts the run and stops it one to three times, each with SIGINT, SIGTERM or SIGKILL at a
-random moment, resuming it each time, then lets the last resume finish. A stop that comes
-before the run's first checkpoint leaves nothing to resume, so the trial starts the run
-again, as a user would. Then it checks what a user relies on:
+Trial i (seed + i) draws a run, each choice from the trial's seed:
+- CartPole or Pong (1/2 each), the Nature or the fast loop (1/2 each), for Pong's fast loop
+  the python or the vector backend (1/2 each), replay saved or not (1/2), a target period of
+  96 or 800 steps (1/2 each);
+- a checkpoint every 400 steps (3/4), or every 100,000 (1/4: more than the budget, so only
+  a signal stop and the end write one, and a kill -9 before the end leaves none);
+- one to three stops, each SIGINT, SIGTERM or SIGKILL at a random moment (some in the
+  startup, most during the run, some after it has ended);
+- (3/10) a resume that lowers the budget: at a drawn resume, --timesteps=X with X between
+  the newest checkpoint's step (0 if none) and the budget: exactly the checkpoint's step
+  (3/10 of these), or a drawn fraction of the way up, half of those moved off a multiple of
+  the workers; every later resume passes the same --timesteps again, as a user must;
+- (1/3) one or two logs damaged between runs, each before a drawn resume: episodes.csv or
+  eval.csv deleted, episodes.csv emptied, or episodes.csv (3/4) or eval.csv (1/4) converted
+  by dos2unix ("\r\n" to "\n"), cut by its last 10 bytes, or with a digit of its first row
+  changed.
+It starts the run and stops it each time, resuming with --resume whenever the directory has
+its config.json (with no checkpoint, the run starts again from step 0 with its saved
+settings), and with the original command again when it has none (the run was stopped while
+its directory was created), then lets the last resume finish. Then it checks what a user
+relies on:
 - a stop by SIGINT or SIGTERM exits 128 + the signal after a checkpoint, and no process
   that was not killed prints a traceback or leaves minibatches untrained;
-- the last process exits 0, and the newest checkpoint is at the budget and has trained
-  exactly the Nature loop's number of minibatches;
-- episodes.csv numbers its games 1, 2, 3, ... at increasing agent steps; eval.csv has exactly
-  the evaluations the schedule makes, in order;
+- a resume with no checkpoint says it starts again from step 0, and one with a checkpoint
+  does not; a resume finds each log as the checkpoint's copy says it must be: it says a
+  missing log was rebuilt, says a log that differs from the copy (within the copy's bytes)
+  was rebuilt and keeps that file, byte for byte, under the name it gives, and says
+  nothing of a log that holds the copy (rows after the checkpoint are just cut);
+- the last process exits 0, and the newest checkpoint is at the final budget (rounded up to
+  whole rounds of the workers in the fast loop) and has trained exactly the Nature loop's
+  number of minibatches for it;
+- episodes.csv numbers its games 1, 2, 3, ... at increasing agent steps, none past the final
+  step; eval.csv has exactly the evaluations the schedule makes for the final budget, in
+  order; every line of both ends in "\r\n";
 - at most 2 checkpoints, and no partial checkpoint directory;
-- python backend with replay saved: the same logs as the same run uninterrupted.
+- python backend with replay saved: the same logs as the same run uninterrupted, with the
+  final budget.
 It prints a line per trial and exits 1 if any trial failed.
 """
 
@@ -25,6 +48,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -50,12 +74,20 @@ RUN_TIMEOUT = 900   # seconds any one process may run at all
 GAMES = {
     "cartpole": dict(budget=2400, evaluate=800, workers=4, seconds=14, periods=(96, 800),
                      prepopulate=300, train_freq=1,  # --train-freq: the classic preset's
-                     flags=["--env=CartPole-v1", "--eval-episodes=2", "--checkpoint-freq=400"]),
+                     flags=["--env=CartPole-v1", "--eval-episodes=2"]),
     "pong": dict(budget=1200, evaluate=600, workers=4, seconds=18, periods=(96, 800),
                  prepopulate=300, train_freq=4,
                  flags=["--game=pong", "--replay-capacity=2000", "--max-episode-steps=300",
-                        "--eval-episodes=1", "--checkpoint-freq=400"]),
+                        "--eval-episodes=1"]),
 }
+# --checkpoint-freq: the usual one, and one past every budget, so that only a signal stop and
+# the end write a checkpoint, and a kill -9 before the end leaves none to resume from.
+CHECKPOINT_FREQS = (400, 100_000)
+LOGS = ("episodes.csv", "eval.csv")
+# The damage done to a log between runs (see damage_log): (what, which log; None: drawn).
+DAMAGES = (("delete", "episodes.csv"), ("delete", "eval.csv"), ("empty", "episodes.csv"),
+           ("dos2unix", None), ("cut10", None), ("edit", None))
+FROM_ZERO = "stopped before its first checkpoint; starting it again from step 0"
 
 
 @dataclasses.dataclass
@@ -67,6 +99,14 @@ class Trial:
     save_replay: bool = False
     period: int = 96
     stops: list = dataclasses.field(default_factory=list)  # (signal name, fraction of run)
+    checkpoint_freq: int = CHECKPOINT_FREQS[0]
+    # (run, fraction, odd): from the first --resume of run number `run` on (run 0 is the
+    # first start), --timesteps=X, with X the newest checkpoint's step L (0 if none) plus
+    # `fraction` of the way from L up to the budget (0: exactly L), moved off a multiple of
+    # the workers if `odd`. None: the budget stays.
+    cut: tuple = None
+    # (run, what, log): before run number `run`, if it resumes, damage `log` (damage_log).
+    damage: list = dataclasses.field(default_factory=list)
 
     @classmethod
     def draw(cls, seed):
@@ -79,8 +119,23 @@ class Trial:
         # startup, before signals are handled (negative f: -10 f seconds after launch).
         stops = [(rng.choice(sorted(SIGNALS)), rng.uniform(-0.15, 1.1))
                  for _ in range(rng.randint(1, 3))]
-        return cls(seed, game, loop, backend, rng.random() < 0.5,
-                   rng.choice(GAMES[game]["periods"]), stops)
+        save_replay = rng.random() < 0.5
+        period = rng.choice(GAMES[game]["periods"])
+        # The draws above are the first version's, in its order: a seed still draws them.
+        checkpoint_freq = CHECKPOINT_FREQS[1] if rng.random() < 0.25 else CHECKPOINT_FREQS[0]
+        cut = None
+        if rng.random() < 0.3:
+            fraction = 0.0 if rng.random() < 0.3 else round(rng.uniform(0.05, 1.0), 2)
+            cut = (rng.randint(1, len(stops)), fraction, fraction > 0 and rng.random() < 0.5)
+        damage = []
+        if rng.random() < 1 / 3:
+            for _ in range(1 if rng.random() < 0.75 else 2):
+                what, log = rng.choice(DAMAGES)
+                log = log or ("episodes.csv" if rng.random() < 0.75 else "eval.csv")
+                damage.append((rng.randint(1, len(stops)), what, log))
+            damage.sort(key=lambda d: d[0])
+        return cls(seed, game, loop, backend, save_replay, period, stops, checkpoint_freq,
+                   cut, damage)
 
     @property
     def script(self):
@@ -91,11 +146,12 @@ class Trial:
         """Whether a split run must log exactly what a straight run logs."""
         return self.save_replay and self.backend == "python"
 
-    def args(self, logdir):
+    def args(self, logdir, timesteps=None):
         game = GAMES[self.game]
-        args = [*game["flags"], f"--timesteps={game['budget']}",
+        args = [*game["flags"], f"--timesteps={timesteps or game['budget']}",
                 f"--prepopulate={game['prepopulate']}", f"--train-freq={game['train_freq']}",
                 f"--evaluate={game['evaluate']}", f"--target-update-freq={self.period}",
+                f"--checkpoint-freq={self.checkpoint_freq}",
                 f"--seed={self.seed}", f"--logdir={logdir}"]
         if self.save_replay:
             args.append("--save-replay")
@@ -103,9 +159,25 @@ class Trial:
             args += [f"--workers={game['workers']}", f"--env-backend={self.backend}"]
         return args
 
+    def cut_budget(self, step, budget):
+        """The --timesteps of the resume that lowers `budget`, the newest checkpoint being at
+        `step` (0: none)."""
+        _, fraction, odd = self.cut
+        timesteps = step + round(fraction * (budget - step))
+        if odd and timesteps % GAMES[self.game]["workers"] == 0:
+            timesteps += 1 if timesteps < budget else -1
+        return max(1, step, min(budget, timesteps))
+
     def describe(self):
-        return (f"{self.game} {self.loop} {self.backend} "
+        text = (f"{self.game} {self.loop} {self.backend} "
                 f"replay={'saved' if self.save_replay else 'no'} period={self.period}")
+        if self.checkpoint_freq != CHECKPOINT_FREQS[0]:
+            text += f" checkpoint-freq={self.checkpoint_freq}"
+        if self.cut:
+            run, fraction, odd = self.cut
+            text += f" cut@{run}={f'{fraction:g}' if fraction else 'ckpt'}{'-odd' if odd else ''}"
+        text += "".join(f" {what}:{log}@{run}" for run, what, log in self.damage)
+        return text
 
 
 class Process:
@@ -167,36 +239,124 @@ def run_segment(command, stop, seconds):
     return code, sent, process.text, process.started.is_set()
 
 
+def read_bytes(path):
+    """A file's bytes, or None if there is none."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def damage_log(path, what):
+    """Damage a log as a user or a tool might between runs: "delete" it, "empty" it, convert
+    its line ends with "dos2unix", "cut10" bytes off its end, or "edit" the first digit of its
+    first row. Returns a note for the trial's line."""
+    note = f"{what}:{os.path.basename(path)}"
+    data = read_bytes(path)
+    if data is None:
+        return note + "(none)"
+    if what == "delete":
+        os.remove(path)
+        return note
+    if what == "empty":
+        data = b""
+    elif what == "dos2unix":
+        data = data.replace(b"\r\n", b"\n")
+    elif what == "cut10":
+        data = data[:-10]
+    elif what == "edit":
+        first_row = data.find(b"\n") + 1
+        digit = re.search(rb"\d", data[first_row:]) if first_row else None
+        if digit is None:
+            return note + "(no row)"
+        at = first_row + digit.start()
+        data = data[:at] + str((int(data[at:at + 1]) + 1) % 10).encode() + data[at + 1:]
+    else:
+        raise ValueError(what)
+    with open(path, "wb") as f:
+        f.write(data)
+    return note
+
+
+def expected_resume(logdir, checkpoint):
+    """What a --resume of `logdir` from `checkpoint` (None: there is none) must say, from
+    the logs as they are now: (checkpoint's step or None, {log: (word, bytes found)}), the
+    word "missing" or "differed" for a log it must rebuild from the checkpoint's copy, None
+    for one that holds the copy (and maybe rows after it, which it cuts)."""
+    if checkpoint is None:
+        return None, {}
+    copies = checkpoint.load_state()["monitor"].get("logs", {})
+    expect = {}
+    for log in LOGS:
+        found, copy = read_bytes(os.path.join(logdir, log)), copies.get(log)
+        if copy is not None:
+            word = "missing" if found is None else \
+                "differed" if found[:len(copy)] != copy else None
+            expect[log] = (word, found)
+    return checkpoint.step, expect
+
+
+def check_resume_output(expected, text, logdir):
+    """What a resume that did not die abruptly printed, against expected_resume's answer."""
+    step, logs_expected = expected
+    problems = []
+    if step is None and FROM_ZERO not in text:
+        problems.append(f"a resume with no checkpoint did not say '{FROM_ZERO}'")
+    if step is not None and FROM_ZERO in text:
+        problems.append(f"a resume from the checkpoint of step {step:,} said '{FROM_ZERO}'")
+    for log, (word, found) in logs_expected.items():
+        rebuilt = f"rebuilt from the copy in the checkpoint of step {step:,}"
+        said = [line for line in text.splitlines()
+                if f"{log} was missing" in line or f"{log} differed" in line]
+        if word is None:
+            if said:
+                problems.append(f"{log} held the checkpoint's copy, yet: {said[0]}")
+        elif word == "missing":
+            if f"{log} was missing: {rebuilt}" not in text:
+                problems.append(f"{log} was missing, and the resume did not say '{log} was "
+                                f"missing: {rebuilt}'")
+        else:
+            kept = re.search(rf"{re.escape(log)} differed from the checkpoint's copy \(kept as "
+                             rf"([^)]+)\): {re.escape(rebuilt)}", text)
+            if not kept:
+                problems.append(f"{log} differed from the checkpoint's copy, and the resume "
+                                f"did not say it rebuilt it: {said}")
+            elif read_bytes(os.path.join(logdir, kept.group(1))) != found:
+                problems.append(f"{kept.group(1)} does not hold the damaged {log}")
+    return problems
+
+
 def rows(path):
     if not os.path.exists(path):
         return []
-    with open(path) as f:
+    with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
 
 def logs(logdir):
     return [[{k: v for k, v in row.items() if k != "hours"}
              for row in rows(os.path.join(logdir, name))]
-            for name in ("episodes.csv", "eval.csv")]
+            for name in LOGS]
 
 
-def final_step(trial):
-    """The budget, rounded up to whole rounds in the fast loop."""
-    budget = GAMES[trial.game]["budget"]
+def final_step(trial, budget=None):
+    """The budget (the game's unless given), rounded up to whole rounds in the fast loop."""
+    budget = budget or GAMES[trial.game]["budget"]
     if trial.loop == "nature":
         return budget
     workers = GAMES[trial.game]["workers"]
     return -(-budget // workers) * workers
 
 
-def expected_evaluations(trial):
+def expected_evaluations(trial, budget=None):
     """The agent steps at which the run evaluates, from the loops' schedules."""
     game = GAMES[trial.game]
-    total, every = game["budget"], game["evaluate"]
+    total, every = budget or game["budget"], game["evaluate"]
     if trial.loop == "nature":
         return sorted({*range(every, total + 1, every), total})
     round_size, steps, step, last = game["workers"], [], 0, 0
-    total = final_step(trial)
+    total = final_step(trial, budget)
     while step < total:
         step = next_sync_point(step, trial.period, round_size, total)
         if step // every > last // every or step >= total:
@@ -210,9 +370,15 @@ def checkpoints(logdir):
     return sorted(os.listdir(path)) if os.path.isdir(path) else []
 
 
-def check_run(trial, logdir):
-    """What must hold of a finished run; returns a list of problems."""
+def check_run(trial, logdir, budget=None):
+    """What must hold of a finished run whose last budget was `budget` (the game's unless
+    given); returns a list of problems."""
     problems = []
+    final = final_step(trial, budget)
+    for log in LOGS:
+        data = read_bytes(os.path.join(logdir, log)) or b""
+        if not data.endswith(b"\r\n") or data.count(b"\n") != data.count(b"\r\n"):
+            problems.append(f"{log} has a line that does not end in \\r\\n, or no line")
     episodes, evals = logs(logdir)
     numbers = [int(row["episode"]) for row in episodes]
     if numbers != list(range(1, len(numbers) + 1)):
@@ -220,16 +386,15 @@ def check_run(trial, logdir):
     steps = [int(row["agent_step"]) for row in episodes]
     if any(b <= a for a, b in zip(steps, steps[1:])):
         problems.append("episodes.csv agent steps do not increase")
-    budget = GAMES[trial.game]["budget"]
-    if steps and steps[-1] > budget + GAMES[trial.game]["workers"]:
-        problems.append(f"episodes.csv goes past the budget: {steps[-1]}")
+    if steps and steps[-1] > final:
+        problems.append(f"episodes.csv goes past the final step {final}: {steps[-1]}")
     eval_steps = [int(row["agent_step"]) for row in evals]
-    if eval_steps != expected_evaluations(trial):
-        problems.append(f"eval.csv at {eval_steps}, expected {expected_evaluations(trial)}")
+    if eval_steps != expected_evaluations(trial, budget):
+        problems.append(f"eval.csv at {eval_steps}, expected "
+                        f"{expected_evaluations(trial, budget)}")
     names = checkpoints(logdir)
     if any(name.startswith(".partial") for name in names) or len(names) > 2:
         problems.append(f"checkpoints/ holds {names}")
-    final = final_step(trial)
     newest = CheckpointStore(logdir).latest() if names else None
     if newest is None or newest.step != final:
         problems.append(f"the newest checkpoint is {names[-1:]}, not step {final}")
@@ -252,12 +417,18 @@ def run_trial(trial, workdir):
     events, problems = [], []
     stops = list(trial.stops)
     command = [script, *trial.args(logdir)]
-    restarts = 0
+    budget, cut_to = game["budget"], None  # the budget now; the --timesteps once it was cut
+    expected = None  # what the coming resume must say (expected_resume), None for a start
+    run = 0
     while True:
         stop = stops.pop(0) if stops else None
-        code, sent, text, ready = run_segment(command, stop, game["seconds"])
+        # A lowered budget makes a shorter run: the stops are spread over that.
+        seconds = game["seconds"] * (0.4 + 0.6 * budget / game["budget"])
+        code, sent, text, ready = run_segment(command, stop, seconds)
         if code is None:
-            problems.append(f"a process hung ({'after ' + sent if sent else 'running'})")
+            problems.append(f"a process hung ({'after ' + sent if sent else 'running'}) and "
+                            f"was killed: {os.path.basename(command[0])} "
+                            f"{' '.join(command[1:3])} ...:\n{text[-2000:]}")
             break
         events.append(f"{sent or 'run'}->{code}")
         # SIGKILL, or a signal before the run handles signals, ends it where it stands.
@@ -266,6 +437,9 @@ def run_trial(trial, workdir):
             problems += [f"'{sign}' in the output ({sent or 'no signal'}):\n{text[-2000:]}"
                          for sign in ("Traceback", "Exception in thread", "were not trained")
                          if sign in text]
+            if expected and ready:
+                problems += [f"{problem}:\n{text[-2000:]}"
+                             for problem in check_resume_output(expected, text, logdir)]
             if problems:
                 break
         if sent is None or code == 0:
@@ -279,31 +453,54 @@ def run_trial(trial, workdir):
                             f"{text[-2000:]}")
             break
         if abrupt and code not in (-SIGNALS[sent], 128 + SIGNALS[sent], 1):
-            problems.append(f"{sent} before signals were handled gave exit {code}")
+            problems.append(f"{sent} before signals were handled gave exit {code}:\n"
+                            f"{text[-2000:]}")
             break
         has_checkpoint = any(name.startswith("step-") for name in checkpoints(logdir))
         if not abrupt and not has_checkpoint:
             problems.append(f"{sent} was handled but left no checkpoint:\n{text[-2000:]}")
             break
-        if has_checkpoint:
+        run += 1
+        notes = []
+        if os.path.isfile(os.path.join(logdir, "config.json")):
+            # A run to resume, from its newest checkpoint or, with none, from step 0.
+            notes += [damage_log(os.path.join(logdir, log), what)
+                      for when, what, log in trial.damage if when == run]
+            try:
+                newest = CheckpointStore(logdir, warn=lambda message: None).latest()
+            except Exception as error:  # every checkpoint damaged: the resume must refuse
+                problems.append(f"no usable checkpoint to resume from: {error}")
+                break
+            if newest is None:
+                notes.append("from 0")
+            if trial.cut and cut_to is None and run >= trial.cut[0]:
+                cut_to = budget = trial.cut_budget(newest.step if newest else 0, budget)
+                notes.append(f"timesteps={cut_to}"
+                             f"{f' (ckpt {newest.step})' if newest else ''}")
+            expected = expected_resume(logdir, newest)
             command = [script, f"--resume={logdir}"]
+            if cut_to is not None:
+                command.append(f"--timesteps={cut_to}")
         else:
-            # Stopped before any checkpoint: nothing to resume; start the run again.
-            shutil.rmtree(logdir, ignore_errors=True)
+            # Stopped while its directory was created (only run.lock, if anything, is in
+            # it): no run to resume; the user runs the same command again.
+            notes.append("anew")
+            expected = None
             command = [script, *trial.args(logdir)]
-            restarts += 1
+        if notes:
+            events.append(f"[{', '.join(notes)}]")
     if not problems:
-        problems += check_run(trial, logdir)
+        problems += check_run(trial, logdir, budget)
     if not problems and trial.exact:
         straight = os.path.join(workdir, "straight")
-        code, _, text, _ = run_segment([script, *trial.args(straight)], None, 0)
+        code, _, text, _ = run_segment([script, *trial.args(straight, budget)], None, 0)
         if code != 0:
             problems.append(f"the straight run failed ({code}):\n{text[-2000:]}")
         elif logs(straight) != logs(logdir):
-            problems.append("the logs differ from the same run uninterrupted")
+            problems.append(f"the logs differ from the same run uninterrupted "
+                            f"(--timesteps={budget})")
     passed = not problems
-    line = (f"trial {trial.seed}: {trial.describe()} | {' '.join(events)}"
-            f"{f' ({restarts} restarts)' if restarts else ''} | "
+    line = (f"trial {trial.seed}: {trial.describe()} | {' '.join(events)} | "
             f"{'ok' if passed else 'FAILED'} ({time.monotonic() - started:.0f} s)")
     for problem in problems:
         line += "\n    " + problem.replace("\n", "\n    ")

@@ -1,5 +1,6 @@
 """A fixed handful of benchmarks/crash_fuzzer.py's trials: real runs stopped by signals at
-random moments and resumed until they finish, then checked as the fuzzer checks them.
+random moments and resumed until they finish (one from before its first checkpoint, one with
+a lowered budget, one with logs damaged between runs), then checked as the fuzzer checks them.
 The 100+ random trials are run with the script itself (see the README's Reliability)."""
 
 
@@ -17,13 +18,30 @@ TRIALS = [
     # Games that cannot be saved, no replay: the Nature loop and the vector backend.
     fuzzer.Trial(3, "pong", "nature", "python", False, 96, [("SIGTERM", 0.4)]),
     fuzzer.Trial(4, "pong", "fast", "vector", False, 800, [("SIGTERM", 0.6), ("SIGKILL", 0.2)]),
+    # kill -9 before the first checkpoint (none is periodic), then --resume: it starts again
+    # from step 0 with the saved settings, and logs what a straight run logs.
+    fuzzer.Trial(6, "cartpole", "nature", "python", True, 96, [("SIGKILL", 0.3)],
+                 checkpoint_freq=100_000),
+    # Ctrl-C mid-period on the fast loop, resumed with --timesteps a tenth of the way from
+    # the checkpoint to the budget, off a multiple of the workers: the period's minibatches
+    # past the new end are taken back, and the logs equal a straight run's with that budget.
+    fuzzer.Trial(7, "cartpole", "fast", "python", True, 800, [("SIGINT", 0.5)],
+                 cut=(1, 0.1, True)),
+    # eval.csv deleted and episodes.csv converted by dos2unix between runs: both rebuilt from
+    # the checkpoint's copy, the converted one kept aside, and the logs as a straight run's.
+    fuzzer.Trial(8, "cartpole", "nature", "python", True, 96, [("SIGTERM", 0.5)],
+                 damage=[(1, "delete", "eval.csv"), (1, "dos2unix", "episodes.csv")]),
 ]
+# What the trial's line must show it did, or the trial did not test what it is here for.
+DONE = {6: ["[from 0]"], 7: ["[timesteps="], 8: ["delete:eval.csv,", "dos2unix:episodes.csv]"]}
 
 
 @pytest.mark.parametrize("trial", TRIALS, ids=lambda t: t.describe().replace(" ", "-"))
 def test_a_run_stopped_at_random_moments_finishes_with_consistent_logs(tmp_path, trial):
     passed, line = fuzzer.run_trial(trial, str(tmp_path))
     assert passed, line
+    for sign in DONE.get(trial.seed, []):
+        assert sign in line, line
 
 
 def test_the_checks_catch_a_duplicated_episode_and_a_leftover_partial_checkpoint(tmp_path):
@@ -47,3 +65,27 @@ def test_the_evaluation_schedule_the_checks_expect():
     # (past 600) and at the end.
     assert fuzzer.expected_evaluations(fuzzer.Trial(0, "pong", "fast", period=800)) == \
         [800, 1200]
+
+
+def test_the_damage_a_log_gets_and_the_budget_a_resume_cuts_to(tmp_path):
+    log = tmp_path / "episodes.csv"
+    original = b"episode,agent_step\r\n1,37\r\n2,80\r\n"
+    for what, damaged in [("empty", b""), ("dos2unix", b"episode,agent_step\n1,37\n2,80\n"),
+                          ("cut10", original[:-10]),
+                          ("edit", b"episode,agent_step\r\n2,37\r\n2,80\r\n")]:
+        log.write_bytes(original)
+        assert fuzzer.damage_log(str(log), what) == f"{what}:episodes.csv"
+        assert log.read_bytes() == damaged
+    assert fuzzer.damage_log(str(log), "delete") == "delete:episodes.csv"
+    assert not log.exists()
+    assert fuzzer.damage_log(str(log), "cut10") == "cut10:episodes.csv(none)"
+    trial = fuzzer.Trial(0, "cartpole", cut=(1, 0.0, False))
+    assert trial.cut_budget(1200, 2400) == 1200 and trial.cut_budget(0, 2400) == 1
+    trial.cut = (1, 0.5, True)
+    assert trial.cut_budget(1200, 2400) == 1801 and trial.cut_budget(2400, 2400) == 2400
+    # A lowered budget's schedule: the fast loop ends at whole rounds of the workers.
+    assert fuzzer.final_step(trial, 1801) == 1804
+    assert fuzzer.expected_evaluations(fuzzer.Trial(0, "cartpole", period=800), 1801) == \
+        [800, 1600, 1804]
+    # A seed draws the same trial every time.
+    assert fuzzer.Trial.draw(3007) == fuzzer.Trial.draw(3007)
