@@ -204,6 +204,6 @@ def test_config_json_edited_against_its_checkpoint_is_one_line(tmp_path, capsys,
                                                              "--timesteps=400"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert f"config.json has {name} = {value!r}, but the checkpoint of step 300 was " \
-           "trained with" in err
+    assert f'config.json has "{name}": {json.dumps(value)}, but the checkpoint of step 300 ' \
+           "was trained with" in err
     assert (run_dir / "episodes.csv").read_bytes() == before

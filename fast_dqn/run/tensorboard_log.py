@@ -2,6 +2,7 @@
 
 import errno
 import os
+import re
 
 
 class TensorBoardLog:
@@ -47,6 +48,7 @@ class _OsErrors:
         if kind is None or not issubclass(kind, self.op_error):
             return False
         text = error.message if hasattr(error, "message") else str(error)
+        text = re.sub(r"\{\{[^}]*\}\}\s*", "", text)  # TF's name of its own op
         code = errno.ENOSPC if "No space left" in text else (
             errno.EDQUOT if "quota" in text.lower() else errno.EIO)
         raise OSError(code, f"{os.strerror(code)}: {text.splitlines()[0][:200]}",

@@ -1,6 +1,8 @@
 """A run from its Config: its parts assembled (built by fast_dqn.run.components), restored from a
 checkpoint, and either loop run with them."""
 
+import json
+
 from fast_dqn.agent.tf_setup import configure_tensorflow
 from fast_dqn.envs.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
 from fast_dqn.errors import ConfigError
@@ -33,9 +35,10 @@ def check_settings(config, recorded, step):
     current = learning_settings(config)
     for name in sorted(set(recorded) | set(current)):
         if recorded.get(name) != current.get(name):
-            raise ConfigError("resume", f"config.json has {name} = {current.get(name)!r}, but the "
-                              f"checkpoint of step {step:,} was trained with "
-                              f"{recorded.get(name)!r}; put that value back (only "
+            raise ConfigError("resume", f"config.json has \"{name}\": "
+                              f"{json.dumps(current.get(name))}, but the checkpoint of step "
+                              f"{step:,} was trained with {json.dumps(recorded.get(name))}; "
+                              "put that value back (only "
                               f"{', '.join(RESUME_OVERRIDES)} may change on resume)")
 
 
