@@ -33,11 +33,12 @@ def check_settings(config, recorded, step):
     if recorded is None:
         return
     current = learning_settings(config)
-    for name in sorted(set(recorded) | set(current)):
-        if recorded.get(name) != current.get(name):
+    # Only the settings both know: a later release's new setting is not an edit.
+    for name in sorted(set(recorded) & set(current)):
+        if recorded[name] != current[name]:
             raise ConfigError("resume", f"config.json has \"{name}\": "
-                              f"{json.dumps(current.get(name))}, but the checkpoint of step "
-                              f"{step:,} was trained with {json.dumps(recorded.get(name))}; "
+                              f"{json.dumps(current[name])}, but the checkpoint of step "
+                              f"{step:,} was trained with {json.dumps(recorded[name])}; "
                               "put that value back (only "
                               f"{', '.join(RESUME_OVERRIDES)} may change on resume)")
 
