@@ -370,7 +370,7 @@ def checkpoints(logdir):
     return sorted(os.listdir(path)) if os.path.isdir(path) else []
 
 
-def check_run(trial, logdir, budget=None):
+def check_run(trial, logdir, budget=None, all_trained=True):
     """What must hold of a finished run whose last budget was `budget` (the game's unless
     given); returns a list of problems."""
     problems = []
@@ -403,7 +403,7 @@ def check_run(trial, logdir, budget=None):
     trained = int(newest.load_state()["learner"]["optimizer"][0])
     game = GAMES[trial.game]
     due = minibatches_due(0, final, game["prepopulate"], game["train_freq"])
-    if trained != due:
+    if trained != due and (all_trained or trained > due):
         problems.append(f"{trained} minibatches trained, the Nature loop trains {due}")
     return problems
 
@@ -418,6 +418,7 @@ def run_trial(trial, workdir):
     stops = list(trial.stops)
     command = [script, *trial.args(logdir)]
     budget, cut_to = game["budget"], None  # the budget now; the --timesteps once it was cut
+    unrepayable = False
     expected = None  # what the coming resume must say (expected_resume), None for a start
     run = 0
     while True:
@@ -436,7 +437,7 @@ def run_trial(trial, workdir):
         if not abrupt:
             problems += [f"'{sign}' in the output ({sent or 'no signal'}):\n{text[-2000:]}"
                          for sign in ("Traceback", "Exception in thread", "were not trained")
-                         if sign in text]
+                         if sign in text and not (unrepayable and sign == "were not trained")]
             if expected and ready:
                 problems += [f"{problem}:\n{text[-2000:]}"
                              for problem in check_resume_output(expected, text, logdir)]
@@ -475,6 +476,10 @@ def run_trial(trial, workdir):
                 notes.append("from 0")
             if trial.cut and cut_to is None and run >= trial.cut[0]:
                 cut_to = budget = trial.cut_budget(newest.step if newest else 0, budget)
+                # A budget cut to the very step of a checkpoint without replay leaves no step
+                # to refill replay: minibatches still deferred there cannot be trained, and
+                # the run must say so (the one case the Nature count cannot hold).
+                unrepayable = bool(newest) and cut_to == newest.step and not trial.save_replay
                 notes.append(f"timesteps={cut_to}"
                              f"{f' (ckpt {newest.step})' if newest else ''}")
             expected = expected_resume(logdir, newest)
@@ -490,7 +495,7 @@ def run_trial(trial, workdir):
         if notes:
             events.append(f"[{', '.join(notes)}]")
     if not problems:
-        problems += check_run(trial, logdir, budget)
+        problems += check_run(trial, logdir, budget, all_trained=not unrepayable)
     if not problems and trial.exact:
         straight = os.path.join(workdir, "straight")
         code, _, text, _ = run_segment([script, *trial.args(straight, budget)], None, 0)

@@ -297,3 +297,21 @@ def test_the_trainer_never_trains_a_minibatch_of_a_step_not_yet_played(tmp_path,
     monkeypatch.setattr(DQNLearner, "train", checked)
     train_fast(small_config("fast", tmp_path, timesteps=600))
     assert len(trained) == minibatches_due(0, 600, SMALL["prepopulate"], 4)
+
+
+# Cut to the very step of the checkpoint: the run's last evaluation still comes, at that step
+# (found by the crash fuzzer: the Nature loop ended there without it).
+@pytest.mark.parametrize("loop", ["nature", "fast"])
+def test_a_budget_cut_to_the_checkpoint_still_evaluates_there(tmp_path, train_calls, loop):
+    from fast_dqn.run.checkpoint import CheckpointStore
+    from helpers import rows
+    config = small_config(loop, tmp_path, timesteps=800, evaluate=160, eval_episodes=1,
+                          save_replay=True)
+    run = train_nature if loop == "nature" else train_fast
+    stopped_at = run(config, stop=lambda: len(train_calls) >= 30)
+    assert stopped_at % 160 and stopped_at < 800
+    cut = small_config(loop, tmp_path, timesteps=stopped_at, evaluate=160, eval_episodes=1,
+                       save_replay=True)
+    assert run(cut, resume=CheckpointStore(str(tmp_path)).latest()) == stopped_at
+    assert int(rows(tmp_path / "eval.csv")[-1]["agent_step"]) == stopped_at
+    assert len(train_calls) == minibatches_due(0, stopped_at, SMALL["prepopulate"], 4)

@@ -58,7 +58,7 @@ def budget_end(timesteps, round_size):
     return -(-timesteps // round_size) * round_size
 
 
-def cut_to_budget(loop, total, train_freq):
+def cut_to_budget(loop, total, train_freq, evaluates=True):
     """A checkpoint's loop state (a dict) resumed with a smaller budget, ending at `total`:
     the minibatches handed out for steps past it are taken back (none of them was trained:
     the trainer trains a minibatch only once its step is played), and a run already at its
@@ -68,7 +68,9 @@ def cut_to_budget(loop, total, train_freq):
         loop["owed"] = max(0, loop["owed"] - schedule.pending(total, loop["trained_through"]))
         loop["trained_through"] = total
     if loop["step"] >= total and not loop["boundary"]:
-        loop["sync_pending"] = True
+        loop["sync_pending"] = True  # its sync point evaluates, as every run's last one does
+    elif loop["step"] >= total and evaluates and loop["last_eval"] != loop["step"]:
+        loop["eval_pending"] = True  # cut to a sync point that did not evaluate
     return loop
 
 

@@ -22,21 +22,32 @@ def run_nature_loop(settings, env, learner, replay, monitor, rng, evaluator=None
     if resume:
         step, obs, eval_pending = resume["step"], resume["obs"], resume["eval_pending"]
         schedule = MinibatchSchedule.from_loop_state(resume, settings.train_freq, monitor.message)
+        # Checkpoints from before 2026-11-23 did not record it: a step on the evaluation
+        # interval was evaluated there.
+        every = settings.eval_freq
+        last_eval = resume.get("last_eval", step if every and step % every == 0 else None)
     else:
-        step, eval_pending = 0, False
+        step, eval_pending, last_eval = 0, False, None
         schedule = MinibatchSchedule(settings.prepopulate, settings.train_freq,
                                      warn=monitor.message)
         obs, _ = env.reset()
+    if evaluator and step >= settings.timesteps and last_eval != step:
+        eval_pending = True  # resumed with a budget cut to this very step: its last evaluation
+    if step >= settings.timesteps:
+        # Resumed at its last step: minibatches still deferred are trained here, or, with a
+        # replay that was not saved, reported as not trained (no step is left to refill it).
+        for _ in range(schedule.take(step, step, final=True, replay_ready=replay.can_sample)):
+            monitor.record_train(*learner.train(*replay.sample(settings.batch_size)))
 
     def loop_state():
-        return {"step": step, "obs": obs, "eval_pending": eval_pending,
+        return {"step": step, "obs": obs, "eval_pending": eval_pending, "last_eval": last_eval,
                 "schedule": schedule.state_dict()}
 
     while True:
         if eval_pending:
             try:
                 evaluator(step)
-                eval_pending = False
+                eval_pending, last_eval = False, step
             except EvaluationInterrupted:
                 pass  # the stop below saves it as still pending
             except Exception:

@@ -170,8 +170,8 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     trainer = None
     try:
         total = budget_end(config.timesteps, backend.round_size)
-        loop, state = parts.restore(lambda loop: cut_to_budget(loop, total,
-                                                               config.train_freq)), None
+        loop, state = parts.restore(lambda loop: cut_to_budget(
+            loop, total, config.train_freq, evaluates=bool(config.evaluate))), None
         if loop:
             state = FastLoopState.from_state_dict(loop, parts.settings, monitor.message)
             # Before the backends, the current observations were kept with the loop.
