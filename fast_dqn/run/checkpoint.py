@@ -279,7 +279,10 @@ class Checkpointer:
         start = self.clock()
         state = self.collect(step)
         state["loop"] = loop_state
-        path = self.store.save(step, state, self.replay.arrays() if self.replay else None)
+        # `is not None`: a replay still empty (a fast-loop stop before its first sync point
+        # writes nothing into it) is falsy, and must still be saved as replay.
+        arrays = self.replay.arrays() if self.replay is not None else None
+        path = self.store.save(step, state, arrays)
         self.last_saved = step
         self.message(f"checkpoint at step {step:,} in {self.clock() - start:.1f} s: {path}")
 
