@@ -18,7 +18,6 @@ import time
 import numpy as np
 
 
-
 def real_frames(game, count, workers=8, seed=0):
     from ale_py.vector_env import AtariVectorEnv
     env = AtariVectorEnv(game, workers, num_threads=2, frameskip=4, stack_num=1,

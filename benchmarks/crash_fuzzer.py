@@ -408,97 +408,126 @@ def check_run(trial, logdir, budget=None, all_trained=True):
     return problems
 
 
-def run_trial(trial, workdir):
-    """Run one trial in `workdir`; returns (passed, summary line)."""
-    started = time.monotonic()
-    game = GAMES[trial.game]
-    logdir = os.path.join(workdir, "run")
-    script = os.path.join(ROOT, trial.script)
-    events, problems = [], []
+class Segments:
+    """What a trial runs next: its first command, then after each stop a resume (with the
+    budget cut, if the trial cuts it) or, with no run to resume, the first command again."""
+
+    def __init__(self, trial, workdir):
+        self.trial, self.game = trial, GAMES[trial.game]
+        self.logdir = os.path.join(workdir, "run")
+        self.script = os.path.join(ROOT, trial.script)
+        self.command = [self.script, *trial.args(self.logdir)]
+        self.budget, self.cut_to = self.game["budget"], None  # cut_to: the cut --timesteps
+        # A budget cut to the very step of a checkpoint without replay leaves no step to
+        # refill replay: minibatches still deferred there cannot be trained, and the run must
+        # say so (the one case the Nature count cannot hold).
+        self.unrepayable = False
+        self.expected = None  # what the coming resume must say (expected_resume); None: a start
+        self.resumes = 0
+
+    def seconds(self):
+        """When the coming segment's stop falls: a lowered budget makes a shorter run."""
+        return self.game["seconds"] * (0.4 + 0.6 * self.budget / self.game["budget"])
+
+    def next(self):
+        """Prepare the segment after a stop; returns (notes, problem or None)."""
+        self.resumes += 1
+        logdir, notes = self.logdir, []
+        if not os.path.isfile(os.path.join(logdir, "config.json")):
+            # Stopped while its directory was created (only run.lock, if anything, is in
+            # it): no run to resume; the user runs the same command again.
+            self.expected = None
+            self.command = [self.script, *self.trial.args(logdir)]
+            return ["anew"], None
+        # A run to resume, from its newest checkpoint or, with none, from step 0.
+        notes += [damage_log(os.path.join(logdir, log), what)
+                  for when, what, log in self.trial.damage if when == self.resumes]
+        try:
+            newest = CheckpointStore(logdir, warn=lambda message: None).latest()
+        except Exception as error:  # every checkpoint damaged: the resume must refuse
+            return notes, f"no usable checkpoint to resume from: {error}"
+        if newest is None:
+            notes.append("from 0")
+        cut = self.trial.cut
+        if cut and self.cut_to is None and self.resumes >= cut[0]:
+            self.cut_to = self.budget = self.trial.cut_budget(newest.step if newest else 0,
+                                                              self.budget)
+            self.unrepayable = (bool(newest) and self.cut_to == newest.step
+                                and not self.trial.save_replay)
+            notes.append(f"timesteps={self.cut_to}"
+                         f"{f' (ckpt {newest.step})' if newest else ''}")
+        self.expected = expected_resume(logdir, newest)
+        self.command = [self.script, f"--resume={logdir}"]
+        if self.cut_to is not None:
+            self.command.append(f"--timesteps={self.cut_to}")
+        return notes, None
+
+
+def output_problems(segments, sent, ready, text):
+    """What a segment that handled its stop printed wrongly."""
+    problems = [f"'{sign}' in the output ({sent or 'no signal'}):\n{text[-2000:]}"
+                for sign in ("Traceback", "Exception in thread", "were not trained")
+                if sign in text and not (segments.unrepayable and sign == "were not trained")]
+    if segments.expected and ready:
+        problems += [f"{problem}:\n{text[-2000:]}"
+                     for problem in check_resume_output(segments.expected, text,
+                                                        segments.logdir)]
+    return problems
+
+
+def exit_problems(sent, abrupt, code, text, logdir):
+    """What is wrong with how a segment stopped by signal `sent` ended."""
+    if not abrupt and code != 128 + SIGNALS[sent]:
+        return [f"{sent} gave exit {code}, not {128 + SIGNALS[sent]}:\n{text[-2000:]}"]
+    if abrupt and code not in (-SIGNALS[sent], 128 + SIGNALS[sent], 1):
+        return [f"{sent} before signals were handled gave exit {code}:\n{text[-2000:]}"]
+    if not abrupt and not any(name.startswith("step-") for name in checkpoints(logdir)):
+        return [f"{sent} was handled but left no checkpoint:\n{text[-2000:]}"]
+    return []
+
+
+def run_segments(trial, segments, events):
+    """Run, stop and resume until the run ends; returns the problems found on the way."""
     stops = list(trial.stops)
-    command = [script, *trial.args(logdir)]
-    budget, cut_to = game["budget"], None  # the budget now; the --timesteps once it was cut
-    unrepayable = False
-    expected = None  # what the coming resume must say (expected_resume), None for a start
-    run = 0
     while True:
         stop = stops.pop(0) if stops else None
-        # A lowered budget makes a shorter run: the stops are spread over that.
-        seconds = game["seconds"] * (0.4 + 0.6 * budget / game["budget"])
-        code, sent, text, ready = run_segment(command, stop, seconds)
+        command = segments.command
+        code, sent, text, ready = run_segment(command, stop, segments.seconds())
         if code is None:
-            problems.append(f"a process hung ({'after ' + sent if sent else 'running'}) and "
-                            f"was killed: {os.path.basename(command[0])} "
-                            f"{' '.join(command[1:3])} ...:\n{text[-2000:]}")
-            break
+            return [f"a process hung ({'after ' + sent if sent else 'running'}) and was "
+                    f"killed: {os.path.basename(command[0])} {' '.join(command[1:3])} ..."
+                    f":\n{text[-2000:]}"]
         events.append(f"{sent or 'run'}->{code}")
         # SIGKILL, or a signal before the run handles signals, ends it where it stands.
         abrupt = sent is not None and (sent == "SIGKILL" or not ready)
-        if not abrupt:
-            problems += [f"'{sign}' in the output ({sent or 'no signal'}):\n{text[-2000:]}"
-                         for sign in ("Traceback", "Exception in thread", "were not trained")
-                         if sign in text and not (unrepayable and sign == "were not trained")]
-            if expected and ready:
-                problems += [f"{problem}:\n{text[-2000:]}"
-                             for problem in check_resume_output(expected, text, logdir)]
-            if problems:
-                break
+        problems = [] if abrupt else output_problems(segments, sent, ready, text)
+        if problems:
+            return problems
         if sent is None or code == 0:
             # It ran to its end: before its stop came, or it was finishing when the signal
             # came (a finished run ignores late signals). check_run says if it really ended.
-            if code != 0:
-                problems.append(f"exit {code} with no signal sent:\n{text[-2000:]}")
-            break
-        if not abrupt and code != 128 + SIGNALS[sent]:
-            problems.append(f"{sent} gave exit {code}, not {128 + SIGNALS[sent]}:\n"
-                            f"{text[-2000:]}")
-            break
-        if abrupt and code not in (-SIGNALS[sent], 128 + SIGNALS[sent], 1):
-            problems.append(f"{sent} before signals were handled gave exit {code}:\n"
-                            f"{text[-2000:]}")
-            break
-        has_checkpoint = any(name.startswith("step-") for name in checkpoints(logdir))
-        if not abrupt and not has_checkpoint:
-            problems.append(f"{sent} was handled but left no checkpoint:\n{text[-2000:]}")
-            break
-        run += 1
-        notes = []
-        if os.path.isfile(os.path.join(logdir, "config.json")):
-            # A run to resume, from its newest checkpoint or, with none, from step 0.
-            notes += [damage_log(os.path.join(logdir, log), what)
-                      for when, what, log in trial.damage if when == run]
-            try:
-                newest = CheckpointStore(logdir, warn=lambda message: None).latest()
-            except Exception as error:  # every checkpoint damaged: the resume must refuse
-                problems.append(f"no usable checkpoint to resume from: {error}")
-                break
-            if newest is None:
-                notes.append("from 0")
-            if trial.cut and cut_to is None and run >= trial.cut[0]:
-                cut_to = budget = trial.cut_budget(newest.step if newest else 0, budget)
-                # A budget cut to the very step of a checkpoint without replay leaves no step
-                # to refill replay: minibatches still deferred there cannot be trained, and
-                # the run must say so (the one case the Nature count cannot hold).
-                unrepayable = bool(newest) and cut_to == newest.step and not trial.save_replay
-                notes.append(f"timesteps={cut_to}"
-                             f"{f' (ckpt {newest.step})' if newest else ''}")
-            expected = expected_resume(logdir, newest)
-            command = [script, f"--resume={logdir}"]
-            if cut_to is not None:
-                command.append(f"--timesteps={cut_to}")
-        else:
-            # Stopped while its directory was created (only run.lock, if anything, is in
-            # it): no run to resume; the user runs the same command again.
-            notes.append("anew")
-            expected = None
-            command = [script, *trial.args(logdir)]
+            return [] if code == 0 else [f"exit {code} with no signal sent:\n{text[-2000:]}"]
+        problems = exit_problems(sent, abrupt, code, text, segments.logdir)
+        if problems:
+            return problems
+        notes, problem = segments.next()
         if notes:
             events.append(f"[{', '.join(notes)}]")
+        if problem:
+            return [problem]
+
+
+def run_trial(trial, workdir):
+    """Run one trial in `workdir`; returns (passed, summary line)."""
+    started = time.monotonic()
+    segments, events = Segments(trial, workdir), []
+    problems = run_segments(trial, segments, events)
+    budget, logdir = segments.budget, segments.logdir
     if not problems:
-        problems += check_run(trial, logdir, budget, all_trained=not unrepayable)
+        problems += check_run(trial, logdir, budget, all_trained=not segments.unrepayable)
     if not problems and trial.exact:
         straight = os.path.join(workdir, "straight")
-        code, _, text, _ = run_segment([script, *trial.args(straight, budget)], None, 0)
+        code, _, text, _ = run_segment([segments.script, *trial.args(straight, budget)], None, 0)
         if code != 0:
             problems.append(f"the straight run failed ({code}):\n{text[-2000:]}")
         elif logs(straight) != logs(logdir):

@@ -124,6 +124,7 @@ def main():
     args = parser.parse_args()
 
     import ray
+
     from fast_dqn.agent.tf_setup import configure_tensorflow
     from fast_dqn.loops.experience import LocalBackend
     from fast_dqn.loops.ray_backend import RayBackend, start_private_cluster

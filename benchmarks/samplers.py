@@ -18,7 +18,6 @@ import time
 import numpy as np
 
 
-
 def python_envs(workers):
     from fast_dqn.envs.environment import make_atari_env
     from fast_dqn.run.hyperparameters import Config

@@ -16,7 +16,6 @@ import argparse
 
 import numpy as np
 
-
 RMSPROP = {"reference": ("rmsprop", 2.5e-4, 0.01, "sum"),
            "mean loss, eps 0.01 (before)": ("rmsprop", 2.5e-4, 0.01, "mean"),
            "mean loss, eps 1e-5 (Dopamine)": ("rmsprop", 2.5e-4, 1e-5, "mean")}
@@ -49,6 +48,7 @@ def real_minibatches(game, count, batch_size=32, seed=0):
 
 def weight_changes(settings, batches, num_actions, seed=0):
     import tensorflow as tf
+
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
     from fast_dqn.agent.q_network import nature_cnn
     tf.keras.utils.set_random_seed(seed)

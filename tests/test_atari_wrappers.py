@@ -1,8 +1,8 @@
 import gymnasium
 import numpy as np
 import pytest
-
 from fake_ale import SPRITE, FakeAtariEnv
+
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.envs.environment import wrap_atari
 from fast_dqn.run.hyperparameters import Config

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 
 from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop, HeldTransitions
@@ -16,7 +17,6 @@ from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run import cli, components
 from fast_dqn.run.hyperparameters import FastConfig
-from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 
 # Dueling: every backend's acting copy of the target network must be built the way the
 # learner builds it, or the weights it is sent do not fit.

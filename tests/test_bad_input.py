@@ -8,12 +8,12 @@ import subprocess
 import sys
 
 import pytest
+from helpers import ROOT, TINY
 
 from fast_dqn.run import cli
 from fast_dqn.run.checkpoint import CheckpointStore
 from fast_dqn.run.hyperparameters import Config, FastConfig
 from fast_dqn.run.run_directory import create_run_directory
-from helpers import ROOT, TINY
 
 SCRIPTS = {"dqn": ("run_dqn.py", Config, None),
            "fast": ("run_fast_dqn.py", FastConfig, cli.validate_fast)}

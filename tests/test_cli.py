@@ -138,6 +138,7 @@ def test_help_lists_every_option_with_its_default():
 
 def test_a_run_saved_before_the_optimizer_flags_resumes_with_its_old_update_rule(tmp_path):
     import json
+
     from fast_dqn.run.training import train_nature
     logdir = tmp_path / "run"
     argv = ["--env=CartPole-v1", "--optimizer=adam", "--timesteps=300", "--prepopulate=100",

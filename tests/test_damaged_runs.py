@@ -10,12 +10,12 @@ import sys
 import time
 
 import pytest
+from helpers import ROOT, logs, rows, run, run_together
 
 from fast_dqn.run import cli
 from fast_dqn.run.hyperparameters import Config
 from fast_dqn.run.monitor import EPISODE_COLUMNS, CsvLog, Monitor, restore_log
 from fast_dqn.run.run_directory import create_run_directory
-from helpers import ROOT, logs, rows, run, run_together
 
 HEADER = b"episode,agent_step,length,return,mean_100,epsilon,hours\r\n"
 ROW = b"1,10,10,1.0,1.0,1.0,0.0\r\n"

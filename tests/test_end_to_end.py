@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from helpers import TINY, logs, rows, run, run_together
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers

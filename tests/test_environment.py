@@ -66,6 +66,7 @@ def test_a_snapshot_keeps_the_action_a_sticky_frame_repeats():
     """The ALE's saved state lacks its last applied action: restored naively, a sticky frame
     would repeat NOOP instead of RIGHT, and the paddle would end elsewhere."""
     import pickle
+
     from fast_dqn.envs.ale_game import AleGame
     for seed in range(8):
         game = AleGame("breakout", sticky_actions=0.25)
@@ -97,6 +98,7 @@ def test_an_env_saved_before_the_package_moved_continues_the_same_game():
     now has them in fast_dqn.envs. Protocol 2 writes class paths as plain text, so such a
     pickle is made by renaming them back."""
     import pickle
+
     from fast_dqn.legacy_pickles import MOVED_MODULES
     env = make_env(Config(game="breakout"), seed=3)
     env.reset()

@@ -3,9 +3,9 @@ rolls the evaluator back so the same games are played again."""
 
 import numpy as np
 import pytest
-
 from fake_env import QValues, ScriptedEnv
 from fake_samplers import NullMonitor
+
 from fast_dqn.loops.evaluation import EvaluationInterrupted, Evaluator, evaluate
 
 

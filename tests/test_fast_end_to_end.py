@@ -1,15 +1,14 @@
 """Real runs of run_fast_dqn.py on the Pong ROM, with tiny budgets."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from helpers import code_path_env, logs, rows, run, run_together, selected
 
 from fast_dqn.run import cli
-from helpers import code_path_env, logs, rows, run, run_together, selected
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 

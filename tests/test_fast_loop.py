@@ -4,8 +4,8 @@ import time
 
 import numpy as np
 import pytest
+from fake_samplers import FakeLearner, FakeSamplers, K, NullMonitor
 
-from fake_samplers import K, FakeLearner, FakeSamplers, NullMonitor
 from fast_dqn.agent.replay_memory import ReplayMemory
 from fast_dqn.loops.background_trainer import BackgroundTrainer
 from fast_dqn.loops.experience import LocalBackend
@@ -162,6 +162,7 @@ def test_a_fault_ends_the_run_quickly_and_leaves_no_thread(fault):
                                    (False, False, True)])
 def test_the_loop_state_survives_a_checkpoint_as_it_is(flags):
     import pickle
+
     from fast_dqn.loops.fast_loop import FastLoopState
     settings = LoopSettings.from_config(BASE)
     state = FastLoopState.fresh(settings)
@@ -188,7 +189,9 @@ def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(
     continued from the pickled loop state with the same parts: the same replay, the same
     minibatches drawn, the same target copies."""
     import pickle
+
     from fake_samplers import MemoryCheckpoints
+
     from fast_dqn.loops.fast_loop import FastLoopState
     config = dataclasses.replace(BASE, workers=4, concurrent=concurrent)
     settings = LoopSettings.from_config(config)

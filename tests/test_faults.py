@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 import pytest
+from helpers import ROOT, code_path_env, logs, rows, run
 
 from fast_dqn.run.checkpoint import CheckpointStore
-from helpers import ROOT, code_path_env, logs, rows, run
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 

@@ -3,13 +3,12 @@
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+from helpers import ROOT, FakeClock, command, rows
 
 from fast_dqn.run.interrupts import StopSignals
-from helpers import ROOT, FakeClock, command, rows
 
 
 def test_a_second_sigint_a_millisecond_later_is_the_same_request(capfd):

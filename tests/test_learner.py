@@ -3,8 +3,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from fast_dqn.agent.learner import (DQNLearner, double_td_targets, dqn_loss, huber,
-                                    make_optimizer, td_targets)
+from fast_dqn.agent.learner import (
+    DQNLearner,
+    double_td_targets,
+    dqn_loss,
+    huber,
+    make_optimizer,
+    td_targets,
+)
 from fast_dqn.agent.q_network import nature_cnn
 
 

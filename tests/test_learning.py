@@ -29,7 +29,6 @@ import subprocess
 import time
 
 import pytest
-
 from helpers import ROOT, command, rows, selected
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers

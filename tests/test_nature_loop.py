@@ -3,9 +3,9 @@ checkpoints, what it stores, and that a stop and resume change none of it."""
 
 import numpy as np
 import pytest
-
 from fake_env import K, QValues, ScriptedEnv
 from fake_samplers import MemoryCheckpoints, NullMonitor
+
 from fast_dqn.agent.replay_memory import ReplayMemory
 from fast_dqn.agent.schedules import LinearSchedule
 from fast_dqn.loops.nature_loop import run_nature_loop

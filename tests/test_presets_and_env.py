@@ -3,12 +3,12 @@
 import json
 
 import pytest
+from helpers import run
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run import cli
 from fast_dqn.run.hyperparameters import Config, FastConfig
 from fast_dqn.run.presets import PRESETS
-from helpers import run
 
 
 def parse(argv, config_class=Config):

@@ -9,10 +9,10 @@ import textwrap
 import time
 
 import pytest
+from helpers import ROOT, code_path_env, rows
+from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 
 from fast_dqn.run.checkpoint import CheckpointStore
-from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
-from helpers import ROOT, code_path_env, rows
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
-
 from fake_ale import FakeAtariEnv
-from fast_dqn.agent.replay_memory import (ReplayMemory, check_fits_in_memory, estimate_bytes)
+
+from fast_dqn.agent.replay_memory import ReplayMemory, check_fits_in_memory, estimate_bytes
 from fast_dqn.envs.environment import wrap_atari
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.hyperparameters import Config

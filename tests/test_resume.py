@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from helpers import ROOT, logs, rows, run, run_together
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers

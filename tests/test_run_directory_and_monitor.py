@@ -2,12 +2,12 @@ import csv
 import os
 
 import pytest
+from helpers import FakeClock
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
 from fast_dqn.run.progress import ProgressLines
 from fast_dqn.run.run_directory import RunLock, check_logdir, create_run_directory, default_logdir
-from helpers import FakeClock
 
 
 def test_default_logdir_never_reuses_a_name(tmp_path, monkeypatch):

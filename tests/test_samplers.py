@@ -1,6 +1,6 @@
 import numpy as np
-
 from fake_ale import FakeAtariEnv
+
 from fast_dqn.envs.environment import SeedOnFirstReset, wrap_atari
 from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
 from fast_dqn.run.hyperparameters import FastConfig
@@ -34,7 +34,7 @@ def test_vector_samplers_on_breakout_detect_lives_games_and_pad_stacks():
     obs = samplers.reset()
     assert obs.shape == (2, 4, 84, 84) and samplers.num_actions == 4
     rng = np.random.default_rng(0)
-    life_ends, games, since_start, total = 0, 0, 0, 0.0
+    life_ends, games, since_start = 0, 0, 0
     while games < 2:
         r = samplers.step(rng.integers(0, 4, 2))
         since_start = 0 if (r.terminated[0] or r.truncated[0]) else since_start + 1

@@ -107,6 +107,7 @@ def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatc
     # The samplers reach the budget long before a slow trainer ends the last period: a stop
     # then must not leave minibatches owed, which a resume without replay could never train.
     import time
+
     from fast_dqn.run.checkpoint import CheckpointStore
     calls = []
     train = DQNLearner.train
@@ -149,6 +150,7 @@ def test_the_nature_loop_trains_right_after_each_fourth_step_past_warm_up(tmp_pa
 
 def built_parts(config, resume=None):
     import numpy as np
+
     from fast_dqn.run.training import RunParts
     return RunParts(config, (1, 4), np.dtype(np.float32), 2, 1,
                     lambda learner: learner.q_values, resume)
@@ -172,6 +174,7 @@ def filled_parts(tmp_path, save_replay):
 @pytest.mark.parametrize("save_replay", [True, False])
 def test_run_parts_restore_what_they_collected(tmp_path, save_replay):
     import numpy as np
+
     from fast_dqn.run.checkpoint import latest_checkpoint
     config, before = filled_parts(tmp_path, save_replay)
     after = built_parts(config, latest_checkpoint(str(tmp_path), "resume"))
@@ -210,6 +213,7 @@ def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
 def test_the_dqn_extensions_build_and_resume_exactly_in_every_loop(tmp_path, loop,
                                                                    monkeypatch):
     import numpy as np
+
     from fast_dqn.run.checkpoint import CheckpointStore
     batches = []
     train = DQNLearner.train
@@ -259,6 +263,7 @@ def fast_loops(monkeypatch):
 def test_a_resume_that_cuts_the_budget_trains_the_nature_count_of_the_new_one(
         tmp_path, train_calls, fast_loops, monkeypatch, cut, save_replay):
     import time
+
     from fast_dqn.envs.samplers import PythonSamplers
     from fast_dqn.run.checkpoint import CheckpointStore
     step = PythonSamplers.step
@@ -303,8 +308,9 @@ def test_the_trainer_never_trains_a_minibatch_of_a_step_not_yet_played(tmp_path,
 # (found by the crash fuzzer: the Nature loop ended there without it).
 @pytest.mark.parametrize("loop", ["nature", "fast"])
 def test_a_budget_cut_to_the_checkpoint_still_evaluates_there(tmp_path, train_calls, loop):
-    from fast_dqn.run.checkpoint import CheckpointStore
     from helpers import rows
+
+    from fast_dqn.run.checkpoint import CheckpointStore
     config = small_config(loop, tmp_path, timesteps=800, evaluate=160, eval_episodes=1,
                           save_replay=True)
     run = train_nature if loop == "nature" else train_fast
@@ -315,3 +321,20 @@ def test_a_budget_cut_to_the_checkpoint_still_evaluates_there(tmp_path, train_ca
     assert run(cut, resume=CheckpointStore(str(tmp_path)).latest()) == stopped_at
     assert int(rows(tmp_path / "eval.csv")[-1]["agent_step"]) == stopped_at
     assert len(train_calls) == minibatches_due(0, stopped_at, SMALL["prepopulate"], 4)
+
+
+# A fast-loop stop before its first sync point leaves replay empty (everything played is
+# still held). With --save-replay that empty replay is saved as replay all the same: the
+# resume must not take it for a checkpoint without replay, pause training for a refill, and
+# so part from the straight run (found by crash-fuzzer trial 5005).
+def test_a_stop_before_the_first_sync_point_saves_its_empty_replay(tmp_path, fast_loops,
+                                                                   capsys):
+    from fast_dqn.run.checkpoint import CheckpointStore
+    config = small_config("fast", tmp_path, timesteps=400, save_replay=True)
+    stopped_at = train_fast(config, stop=lambda: fast_loops[-1].state.step >= 40)
+    checkpoint = CheckpointStore(str(tmp_path)).latest()
+    assert stopped_at == checkpoint.step == 40 < SMALL["target_update_freq"]
+    assert checkpoint.has_replay
+    assert train_fast(config, resume=checkpoint) == 400
+    assert "holds no replay" not in capsys.readouterr().err
+    assert fast_loops[-1].state.schedule.refill_until == 0

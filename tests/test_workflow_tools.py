@@ -7,11 +7,11 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import ROOT, TINY, FakeClock, run
 
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import ProgressBar, ProgressLines, make_console
 from fast_dqn.tools.atari_scores import SCORES, human_normalized
-from helpers import ROOT, TINY, FakeClock, run
 
 
 def read_scalars(logdir):
@@ -124,6 +124,7 @@ def test_evaluate_refuses_a_directory_that_is_not_a_run(tmp_path):
 @pytest.mark.slow  # a real run
 def test_plot_writes_a_png(trained_run, tmp_path):
     import cv2
+
     from fast_dqn.tools.plot import main
     output = tmp_path / "curves.png"
     assert main([str(trained_run), str(trained_run), "-o", str(output)]) == 0

@@ -37,6 +37,9 @@ still owed for the period, and replay's RNG rewound to where those minibatches w
 drawn. A resumed run therefore trains, acts and logs exactly as an uninterrupted one.
 
 All of that state is one FastLoopState, which the checkpoint saves and the loop reads.
+`FastLoop.run` goes through a period's phases in order: play chunks (`_play_chunk`), the sync
+point (`_sync`), evaluate (`_evaluate`), checkpoint or stop (`_checkpoint_ends_run`), and hand
+the next period to the trainer (`_hand_over`).
 """
 
 from dataclasses import dataclass
@@ -191,58 +194,81 @@ class FastLoop:
         """state: a FastLoopState to continue from (a resumed checkpoint's), or None."""
         s = self.state = state or FastLoopState.fresh(self.settings, self.monitor.message)
         if state and self.trainer is not None and s.owed and not s.boundary:
-            self._start_training()
+            self._start_training()  # resumed mid-period: the trainer owes the rest of it
         while True:
-            if s.sync_pending:
-                if self.trainer is not None:
-                    # At the last sync point no step is left to play: a stop there lets the
-                    # trainer finish (at most a period), since a run resumed without replay
-                    # could never train what it owes. A second Ctrl-C still aborts at once.
-                    last = s.step >= self.total
-                    # The period is played: whatever it owes may train (never wait on a
-                    # release that no further step would bring).
-                    self.trainer.hold_back(0)
-                    if not self.trainer.wait(abort=self._finishing if last
-                                             else self.stop_requested):
-                        return self._stop_mid_period()
-                    s.owed = 0
-                    s.held.flush(self.replay)
-                    if last and (s.trained_through < s.step or s.schedule.deferred):
-                        # A run that ends at its first sync point: that period's minibatches
-                        # would only be handed out at the next one, which never comes. Train
-                        # them now, as the Nature loop would have, and any still deferred,
-                        # then copy the target.
-                        s.owed = self._minibatches(s.trained_through, s.step, final=True)
-                        s.trained_through = s.step
-                        if s.owed:
-                            self._start_training()
-                            continue  # back to the wait above, with sync_pending still set
-                    self._update_target()
-                s.sync_pending = False
-                if self.trainer is not None and s.step < self.total:
-                    end = next_sync_point(s.step, self.settings.target_update_freq,
-                                          self.round_size, self.total)
-                    s.owed = self._minibatches(s.trained_through, end, final=False)
-                    s.trained_through = end
-                every = self.settings.eval_freq
-                s.eval_pending = bool(self.evaluator) and (
-                    s.step // every > s.last_eval // every or s.step >= self.total)
-                s.boundary = True
+            if s.sync_pending and not self._sync():
+                return self._stop_mid_period()
             if s.eval_pending:
                 self._evaluate()
             if s.boundary:
-                stop = self.stop_requested()
-                if self.checkpoints and (stop or self.checkpoints.due(s.step)
-                                         or s.step >= self.total):
-                    self.checkpoints.save(s.step, s.state_dict(), final=s.step >= self.total)
-                if stop or s.step >= self.total:
+                if self._checkpoint_ends_run():
                     return s.step
-                s.boundary = False
-                if self.trainer is not None and s.owed:
-                    self._start_training()
+                self._hand_over()
             elif self.stop_requested():
                 return self._stop_mid_period()
             self._play_chunk()
+
+    def _sync(self):
+        """The sync point (steps 1-4 of the module's docstring, less the evaluation): ends at
+        a boundary. False when a stop came while it waited for the trainer."""
+        s = self.state
+        if self.trainer is not None:
+            if not self._finish_period():
+                return False
+            self._update_target()
+        s.sync_pending = False
+        if self.trainer is not None and s.step < self.total:
+            end = next_sync_point(s.step, self.settings.target_update_freq, self.round_size,
+                                  self.total)
+            s.owed = self._minibatches(s.trained_through, end, final=False)
+            s.trained_through = end
+        every = self.settings.eval_freq
+        s.eval_pending = bool(self.evaluator) and (
+            s.step // every > s.last_eval // every or s.step >= self.total)
+        s.boundary = True
+        return True
+
+    def _finish_period(self):
+        """Wait for the trainer to end its period, then write what is held into replay. False
+        when a stop came while it waited."""
+        s = self.state
+        # At the last sync point no step is left to play: a stop there lets the trainer
+        # finish (at most a period), since a run resumed without replay could never train
+        # what it owes. A second Ctrl-C still aborts at once.
+        last = s.step >= self.total
+        while True:
+            # The period is played: whatever it owes may train (never wait on a release
+            # that no further step would bring).
+            self.trainer.hold_back(0)
+            if not self.trainer.wait(abort=self._finishing if last else self.stop_requested):
+                return False
+            s.owed = 0
+            s.held.flush(self.replay)
+            if not (last and (s.trained_through < s.step or s.schedule.deferred)):
+                return True
+            # A run that ends at its first sync point: that period's minibatches would only
+            # be handed out at the next one, which never comes. Train them now, as the
+            # Nature loop would have, and any still deferred, then wait again.
+            s.owed = self._minibatches(s.trained_through, s.step, final=True)
+            s.trained_through = s.step
+            if not s.owed:
+                return True
+            self._start_training()
+
+    def _checkpoint_ends_run(self):
+        """At a boundary: checkpoint where one is due or a stop is asked; true when the run
+        ends here."""
+        s = self.state
+        stop, last = self.stop_requested(), s.step >= self.total
+        if self.checkpoints and (stop or self.checkpoints.due(s.step) or last):
+            self.checkpoints.save(s.step, s.state_dict(), final=last)
+        return stop or last
+
+    def _hand_over(self):
+        """Leave the boundary: the trainer starts on the period's minibatches."""
+        self.state.boundary = False
+        if self.trainer is not None and self.state.owed:
+            self._start_training()
 
     def _held_back(self):
         """The handed-out minibatches of steps the samplers have not played yet."""

@@ -1,7 +1,8 @@
 """The Nature DQN training loop (Mnih et al. 2015): act, store, and every 4 steps train.
 
 Single-threaded: acting, replay writes and training strictly alternate, so every step boundary
-is a consistent point for a checkpoint.
+is a consistent point for a checkpoint. Each pass of `NatureLoop.run` is one agent step in
+four phases: evaluate (if due), checkpoint or stop, act, train.
 """
 
 from fast_dqn.agent.policy import select_action
@@ -18,68 +19,106 @@ def run_nature_loop(settings, env, learner, replay, monitor, rng, evaluator=None
     Checkpointer, or None. resume: the loop state of a checkpoint to continue from.
     It returns early, after a checkpoint, when checkpoints.stop_requested() turns true.
     """
-    num_actions = env.action_space.n
-    if resume:
-        step, obs, eval_pending = resume["step"], resume["obs"], resume["eval_pending"]
-        schedule = MinibatchSchedule.from_loop_state(resume, settings.train_freq, monitor.message)
-        # Checkpoints from before 2026-11-23 did not record it: a step on the evaluation
-        # interval was evaluated there.
-        every = settings.eval_freq
-        last_eval = resume.get("last_eval", step if every and step % every == 0 else None)
-    else:
-        step, eval_pending, last_eval = 0, False, None
-        schedule = MinibatchSchedule(settings.prepopulate, settings.train_freq,
-                                     warn=monitor.message)
-        obs, _ = env.reset()
-    if evaluator and step >= settings.timesteps and last_eval != step:
-        eval_pending = True  # resumed with a budget cut to this very step: its last evaluation
-    if step >= settings.timesteps:
-        # Resumed at its last step: minibatches still deferred are trained here, or, with a
-        # replay that was not saved, reported as not trained (no step is left to refill it).
-        for _ in range(schedule.take(step, step, final=True, replay_ready=replay.can_sample)):
-            monitor.record_train(*learner.train(*replay.sample(settings.batch_size)))
+    loop = NatureLoop(settings, env, learner, replay, monitor, rng, evaluator, checkpoints)
+    return loop.run(resume)
 
-    def loop_state():
-        return {"step": step, "obs": obs, "eval_pending": eval_pending, "last_eval": last_eval,
-                "schedule": schedule.state_dict()}
 
-    while True:
-        if eval_pending:
-            try:
-                evaluator(step)
-                eval_pending, last_eval = False, step
-            except EvaluationInterrupted:
-                pass  # the stop below saves it as still pending
-            except Exception:
-                # The evaluator rolled itself back, so the state is consistent: save it.
-                if checkpoints:
-                    checkpoints.save(step, loop_state())
-                raise
-        if checkpoints:
-            stop = checkpoints.stop_requested()
-            if stop or checkpoints.due(step) or step == settings.timesteps:
-                checkpoints.save(step, loop_state(), final=step == settings.timesteps)
-            if stop:
-                return step
-        if step >= settings.timesteps:
-            return step
+class NatureLoop:
+    """The loop over built parts (see run_nature_loop); its state is what state_dict saves."""
+
+    def __init__(self, settings, env, learner, replay, monitor, rng, evaluator=None,
+                 checkpoints=None):
+        self.settings, self.env, self.learner, self.replay = settings, env, learner, replay
+        self.monitor, self.rng = monitor, rng
+        self.evaluator, self.checkpoints = evaluator, checkpoints
+        self.num_actions = env.action_space.n
+        self.step, self.obs, self.schedule = 0, None, None
+        self.eval_pending, self.last_eval = False, None
+
+    def run(self, resume=None):
+        self._begin(resume)
+        while True:
+            if self.eval_pending:
+                self._evaluate()
+            if self._checkpoint_ends_run():
+                return self.step
+            eps = self._act()
+            self._train(self.step - 1, self.step)
+            if self.step % self.settings.target_update_freq == 0:
+                self.learner.update_target()
+            if self.evaluator and self.settings.evaluation_due(self.step):
+                self.eval_pending = True
+            self.monitor.tick(self.step, eps)
+
+    def state_dict(self):
+        return {"step": self.step, "obs": self.obs, "eval_pending": self.eval_pending,
+                "last_eval": self.last_eval, "schedule": self.schedule.state_dict()}
+
+    def _begin(self, resume):
+        settings, warn = self.settings, self.monitor.message
+        if resume:
+            self.step, self.obs = resume["step"], resume["obs"]
+            self.eval_pending = resume["eval_pending"]
+            self.schedule = MinibatchSchedule.from_loop_state(resume, settings.train_freq, warn)
+            # Checkpoints from before 2026-11-23 did not record it: a step on the evaluation
+            # interval was evaluated there.
+            every = settings.eval_freq
+            on_interval = every and self.step % every == 0
+            self.last_eval = resume.get("last_eval", self.step if on_interval else None)
+        else:
+            self.schedule = MinibatchSchedule(settings.prepopulate, settings.train_freq,
+                                              warn=warn)
+            self.obs, _ = self.env.reset()
+        if self.step >= settings.timesteps:
+            # Resumed at its last step (a budget cut to this very step): its last evaluation
+            # is still made, and minibatches still deferred are trained here or, with a
+            # replay that was not saved, reported as not trained (no step is left to refill it).
+            if self.evaluator and self.last_eval != self.step:
+                self.eval_pending = True
+            self._train(self.step, self.step)
+
+    def _evaluate(self):
+        try:
+            self.evaluator(self.step)
+            self.eval_pending, self.last_eval = False, self.step
+        except EvaluationInterrupted:
+            pass  # the stop that follows saves it as still pending
+        except Exception:
+            # The evaluator rolled itself back, so the state is consistent: save it.
+            if self.checkpoints:
+                self.checkpoints.save(self.step, self.state_dict())
+            raise
+
+    def _checkpoint_ends_run(self):
+        """Checkpoint where one is due or a stop is asked; true when the run ends here."""
+        last = self.step >= self.settings.timesteps
+        if not self.checkpoints:
+            return last
+        stop = self.checkpoints.stop_requested()
+        if stop or self.checkpoints.due(self.step) or last:
+            self.checkpoints.save(self.step, self.state_dict(), final=last)
+        return stop or last
+
+    def _act(self):
+        """One agent step, stored in replay; returns the epsilon it acted with."""
         # Warm-up acts uniformly (epsilon 1); the logs show the epsilon really acted with.
-        eps = float(settings.epsilon(step))
-        action = select_action(obs, eps, learner.q_values, num_actions, rng)
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        replay.add(obs[-1], action, reward, terminated, terminated or truncated)
-        obs = next_obs
-        step += 1
+        eps = float(self.settings.epsilon(self.step))
+        action = select_action(self.obs, eps, self.learner.q_values, self.num_actions, self.rng)
+        next_obs, reward, terminated, truncated, info = self.env.step(action)
+        self.replay.add(self.obs[-1], action, reward, terminated, terminated or truncated)
+        self.obs = next_obs
+        self.step += 1
         if terminated or truncated:
             if info["game_over"]:
-                monitor.record_game(step, info["game_length"], info["game_return"], eps)
-            obs, _ = env.reset()
+                self.monitor.record_game(self.step, info["game_length"], info["game_return"],
+                                         eps)
+            self.obs, _ = self.env.reset()
+        return eps
 
-        for _ in range(schedule.take(step - 1, step, final=step == settings.timesteps,
-                                     replay_ready=replay.can_sample)):
-            monitor.record_train(*learner.train(*replay.sample(settings.batch_size)))
-        if step % settings.target_update_freq == 0:
-            learner.update_target()
-        if evaluator and settings.evaluation_due(step):
-            eval_pending = True
-        monitor.tick(step, eps)
+    def _train(self, start, end):
+        """Train the minibatches due for agent steps (start, end]."""
+        final = end >= self.settings.timesteps
+        for _ in range(self.schedule.take(start, end, final=final,
+                                          replay_ready=self.replay.can_sample)):
+            self.monitor.record_train(
+                *self.learner.train(*self.replay.sample(self.settings.batch_size)))

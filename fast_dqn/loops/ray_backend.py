@@ -136,8 +136,10 @@ def check_reachable(address, seconds=5.0):
     minutes, so the GCS must also answer as a gRPC server does.
     """
     import socket
-    from fast_dqn.errors import ConfigError
+
     from ray._private.services import canonicalize_bootstrap_address
+
+    from fast_dqn.errors import ConfigError
     try:
         target = canonicalize_bootstrap_address(address)
     except (ConnectionError, ValueError) as error:

@@ -17,8 +17,15 @@ import traceback
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.fast_loop import budget_end
 from fast_dqn.run import hyperparameters as hp
-from fast_dqn.run.run_directory import (RunLock, check_logdir, check_writable, create_run_directory,
-                                        default_logdir, discard_dead_start, load_run_config)
+from fast_dqn.run.run_directory import (
+    RunLock,
+    check_logdir,
+    check_writable,
+    create_run_directory,
+    default_logdir,
+    discard_dead_start,
+    load_run_config,
+)
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")

@@ -10,13 +10,21 @@ from fast_dqn.loops.evaluation import Evaluator
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
 from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
+from fast_dqn.run.components import (
+    ACTION_RNG_STREAM,
+    EVAL_ENV_SEED_OFFSET,
+    EVAL_RNG_STREAM,
+    build_learner,
+    build_replay,
+    build_samplers,
+    ray_sampler_builders,
+    rng_for,
+)
 from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, learning_settings
-from fast_dqn.run.components import (ACTION_RNG_STREAM, EVAL_ENV_SEED_OFFSET, EVAL_RNG_STREAM,
-                                     build_learner, build_replay, build_samplers,
-                                     ray_sampler_builders, rng_for)
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import make_console
 from fast_dqn.run.tensorboard_log import TensorBoardLog
+
 
 def start_tensorflow(config):
     devices = configure_tensorflow(config.seed, config.threads)
@@ -152,8 +160,13 @@ def build_backend(config):
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
     from fast_dqn.loops.background_trainer import BackgroundTrainer
-    from fast_dqn.loops.fast_loop import (FastLoop, FastLoopState, HeldTransitions, budget_end,
-                                          cut_to_budget)
+    from fast_dqn.loops.fast_loop import (
+        FastLoop,
+        FastLoopState,
+        HeldTransitions,
+        budget_end,
+        cut_to_budget,
+    )
 
     start_tensorflow(config)
     backend = backend_factory(config)

@@ -85,8 +85,7 @@ class RecordFrames(gymnasium.Wrapper):
 def build_eval_env(config, seed, recorder=None):
     """The run's evaluation env, with the recorder on its raw frames if one is given."""
     from fast_dqn.envs import atari_wrappers as w
-    from fast_dqn.envs.environment import (SeedOnFirstReset, make_env, make_raw_atari_env,
-                                           wrap_atari)
+    from fast_dqn.envs.environment import SeedOnFirstReset, make_env, make_raw_atari_env, wrap_atari
     if recorder is None:
         return make_env(config, seed, training=False)
     if config.env is None:
