@@ -69,9 +69,10 @@ def matmul_peak(dtype, n=4096, repeats=5):
 
 
 def make_batch(rng, b):
-    return (rng.integers(0, 256, (b, 4, 84, 84), dtype=np.uint8), rng.integers(0, 6, b),
-            rng.normal(size=b).astype(np.float32),
-            rng.integers(0, 256, (b, 4, 84, 84), dtype=np.uint8), np.zeros(b, np.float32))
+    from fast_dqn.agent.batch import Batch
+    return Batch.of(rng.integers(0, 256, (b, 4, 84, 84), dtype=np.uint8), rng.integers(0, 6, b),
+                    rng.normal(size=b), rng.integers(0, 256, (b, 4, 84, 84), dtype=np.uint8),
+                    np.zeros(b), 0.99)
 
 
 def main():
@@ -101,13 +102,13 @@ def main():
     for b, p, x in variants:
         learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 6, POLICIES[p]),
                              make_optimizer("rmsprop", 2.5e-4, loss_scaling=p == "float16"),
-                             0.99, xla=x)
+                             xla=x)
         batches[b] = batches.get(b) or make_batch(rng, b)
         for _ in range(5):  # compile and warm up
-            learner.train(*batches[b])
+            learner.train(batches[b])
         t = time.perf_counter()
         for _ in range(5):
-            learner.train(*batches[b])
+            learner.train(batches[b])
         updates[b, p, x] = max(5, int(args.seconds * 5 / (time.perf_counter() - t)))
         learners[b, p, x] = learner
     peaks = {p: [] for p in {p for _, p, _ in variants}}
@@ -119,7 +120,7 @@ def main():
         for v in variants:
             t = time.perf_counter()
             for _ in range(updates[v]):
-                learners[v].train(*batches[v[0]])
+                learners[v].train(batches[v[0]])
             rates[v].append(updates[v] / (time.perf_counter() - t))
     peak = {p: statistics.median(r) for p, r in peaks.items()}
     first = statistics.median(rates[variants[0]]) * variants[0][0]

@@ -41,8 +41,8 @@ def real_minibatches(game, count, batch_size=32, seed=0):
     actions = rng.integers(0, samplers.num_actions, (count, batch_size))
     batches = []
     for i in range(count):
-        states, _, rewards, next_states, dones = replay.sample(batch_size)
-        batches.append((states, actions[i], rewards, next_states, dones))
+        # The drawn transitions with actions of their own (the benchmark's fixed draws).
+        batches.append(replay.sample(batch_size)._replace(actions=actions[i].astype(np.int32)))
     return batches, samplers.num_actions
 
 
@@ -56,12 +56,11 @@ def weight_changes(settings, batches, num_actions, seed=0):
     changes = {}
     for name, (optimizer, lr, epsilon, reduction) in settings.items():
         learner = DQNLearner(lambda: nature_cnn((4, 84, 84), num_actions),
-                             make_optimizer(optimizer, lr, epsilon), 0.99,
-                             loss_reduction=reduction)
+                             make_optimizer(optimizer, lr, epsilon), loss_reduction=reduction)
         state = learner.state_dict()
         learner.load_state_dict({**state, "main": initial, "target": initial})
         for batch in batches:
-            learner.train(*batch)
+            learner.train(batch)
         changes[name] = [np.linalg.norm(after - before)
                          for after, before in zip(learner.main.get_weights(), initial)]
     return changes

@@ -79,7 +79,8 @@ class FakeLearner:
         self.q_calls.append(len(states))
         return np.tile(np.arange(self.num_actions, dtype=np.float32), (len(states), 1))
 
-    def train(self, states, actions, rewards, next_states, dones):
+    def train(self, batch):
+        assert len(batch.discounts) == len(batch.actions)  # a Batch, as replay draws it
         self.trained += 1
         if self.trained == self.fail_on_train:
             raise FloatingPointError("injected trainer fault")

@@ -13,7 +13,7 @@ def test_trains_exactly_the_minibatches_asked_in_sample_order(prefetch):
 
     def sample():
         drawn.append(next(counter))
-        return (drawn[-1],)
+        return drawn[-1]
 
     trainer = BackgroundTrainer(lambda b: trained.append(b) or 0.0, sample, prefetch=prefetch)
     for n in (5, 0, 7):
@@ -26,7 +26,7 @@ def test_trains_exactly_the_minibatches_asked_in_sample_order(prefetch):
 def test_no_sampling_happens_between_periods():
     # Rule 1: after wait() returns, replay is not read until the next start().
     drawn = []
-    trainer = BackgroundTrainer(lambda b: 0.0, lambda: drawn.append(1) or (0,), prefetch=True)
+    trainer = BackgroundTrainer(lambda b: 0.0, lambda: drawn.append(1) or 0, prefetch=True)
     trainer.start(3)
     trainer.wait()
     time.sleep(0.3)
@@ -42,7 +42,7 @@ def fail(*args):
 @pytest.mark.parametrize("prefetch", [True, False])
 def test_a_background_failure_reaches_the_caller(where, prefetch):
     train = fail if where == "train" else (lambda b: 0.0)
-    sample = fail if where == "sample" else (lambda: (0,))
+    sample = fail if where == "sample" else (lambda: 0)
     trainer = BackgroundTrainer(train, sample, prefetch=prefetch)
     trainer.start(100)
     with pytest.raises(ValueError, match="boom in the background") as error:
@@ -59,7 +59,7 @@ def test_a_background_failure_reaches_the_caller(where, prefetch):
 
 
 def test_close_ends_threads_even_mid_period():
-    trainer = BackgroundTrainer(lambda b: time.sleep(0.01), lambda: (0,), prefetch=True)
+    trainer = BackgroundTrainer(lambda b: time.sleep(0.01), lambda: 0, prefetch=True)
     trainer.start(10_000)
     time.sleep(0.1)
     trainer.close(timeout=5)
@@ -68,7 +68,7 @@ def test_close_ends_threads_even_mid_period():
 
 def test_losses_are_reported():
     seen = []
-    trainer = BackgroundTrainer(lambda b: b * 2.0, iter([(1,), (2,)]).__next__,
+    trainer = BackgroundTrainer(lambda b: b * 2.0, iter([1, 2]).__next__,
                                 on_loss=seen.append)
     trainer.start(2)
     trainer.wait()
@@ -81,7 +81,7 @@ def test_busy_seconds_count_only_the_time_in_train_steps():
     def train(batch):
         time.sleep(0.01)
         return batch
-    trainer = BackgroundTrainer(train, lambda: (0,))
+    trainer = BackgroundTrainer(train, lambda: 0)
     try:
         assert trainer.busy_seconds() == 0.0
         started = time.perf_counter()
@@ -103,7 +103,7 @@ def test_a_window_opened_mid_step_is_charged_only_its_own_part():
     def train(batch):
         release.wait(5)
         return batch
-    trainer = BackgroundTrainer(train, lambda: (0,))
+    trainer = BackgroundTrainer(train, lambda: 0)
     try:
         trainer.start(1)
         time.sleep(0.1)  # the step has run 0.1 s when the window opens

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.learner import (
     DQNLearner,
     double_td_targets,
@@ -12,6 +13,11 @@ from fast_dqn.agent.learner import (
     td_targets,
 )
 from fast_dqn.agent.q_network import nature_cnn
+
+
+def one_step(states, actions, rewards, next_states, dones, discount=0.9):
+    """A one-step Batch: every transition bootstraps with gamma = `discount`."""
+    return Batch.of(states, actions, rewards, next_states, dones, discount)
 
 
 def test_td_targets_by_hand():
@@ -49,10 +55,10 @@ def linear_net():
 
 
 def test_one_train_step_by_hand():
-    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9)
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1))
     s = np.array([[1.0, 2.0]], np.float32)
     s2 = np.array([[0.0, 3.0]], np.float32)
-    loss, mean_q = learner.train(s, [0], [1.0], s2, [0.0])
+    loss, mean_q = learner.train(one_step(s, [0], [1.0], s2, [0.0]))
     # Q(s) = [1, 2]; target = 1 + 0.9 * max(0, 3) = 3.7; TD error 2.7 -> Huber 2.2, clipped
     # gradient -1 on Q(s, 0): kernel column 0 moves by +0.1 * s.
     assert loss == pytest.approx(2.2, rel=1e-6) and mean_q == pytest.approx(1.5)
@@ -62,16 +68,17 @@ def test_one_train_step_by_hand():
 
 
 def test_dones_stop_bootstrapping():
-    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9)
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1))
     s = np.array([[1.0, 2.0]], np.float32)
-    loss, _ = learner.train(s, [1], [3.0], np.array([[100.0, 100.0]], np.float32), [1.0])
+    s2 = np.array([[100.0, 100.0]], np.float32)
+    loss, _ = learner.train(one_step(s, [1], [3.0], s2, [1.0]))
     assert loss == pytest.approx(0.5)  # target 3 exactly; TD error 1
 
 
 def test_update_target_copies_the_main_weights():
-    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9)
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1))
     s = np.array([[1.0, 2.0]], np.float32)
-    learner.train(s, [0], [1.0], s, [0.0])
+    learner.train(one_step(s, [0], [1.0], s, [0.0]))
     trained = learner.main.get_weights()[0]
     assert not np.allclose(trained, learner.target.get_weights()[0])
     learner.update_target()
@@ -83,7 +90,7 @@ def test_update_target_copies_the_main_weights():
 
 def distinct_networks_learner():
     """A linear learner whose target network (2 * identity) differs from its main (identity)."""
-    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9)
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1))
     state = learner.state_dict()
     state["target"] = [2 * np.eye(2, dtype=np.float32)]
     learner.load_state_dict(state)
@@ -94,7 +101,7 @@ def test_the_td_target_uses_the_target_network_and_gradients_reach_main_only():
     learner = distinct_networks_learner()
     s = np.array([[1.0, 0.0]], np.float32)
     s2 = np.array([[0.0, 1.0]], np.float32)
-    loss, _ = learner.train(s, [0], [0.0], s2, [0.0])
+    loss, _ = learner.train(one_step(s, [0], [0.0], s2, [0.0]))
     # max_a' Q_target(s2) = 2 (the main network would say 1): y = 0.9 * 2 = 1.8; Q(s, 0) = 1;
     # TD error 0.8 -> Huber 0.32, gradient -0.8 on Q(s, 0): kernel[0, 0] += 0.1 * 0.8.
     assert loss == pytest.approx(0.5 * 0.8 ** 2, rel=1e-5)
@@ -106,7 +113,8 @@ def test_the_td_target_uses_the_target_network_and_gradients_reach_main_only():
 def test_a_terminal_transition_does_not_bootstrap_even_from_a_different_target():
     learner = distinct_networks_learner()
     s = np.array([[1.0, 0.0]], np.float32)
-    loss, _ = learner.train(s, [0], [1.5], np.array([[0.0, 50.0]], np.float32), [1.0])
+    s2 = np.array([[0.0, 50.0]], np.float32)
+    loss, _ = learner.train(one_step(s, [0], [1.5], s2, [1.0]))
     assert loss == pytest.approx(0.5 * 0.5 ** 2, rel=1e-5)  # y = 1.5 exactly; Q = 1
 
 
@@ -130,28 +138,28 @@ def test_optimizers(name, cls):
 
 def random_batch(n=8, num_actions=3):
     rng = np.random.default_rng(0)
-    return (rng.integers(0, 255, (n, 4, 84, 84), dtype=np.uint8),
-            rng.integers(0, num_actions, n), rng.normal(size=n).astype(np.float32),
-            rng.integers(0, 255, (n, 4, 84, 84), dtype=np.uint8), np.zeros(n, np.float32))
+    return Batch.of(rng.integers(0, 255, (n, 4, 84, 84), dtype=np.uint8),
+                    rng.integers(0, num_actions, n), rng.normal(size=n).astype(np.float32),
+                    rng.integers(0, 255, (n, 4, 84, 84), dtype=np.uint8), np.zeros(n), 0.99)
 
 
 def loss_before_and_after(learner, batch, steps=30):
-    first, _ = learner.train(*batch)
+    first, _ = learner.train(batch)
     for _ in range(steps):
-        last, _ = learner.train(*batch)
+        last, _ = learner.train(batch)
     return first, last
 
 
 def test_nature_learner_reduces_loss_on_a_fixed_batch():
     tf.keras.utils.set_random_seed(0)
-    learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3), make_optimizer("adam", 1e-3), 0.99)
+    learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3), make_optimizer("adam", 1e-3))
     first, last = loss_before_and_after(learner, random_batch())
     assert last < 0.5 * first
 
 
 def test_mixed_precision_learner_trains_and_keeps_float32_q_values():
     learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3, "mixed_float16"),
-                         make_optimizer("adam", 1e-3, loss_scaling=True), 0.99)
+                         make_optimizer("adam", 1e-3, loss_scaling=True))
     conv = next(layer for layer in learner.main.layers
                 if isinstance(layer, keras.layers.Conv2D))
     assert conv.compute_dtype == "float16" and conv.variable_dtype == "float32"
@@ -164,7 +172,7 @@ def test_mixed_precision_learner_trains_and_keeps_float32_q_values():
 def nature_lua_gradients(learner, batch, discount=0.99):
     """dw as NeuralQLearner.lua computes it: the TD error of the taken action, clipped to
     [-1, 1], backpropagated through the main network and summed over the minibatch."""
-    states, actions, rewards, next_states, dones = batch
+    states, actions, rewards, next_states, dones, _ = batch
     next_max = learner.target_q_values(next_states).max(axis=1)
     targets = rewards + discount * (1.0 - dones) * next_max
     with tf.GradientTape() as tape:
@@ -190,9 +198,9 @@ def nature_rmsprop_step(grads, g, g2, lr=2.5e-4):
 def pong_like_batch(rng, n=32, num_actions=6):
     frames = rng.integers(0, 2, (n, 4, 84, 84), dtype=np.uint8) * 144  # binary screens
     next_frames = np.roll(frames, 1, axis=3)
-    return (frames, rng.integers(0, num_actions, n).astype(np.int32),
-            rng.choice([-1.0, 0.0, 0.0, 0.0, 1.0], n).astype(np.float32), next_frames,
-            (rng.random(n) < 0.1).astype(np.float32))
+    return Batch.of(frames, rng.integers(0, num_actions, n),
+                    rng.choice([-1.0, 0.0, 0.0, 0.0, 1.0], n), next_frames,
+                    rng.random(n) < 0.1, 0.99)
 
 
 @pytest.mark.parametrize("repeat_one_batch", [False, True])
@@ -214,7 +222,7 @@ def test_the_default_optimizer_takes_the_nature_codes_update_per_layer(repeat_on
         batch = same if repeat_one_batch else pong_like_batch(rng)
         expected = nature_rmsprop_step(nature_lua_gradients(learner, batch), g, g2)
         before = learner.main.get_weights()
-        learner.train(*batch)
+        learner.train(batch)
         for layer, (b, a, e) in enumerate(zip(before, learner.main.get_weights(), expected)):
             applied = a - b
             ratio = np.linalg.norm(applied) / np.linalg.norm(e)
@@ -236,8 +244,7 @@ def test_double_td_targets_by_hand():
 
 
 def learner_with(main, target, double):
-    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), discount=0.9,
-                         double=double)
+    learner = DQNLearner(linear_net, keras.optimizers.SGD(learning_rate=0.1), double=double)
     state = learner.state_dict()
     state["main"], state["target"] = [np.float32(main)], [np.float32(target)]
     learner.load_state_dict(state)
@@ -250,7 +257,7 @@ def test_double_dqn_lets_main_pick_and_target_value(double):
     actions 1 and 2, so its max is action 1. Double: y = 0.9 * 1; Nature: y = 0.9 * 2."""
     learner = learner_with(np.eye(2), [[1.0, 0.0], [0.0, 4.0]], double)
     s, s2 = np.array([[1.0, 0.0]], np.float32), np.array([[1.0, 0.5]], np.float32)
-    loss, _ = learner.train(s, [0], [0.0], s2, [0.0])
+    loss, _ = learner.train(one_step(s, [0], [0.0], s2, [0.0]))
     y = 0.9 * (1.0 if double else 2.0)
     assert loss == pytest.approx(0.5 * (y - 1.0) ** 2, rel=1e-5)   # Q(s, 0) = 1
     # Gradients reach main through Q(s, a) only, not through its pick of a'.
@@ -264,18 +271,18 @@ def test_each_transition_bootstraps_with_its_own_discount():
     s = np.array([[1.0, 0.0], [1.0, 0.0]], np.float32)
     s2 = np.array([[0.0, 1.0], [0.0, 1.0]], np.float32)
     q_before = learner.q_values(s)[:, 0]
-    loss, _ = learner.train(s, [0, 0], [0.5, 0.5], s2, [0.0, 0.0], discounts=[0.25, 0.81])
+    loss, _ = learner.train(Batch.of(s, [0, 0], [0.5, 0.5], s2, [0.0, 0.0], [0.25, 0.81]))
     y = np.array([0.5 + 0.25 * 2, 0.5 + 0.81 * 2])                  # max Q_target(s') = 2
     assert loss == pytest.approx(float(np.sum(huber(tf.constant(y - q_before)))), rel=1e-5)
-    # Without discounts every transition takes gamma = 0.9.
+    # One discount for the whole batch (a one-step return's gamma) reaches every transition.
     learner = learner_with(np.eye(2), 2 * np.eye(2), double=False)
-    loss, _ = learner.train(s[:1], [0], [0.5], s2[:1], [0.0])
+    loss, _ = learner.train(one_step(s[:1], [0], [0.5], s2[:1], [0.0], discount=0.9))
     assert loss == pytest.approx(1.3 - 0.5, rel=1e-5)  # TD error 0.5 + 0.9 * 2 - 1 = 1.3: linear
 
 
 def test_bfloat16_learner_computes_in_bfloat16_and_keeps_float32_q_values():
     learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3, "mixed_bfloat16", dueling=True),
-                         make_optimizer("adam", 1e-3), 0.99, double=True)
+                         make_optimizer("adam", 1e-3), double=True)
     conv = next(layer for layer in learner.main.layers
                 if isinstance(layer, keras.layers.Conv2D))
     assert conv.compute_dtype == "bfloat16" and conv.variable_dtype == "float32"

@@ -22,7 +22,7 @@ class Learner:
         self.replay, self.q_values = replay, QValues()
         self.trained_at, self.updated_at = [], []
 
-    def train(self, *batch):
+    def train(self, batch):
         self.trained_at.append(len(self.replay))
         return 0.5, 1.0
 
@@ -70,7 +70,7 @@ def test_warm_up_acts_uniformly_and_then_greedy_actions_come_from_the_network():
 
 def test_stored_transitions_are_what_the_env_showed():
     _, env, _, replay, _ = run()
-    states, actions, rewards, next_states, dones = replay.sample(64)
+    states, actions, rewards, next_states, dones, _ = replay.sample(64)
     # Episodes of 5 steps start at frames 0, 5, 10, ...: the step from each fifth state ends
     # one, and every other next state is the state moved on by one frame.
     frames, next_frames = states[:, -1, 0], next_states[:, -1, 0]

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from fake_ale import FakeAtariEnv
 
+from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.replay_memory import ReplayMemory, check_fits_in_memory, estimate_bytes
 from fast_dqn.envs.environment import wrap_atari
 from fast_dqn.errors import ConfigError
@@ -45,7 +46,7 @@ def check_all_valid(replay, records):
         if live[p][2] and not live[p][1]:
             continue  # time-limit cut: never sampled
         idx = np.array([(oldest + p) % replay.capacity])
-        states, actions, rewards, next_states, dones = replay.gather(idx)
+        states, actions, rewards, next_states, dones, _ = replay.gather(idx)
         assert list(states[0, :, 0]) == reference_stack(live, p)
         assert rewards[0] == live[p][0] and actions[0] == live[p][0] % 3
         assert dones[0] == float(live[p][1])
@@ -135,7 +136,7 @@ def test_replay_rebuilds_exactly_the_states_the_env_showed():
     live = seen[-replay.sizes[0]:]
     oldest = (replay.pointers[0] - replay.sizes[0]) % replay.capacity
     for p in range(K - 1, len(live) - 1):
-        states, _, _, next_states, dones = replay.gather(np.array([(oldest + p) % 40]))
+        states, _, _, next_states, dones, _ = replay.gather(np.array([(oldest + p) % 40]))
         assert np.array_equal(states[0], live[p][0])
         if not live[p][2]:
             assert np.array_equal(next_states[0], live[p][1])
@@ -234,7 +235,7 @@ def test_replay_returns_what_the_agent_saw_on_a_real_rom(env_backend):
         oldest_round = rounds - int(replay.sizes[shard])
         for r in range(oldest_round + K - 1, rounds - 1):
             position = (int(replay.pointers[shard]) - (rounds - r)) % per_shard
-            states, actions, rewards, next_states, dones = replay.gather(
+            states, actions, rewards, next_states, dones, _ = replay.gather(
                 np.array([position]), np.array([shard]))
             c = chunks[r]
             np.testing.assert_array_equal(states[0], seen[r][shard])
@@ -341,7 +342,8 @@ def test_n_step_transitions_equal_the_reference_after_many_wrap_arounds(n, capac
             assert dones[0] == float(done) and discounts[0] == pytest.approx(discount)
             if n == 1:
                 one = replay.gather(idx, shards)
-                for a, b in zip(one, (states, actions, returns, next_states, dones)):
+                for a, b in zip(one, (states, actions, returns, next_states, dones,
+                                      discounts)):
                     np.testing.assert_array_equal(a, b)
             checked += 1
     assert checked > capacity  # most of both shards
@@ -354,10 +356,13 @@ def test_n_step_transitions_equal_the_reference_after_many_wrap_arounds(n, capac
         assert (ahead >= n).all()
 
 
-def test_an_n_step_replay_samples_six_arrays_the_sixth_powers_of_gamma():
-    replay = ReplayMemory(200, (1,), K, frame_dtype=np.int64, n_step=3, discount=0.99)
+@pytest.mark.parametrize("n", [1, 3])
+def test_every_batch_carries_each_transitions_discount_a_power_of_gamma(n):
+    replay = ReplayMemory(200, (1,), K, frame_dtype=np.int64, n_step=n, discount=0.99)
     random_episodes(replay, np.random.default_rng(0), 150)
     batch = replay.sample(16)
-    assert len(batch) == 6 and batch[5].dtype == np.float32
-    powers = np.float32(0.99) ** np.arange(1, 4, dtype=np.float32)
-    assert np.isclose(batch[5][:, None], powers, rtol=1e-6).any(axis=1).all()
+    assert isinstance(batch, Batch) and batch.discounts.dtype == np.float32
+    powers = np.float32(0.99) ** np.arange(1, n + 1, dtype=np.float32)
+    assert np.isclose(batch.discounts[:, None], powers, rtol=1e-6).any(axis=1).all()
+    if n == 1:
+        assert (batch.discounts == np.float32(0.99)).all()

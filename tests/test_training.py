@@ -18,9 +18,9 @@ def train_calls(monkeypatch):
     calls = []
     train = DQNLearner.train
 
-    def counted(self, *batch):
-        calls.append(len(batch[1]))
-        return train(self, *batch)
+    def counted(self, batch):
+        calls.append(len(batch.actions))
+        return train(self, batch)
     monkeypatch.setattr(DQNLearner, "train", counted)
     return calls
 
@@ -112,10 +112,10 @@ def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatc
     calls = []
     train = DQNLearner.train
 
-    def slow(self, *batch):
+    def slow(self, batch):
         calls.append(1)
         time.sleep(0.05)
-        return train(self, *batch)
+        return train(self, batch)
     monkeypatch.setattr(DQNLearner, "train", slow)
     config = small_config("fast", tmp_path, timesteps=800)
     assert train_fast(config, stop=lambda: len(calls) >= 170) == 800
@@ -137,9 +137,9 @@ def test_the_nature_loop_trains_right_after_each_fourth_step_past_warm_up(tmp_pa
         added[0] += 1
         return add(self, *args, **kwargs)
 
-    def recorded_train(self, *batch):
+    def recorded_train(self, batch):
         trained_at.append(added[0])
-        return train(self, *batch)
+        return train(self, batch)
     monkeypatch.setattr(ReplayMemory, "add", counted_add)
     monkeypatch.setattr(DQNLearner, "train", recorded_train)
     run_loop("nature", small_config("nature", tmp_path, timesteps=400))
@@ -162,7 +162,7 @@ def filled_parts(tmp_path, save_replay):
     parts = built_parts(config)
     for t in range(300):
         parts.replay.add(np.full(4, t, np.float32), t % 2, 1.0, t % 50 == 49, t % 50 == 49)
-    parts.learner.train(*parts.replay.sample(8))
+    parts.learner.train(parts.replay.sample(8))
     parts.rng.random(5)
     schedule = {"train_start": 100, "refill_until": 0, "deferred": 0}
     parts.checkpoints.save(300, {"step": 300, "obs": None, "eval_pending": False,
@@ -188,7 +188,7 @@ def test_run_parts_restore_what_they_collected(tmp_path, save_replay):
     assert after.replay.rng.random() == before.replay.rng.random()
     if save_replay:
         assert len(after.replay) == 300
-        np.testing.assert_array_equal(after.replay.sample(8)[0], before.replay.sample(8)[0])
+        np.testing.assert_array_equal(after.replay.sample(8).states, before.replay.sample(8).states)
         assert loop["schedule"]["refill_until"] == 0
     else:
         # No replay: training waits while --prepopulate steps refill it.
@@ -218,18 +218,18 @@ def test_the_dqn_extensions_build_and_resume_exactly_in_every_loop(tmp_path, loo
     batches = []
     train = DQNLearner.train
 
-    def recorded(self, *batch):
+    def recorded(self, batch):
         batches.append(batch)
         assert self.double and self.main.get_layer("value") is not None
-        return train(self, *batch)
+        return train(self, batch)
     monkeypatch.setattr(DQNLearner, "train", recorded)
     extensions = dict(double=True, dueling=True, n_step=3, save_replay=True, timesteps=600)
     run = train_nature if loop == "nature" else train_fast
     run(small_config(loop, tmp_path / "straight", **extensions))
     straight = CheckpointStore(str(tmp_path / "straight")).latest().load_state()
     assert len(batches) == minibatches_due(0, 600, SMALL["prepopulate"], 4)
-    assert all(len(batch) == 6 for batch in batches)  # with each one's bootstrap discount
-    assert {round(float(d), 6) for batch in batches for d in batch[5]} <= {
+    # Each transition with its bootstrap discount, gamma^m for the m steps it sums.
+    assert {round(float(d), 6) for batch in batches for d in batch.discounts} <= {
         round(0.99 ** m, 6) for m in (1, 2, 3)}
 
     config = small_config(loop, tmp_path / "split", **extensions)
@@ -294,11 +294,11 @@ def test_the_trainer_never_trains_a_minibatch_of_a_step_not_yet_played(tmp_path,
     # the minibatches the Nature loop has trained by then (the trainer may trail, not lead).
     trained, train = [], DQNLearner.train
 
-    def checked(self, *batch):
+    def checked(self, batch):
         trained.append(1)
         step = fast_loops[0].state.step
         assert len(trained) <= minibatches_due(0, step, SMALL["prepopulate"], 4), step
-        return train(self, *batch)
+        return train(self, batch)
     monkeypatch.setattr(DQNLearner, "train", checked)
     train_fast(small_config("fast", tmp_path, timesteps=600))
     assert len(trained) == minibatches_due(0, 600, SMALL["prepopulate"], 4)

@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
 
 
@@ -83,9 +84,10 @@ def _check_finite(what, value):
 class DQNLearner:
     """Owns the two networks and the optimizer; everything goes in and out as numpy."""
 
-    def __init__(self, build_network, optimizer, discount, xla=False, loss_reduction="sum",
+    def __init__(self, build_network, optimizer, xla=False, loss_reduction="sum",
                  double=False):
-        """double: Double DQN's target (see double_td_targets); off, the Nature target."""
+        """double: Double DQN's target (see double_td_targets); off, the Nature target. The
+        discount comes with each minibatch (fast_dqn.agent.batch): the learner keeps none."""
         self.loss_reduction = loss_reduction
         self.double = double
         self.main = build_network()
@@ -93,7 +95,6 @@ class DQNLearner:
         self.target.set_weights(self.main.get_weights())
         self.optimizer = optimizer
         self.optimizer.build(self.main.trainable_variables)
-        self.discount = discount
         spec = tf.TensorSpec((None, *self.main.input_shape[1:]), self.main.inputs[0].dtype)
         vector = tf.TensorSpec((None,), tf.float32)
         batch = (spec, tf.TensorSpec((None,), tf.int32), vector, spec, vector, vector)
@@ -123,17 +124,10 @@ class DQNLearner:
         for t, m in zip(self.target.weights, self.main.weights):
             t.assign(m)
 
-    def train(self, states, actions, rewards, next_states, dones, discounts=None):
-        """One gradient step on a minibatch; returns (loss, mean Q) as floats.
-
-        discounts: each transition's bootstrap discount, gamma^m for an m-step return;
-        None means one-step returns (gamma for every transition)."""
-        if discounts is None:
-            discounts = np.full(len(actions), self.discount, np.float32)
-        loss, mean_q = self._train(states, np.asarray(actions, np.int32),
-                                   np.asarray(rewards, np.float32), next_states,
-                                   np.asarray(dones, np.float32),
-                                   np.asarray(discounts, np.float32))
+    def train(self, batch):
+        """One gradient step on a minibatch (a fast_dqn.agent.batch.Batch); returns (loss,
+        mean Q) as floats."""
+        loss, mean_q = self._train(*Batch.of(*batch))
         # Checked at every step: one NaN spreads to every weight within a few updates, and
         # a checkpoint must never hold a diverged network.
         return float(_check_finite("the loss", loss)), float(_check_finite("the mean Q", mean_q))

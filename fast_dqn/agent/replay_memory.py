@@ -32,6 +32,7 @@ fast_dqn.loops.background_trainer).
 
 import numpy as np
 
+from fast_dqn.agent.batch import Batch
 from fast_dqn.errors import ConfigError
 
 # Bytes of bookkeeping per record: action (int32), reward (float32), two bool flags.
@@ -181,11 +182,8 @@ class ReplayMemory:
         raise RuntimeError("replay memory holds only time-limit cuts; cannot sample")
 
     def sample(self, batch_size):
-        """A minibatch (states, actions, rewards, next_states, dones) of numpy arrays, and with
-        n_step > 1 a sixth, each transition's bootstrap discount gamma^m (see the top).
-
-        states and next_states are (B, k, *frame_shape) in the frame dtype.
-        """
+        """A Batch of `batch_size` transitions drawn uniformly, each with its bootstrap
+        discount: gamma for one-step returns, gamma^m for n-step ones (see the top)."""
         shards, idx = self.sample_indices(batch_size)
         if self.n_step > 1:
             return self.gather_n_step(idx, shards)
@@ -226,10 +224,11 @@ class ReplayMemory:
         if terminal.any():
             next_states[terminal] = 0
         discounts = (self.discount ** steps).astype(np.float32)
-        return (self.stacks(idx, shards), self.actions[shards, idx], returns, next_states,
-                terminal.astype(np.float32), discounts)
+        return Batch(self.stacks(idx, shards), self.actions[shards, idx], returns, next_states,
+                     terminal.astype(np.float32), discounts)
 
     def gather(self, idx, shards=None):
+        """The one-step transitions of records `idx` (of shard 0 unless `shards`)."""
         k = self.history_length
         shards = np.zeros_like(idx) if shards is None else shards
         cols = (idx[:, None] + self._offsets) % self.shard_capacity   # (B, k + 1)
@@ -245,5 +244,6 @@ class ReplayMemory:
         next_states = frames[:, 1:].copy()
         if terminal.any():
             next_states[terminal] = 0
-        return (states, self.actions[shards, idx], self.rewards[shards, idx], next_states,
-                terminal.astype(np.float32))
+        return Batch(states, self.actions[shards, idx], self.rewards[shards, idx], next_states,
+                     terminal.astype(np.float32),
+                     np.full(len(idx), self.discount, np.float32))

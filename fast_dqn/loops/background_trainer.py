@@ -30,7 +30,7 @@ _POLL_SECONDS = 0.05
 
 class BackgroundTrainer:
     def __init__(self, train_fn, sample_fn, on_loss=None, prefetch=True):
-        """train_fn(*batch) -> loss; sample_fn() -> batch; on_loss(loss) sees every loss."""
+        """train_fn(batch) -> loss; sample_fn() -> batch; on_loss(loss) sees every loss."""
         self.train_fn = train_fn
         self.sample_fn = sample_fn
         self.on_loss = on_loss or (lambda loss: None)
@@ -191,7 +191,7 @@ class BackgroundTrainer:
                         break
                     with self._busy_lock:
                         self._step_started = time.perf_counter()
-                    self.on_loss(self.train_fn(*batch))
+                    self.on_loss(self.train_fn(batch))
                     with self._busy_lock:
                         self._busy_done += time.perf_counter() - self._step_started
                         self._step_started = None

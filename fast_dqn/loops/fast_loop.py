@@ -111,13 +111,14 @@ class HeldTransitions:
             self.cut_in_replay = set()
         columns = {}
         for chunk in self.chunks:
-            for column, shard in enumerate(chunk[5]):
-                columns.setdefault(int(shard), []).append((chunk, column))
+            *arrays, shards = chunk
+            for column, shard in enumerate(shards):
+                columns.setdefault(int(shard), []).append((arrays, column))
         for shard in sorted(columns):
             # One shard at a time: joining all of them at once would briefly double the held
             # frames in RAM (70 MB per Nature period with 8 games).
             frames, actions, rewards, terminated, ends = (
-                np.concatenate([chunk[field][:, column] for chunk, column in columns[shard]])
+                np.concatenate([arrays[field][:, column] for arrays, column in columns[shard]])
                 for field in range(5))
             replay.add_batch(frames, actions, rewards, terminated, ends, shard=shard)
         self.chunks = []
@@ -295,7 +296,7 @@ class FastLoop:
             s.held.flush(self.replay)
             for _ in range(self._minibatches(previous, s.step, final=s.step >= self.total)):
                 self.monitor.record_train(
-                    *self.learner.train(*self.replay.sample(self.settings.batch_size)))
+                    *self.learner.train(self.replay.sample(self.settings.batch_size)))
             if s.sync_pending:
                 self._update_target()
         else:

@@ -121,4 +121,4 @@ class NatureLoop:
         for _ in range(self.schedule.take(start, end, final=final,
                                           replay_ready=self.replay.can_sample)):
             self.monitor.record_train(
-                *self.learner.train(*self.replay.sample(self.settings.batch_size)))
+                *self.learner.train(self.replay.sample(self.settings.batch_size)))

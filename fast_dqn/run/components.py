@@ -46,7 +46,7 @@ def build_learner(config, observation_shape, num_actions):
                       # float16 needs loss scaling; bfloat16 has float32's range and does not.
                       make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
                                      precision(config) == "float16"),
-                      config.discount, xla=config.xla, loss_reduction=config.loss_reduction,
+                      xla=config.xla, loss_reduction=config.loss_reduction,
                       double=config.double)
 
 
