@@ -4,7 +4,7 @@
 import sys
 
 from fast_dqn.run.cli import main
-from fast_dqn.run.training import train_nature
+from fast_dqn.run.run_kinds import NATURE
 
 if __name__ == "__main__":
-    sys.exit(main("run_dqn.py", "dqn", __doc__, train_nature, script=True))
+    sys.exit(main(NATURE, __doc__, script=True))

@@ -4,10 +4,8 @@ rounds while a background thread trains the main network. Same protocol as run_d
 
 import sys
 
-from fast_dqn.run.cli import main, validate_fast
-from fast_dqn.run.hyperparameters import FastConfig
-from fast_dqn.run.training import train_fast
+from fast_dqn.run.cli import main
+from fast_dqn.run.run_kinds import FAST
 
 if __name__ == "__main__":
-    sys.exit(main("run_fast_dqn.py", "fast", __doc__, train_fast, config_class=FastConfig,
-                  validate_extra=validate_fast, script=True))
+    sys.exit(main(FAST, __doc__, script=True))

@@ -15,12 +15,12 @@ from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop, HeldTransitions
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.loops.settings import LoopSettings
-from fast_dqn.run import cli, components
+from fast_dqn.run import components, precedence
 from fast_dqn.run.hyperparameters import FastConfig
 
 # Dueling: every backend's acting copy of the target network must be built the way the
 # learner builds it, or the weights it is sent do not fit.
-CONFIG = cli.build_config({"env": "CartPole-v1", "workers": 4, "num_samplers": 2,
+CONFIG = precedence.build_config({"env": "CartPole-v1", "workers": 4, "num_samplers": 2,
                            "envs_per_sampler": 2, "rollout_steps": 8, "seed": 3,
                            "dueling": True}, FastConfig)
 

@@ -10,18 +10,17 @@ import sys
 import pytest
 from helpers import ROOT, TINY
 
+from fast_dqn.errors import ConfigError
 from fast_dqn.run import cli
 from fast_dqn.run.checkpoint import CheckpointStore
-from fast_dqn.run.hyperparameters import Config, FastConfig
+from fast_dqn.run.resume import resume_config
 from fast_dqn.run.run_directory import create_run_directory
-
-SCRIPTS = {"dqn": ("run_dqn.py", Config, None),
-           "fast": ("run_fast_dqn.py", FastConfig, cli.validate_fast)}
+from fast_dqn.run.run_kinds import FAST, NATURE, RUN_KINDS
 
 
 def make_run(path, loop="dqn", checkpoints=(100,), **overrides):
     """A run directory as a finished run leaves it; its checkpoints hold a stand-in state."""
-    config = SCRIPTS[loop][1](logdir=str(path), **overrides)
+    config = RUN_KINDS[loop].config_class(logdir=str(path), **overrides)
     create_run_directory(str(path), {"loop": loop, **config.to_dict()})
     (path / "episodes.csv").write_text("episode,agent_step\n")
     store = CheckpointStore(str(path))
@@ -118,14 +117,14 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, monkeypatch, capsys, loop,
         make_run(run_dir, checkpoints=(100, 200))
         damage(run_dir)
     before = snapshot(tmp_path)
-    prog, config_class, validate = SCRIPTS[loop]
+    prog = RUN_KINDS[loop].script
 
     def train(config, **kwargs):
         raise AssertionError("bad input reached training")
 
     try:
-        code = cli.main(prog, loop, "", train, [a.format(run=run_dir) for a in argv],
-                        config_class=config_class, validate_extra=validate)
+        code = cli.main(RUN_KINDS[loop], "", [a.format(run=run_dir) for a in argv],
+                        train=train)
     except SystemExit as exit_:  # argparse's own errors exit from parse_args
         code = exit_.code
     err = capsys.readouterr().err
@@ -141,7 +140,7 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys)
     run_dir = make_run(tmp_path / "run", checkpoints=(100, 200))
     state = run_dir / "checkpoints" / "step-000000000200" / "state.pkl.zst"
     state.write_bytes(b"garbage")
-    config, checkpoint = cli.resume_config(str(run_dir), {}, "dqn")
+    config, checkpoint = resume_config(str(run_dir), {}, NATURE)
     assert checkpoint.step == 100
     err = capsys.readouterr().err
     assert "warning: skipping damaged checkpoint step-000000000200" in err
@@ -175,9 +174,7 @@ def test_a_fast_run_that_ended_past_its_budget_resumes(tmp_path):
     # (a stop at the last sync point, before its evaluation) resumes with the same budget.
     run_dir = make_run(tmp_path / "run", loop="fast", checkpoints=(404,), timesteps=401,
                        workers=4)
-    config, checkpoint = cli.resume_config(str(run_dir), {}, "fast", FastConfig,
-                                           cli.validate_fast)
+    config, checkpoint = resume_config(str(run_dir), {}, FAST)
     assert (config.timesteps, checkpoint.step) == (401, 404)
-    with pytest.raises(cli.ConfigError, match="below the checkpoint's step 404"):
-        cli.resume_config(str(run_dir), {"timesteps": 400}, "fast", FastConfig,
-                          cli.validate_fast)
+    with pytest.raises(ConfigError, match="below the checkpoint's step 404"):
+        resume_config(str(run_dir), {"timesteps": 400}, FAST)

@@ -213,13 +213,14 @@ def test_a_manifest_that_does_not_vouch_for_its_checkpoint_falls_back(tmp_path, 
 @pytest.mark.parametrize("how", MANIFEST_DAMAGE)
 def test_resuming_from_only_such_a_manifest_is_one_line_and_exit_2(tmp_path, capsys, how):
     from fast_dqn.run import cli
+    from fast_dqn.run.run_kinds import NATURE
     _, (only,) = make_run(tmp_path / "run", (100,))
     damage_manifest(only, how)
 
     def train(config, **kwargs):
         raise AssertionError("a damaged checkpoint reached training")
 
-    code = cli.main("run_dqn.py", "dqn", "", train, [f"--resume={tmp_path / 'run'}"])
+    code = cli.main(NATURE, "", [f"--resume={tmp_path / 'run'}"], train=train)
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err

@@ -6,8 +6,10 @@ import sys
 
 import pytest
 
-from fast_dqn.run import cli
+from fast_dqn.run import cli, flags, precedence
 from fast_dqn.run.hyperparameters import Config
+from fast_dqn.run.resume import resume_config
+from fast_dqn.run.run_kinds import NATURE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -17,7 +19,7 @@ def never_train(config):
 
 
 def run_main(argv, tmp_path, capsys):
-    code = cli.main("run_dqn.py", "dqn", "test", never_train, argv)
+    code = cli.main(NATURE, "test", argv, train=never_train)
     err = capsys.readouterr().err
     return code, err
 
@@ -98,27 +100,27 @@ def test_unwritable_logdir_even_for_root(tmp_path, capsys):
                                         (["--xla=0"], False), (["--xla=true"], True),
                                         (["--no-xla"], False), ([], False)])
 def test_boolean_flag_forms(form, value):
-    parser = cli.build_parser("x", "y")
-    assert cli.config_from_args(parser.parse_args(form)).xla is value
+    parser = flags.build_parser("x", "y")
+    assert precedence.config_from_args(parser.parse_args(form)).xla is value
 
 
 def test_counts_accept_readable_forms():
-    parser = cli.build_parser("x", "y")
+    parser = flags.build_parser("x", "y")
     assert parser.parse_args(["--timesteps", "5e6"]).timesteps == 5_000_000
     assert parser.parse_args(["--timesteps", "10_000"]).timesteps == 10_000
 
 
 def test_game_names_resolve_in_both_cases(tmp_path):
     for typed in ("space_invaders", "SpaceInvaders", "spaceinvaders"):
-        config = cli.validate_and_resolve(Config(game=typed, logdir=str(tmp_path / "r")), "dqn")
+        config = cli.validate_and_resolve(Config(game=typed, logdir=str(tmp_path / "r")))
         assert config.game == "space_invaders"
 
 
 def test_valid_input_creates_the_run_directory_with_config(tmp_path, capsys):
     seen = []
     logdir = tmp_path / "run"
-    code = cli.main("run_dqn.py", "dqn", "test", lambda config, **kw: seen.append(config),
-                    ["--game", "Breakout", "--logdir", str(logdir), "--seed", "7"])
+    code = cli.main(NATURE, "test", ["--game", "Breakout", "--logdir", str(logdir), "--seed", "7"],
+                    train=lambda config, **kw: seen.append(config))
     assert code == 0 and seen[0].game == "breakout" and seen[0].seed == 7
     import json
     saved = json.loads((logdir / "config.json").read_text())
@@ -131,7 +133,7 @@ def test_help_lists_every_option_with_its_default():
                          capture_output=True, text=True, timeout=60, check=True).stdout
     flat = " ".join(out.split())
     for name, value in Config().to_dict().items():
-        assert cli.flag_name(name) in out
+        assert flags.flag_name(name) in out
     assert "(default: 50_000_000 agent steps)" in flat
     assert "(default: 10_000 agent steps)" in flat
 
@@ -143,17 +145,17 @@ def test_a_run_saved_before_the_optimizer_flags_resumes_with_its_old_update_rule
     logdir = tmp_path / "run"
     argv = ["--env=CartPole-v1", "--optimizer=adam", "--timesteps=300", "--prepopulate=100",
             "--evaluate=0", f"--logdir={logdir}"]
-    assert cli.main("run_dqn.py", "nature", "test", train_nature, argv) == 0
+    assert cli.main(NATURE, "test", argv, train=train_nature) == 0
     saved = json.loads((logdir / "config.json").read_text())
     assert (saved["optimizer_epsilon"], saved["loss_reduction"]) == (1.5e-4, "mean")
     for name in ("optimizer_epsilon", "loss_reduction"):  # as a run of before 2026-11-22
         del saved[name]
     (logdir / "config.json").write_text(json.dumps(saved))
-    config, _ = cli.resume_config(str(logdir), {}, "nature")
+    config, _ = resume_config(str(logdir), {}, NATURE)
     assert (config.optimizer_epsilon, config.loss_reduction) == (1.5e-4, "mean")
     saved["optimizer"] = "rmsprop"
     (logdir / "config.json").write_text(json.dumps(saved))
-    config, _ = cli.resume_config(str(logdir), {}, "nature")
+    config, _ = resume_config(str(logdir), {}, NATURE)
     assert (config.optimizer_epsilon, config.loss_reduction) == (0.01, "mean")
 
 
@@ -161,9 +163,9 @@ def test_a_library_error_is_worded_with_the_flags_on_the_command_line(capsys):
     from fast_dqn.errors import ConfigError
     error = ConfigError("replay_capacity", "too large for ${env} with ${logdir}; lower it")
     assert str(error) == "replay_capacity: too large for env with logdir; lower it"
-    assert cli.fail("run_dqn.py", error) == 2
+    assert flags.fail("run_dqn.py", error) == 2
     assert capsys.readouterr().err == ("run_dqn.py: error: --replay-capacity: too large for "
                                        "--env with --logdir; lower it\n")
     # A tool's own argument names are already its words.
-    assert ConfigError("RUN_DIR", "x").worded(cli.flag_name) == "RUN_DIR: x"
-    assert ConfigError("-o", "x").worded(cli.flag_name) == "-o: x"
+    assert ConfigError("RUN_DIR", "x").worded(flags.flag_name) == "RUN_DIR: x"
+    assert ConfigError("-o", "x").worded(flags.flag_name) == "-o: x"

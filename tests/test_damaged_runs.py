@@ -12,10 +12,12 @@ import time
 import pytest
 from helpers import ROOT, logs, rows, run, run_together
 
+from fast_dqn.errors import ConfigError
 from fast_dqn.run import cli
 from fast_dqn.run.hyperparameters import Config
 from fast_dqn.run.monitor import EPISODE_COLUMNS, CsvLog, Monitor, restore_log
 from fast_dqn.run.run_directory import create_run_directory
+from fast_dqn.run.run_kinds import NATURE
 
 HEADER = b"episode,agent_step,length,return,mean_100,epsilon,hours\r\n"
 ROW = b"1,10,10,1.0,1.0,1.0,0.0\r\n"
@@ -42,7 +44,7 @@ def test_resume_before_the_first_checkpoint_starts_again_from_step_0(tmp_path, c
 
     def train(config, resume, stop):
         calls.append((config, resume))
-    code = cli.main("run_dqn.py", "dqn", "", train, [f"--resume={run_dir}", "--timesteps=900"])
+    code = cli.main(NATURE, "", [f"--resume={run_dir}", "--timesteps=900"], train=train)
     out, err = capsys.readouterr()
     assert code == 0 and err == "", err
     (config, resume), = calls
@@ -112,7 +114,7 @@ def test_a_log_too_short_for_an_old_checkpoint_without_a_copy_is_refused(tmp_pat
     path = tmp_path / "episodes.csv"
     if found is not None:
         path.write_bytes(found)
-    with pytest.raises(cli.ConfigError, match="put back the original file") as error:
+    with pytest.raises(ConfigError, match="put back the original file") as error:
         restore_log(str(path), EPISODE_COLUMNS, None, len(HEADER + ROW), 50)
     assert error.value.setting == "resume"
     assert (path.read_bytes() if found else None) == found
@@ -194,14 +196,13 @@ def test_config_json_edited_against_its_checkpoint_is_one_line(tmp_path, capsys,
     run_dir = tmp_path / "run"
     argv = ["--env=CartPole-v1", "--timesteps=300", "--prepopulate=100", "--evaluate=0",
             "--replay-capacity=1000", "--save-replay", f"--logdir={run_dir}"]
-    assert cli.main("run_dqn.py", "dqn", "", train_nature, argv) == 0
+    assert cli.main(NATURE, "", argv, train=train_nature) == 0
     saved = json.loads((run_dir / "config.json").read_text())
     saved[name] = value
     (run_dir / "config.json").write_text(json.dumps(saved))
     before = (run_dir / "episodes.csv").read_bytes()
     capsys.readouterr()
-    code = cli.main("run_dqn.py", "dqn", "", train_nature, [f"--resume={run_dir}",
-                                                             "--timesteps=400"])
+    code = cli.main(NATURE, "", [f"--resume={run_dir}", "--timesteps=400"], train=train_nature)
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f'config.json has "{name}": {json.dumps(value)}, but the checkpoint of step 300 ' \

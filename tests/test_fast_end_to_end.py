@@ -8,7 +8,7 @@ import textwrap
 import pytest
 from helpers import code_path_env, logs, rows, run, run_together, selected
 
-from fast_dqn.run import cli
+from fast_dqn.run.flags import HELP_TOPICS
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
@@ -78,7 +78,7 @@ FAULTY_RUN = textwrap.dedent("""
     from fast_dqn.envs.samplers import PythonSamplers
     from fast_dqn.loops.experience import LocalBackend
     from fast_dqn.run import cli, training
-    from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.run.run_kinds import FAST
 
     class FaultyAle(FakeAtariEnv):
         def step(self, action):
@@ -90,9 +90,8 @@ FAULTY_RUN = textwrap.dedent("""
         return LocalBackend(PythonSamplers([SeedOnFirstReset(wrap_atari(
             FaultyAle(game_over_frame=500), config, True), i) for i in range(config.workers)]))
 
-    sys.exit(cli.main("run_fast_dqn.py", "fast", "",
-             lambda c, **kw: training.train_fast(c, samplers, **kw),
-             sys.argv[1:], config_class=FastConfig, validate_extra=cli.validate_fast))
+    sys.exit(cli.main(FAST, "", sys.argv[1:],
+                      train=lambda c, **kw: training.train_fast(c, samplers, **kw)))
 """)
 
 
@@ -149,7 +148,7 @@ def test_fast_help_explains_each_mode():
     # Grouped by topic, in order, each flag under its own topic.
     topics = [line.rstrip(":") for line in result.stdout.splitlines()
               if line and not line.startswith(" ") and line.endswith(":")]
-    assert topics == ["options"] + list(cli.HELP_TOPICS)
+    assert topics == ["options"] + list(HELP_TOPICS)
     ray = result.stdout.split("Ray (--backend ray):")[1].split("run: directory")[0]
     flags = [line.split()[0] for line in ray.splitlines() if line.startswith("  --")]
     assert "--num-samplers" in flags and "--workers" not in flags

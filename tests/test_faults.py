@@ -25,7 +25,7 @@ FAULT_RUN = textwrap.dedent("""
     from fast_dqn.envs import samplers
     from fast_dqn.loops import evaluation
     from fast_dqn.run import cli, training
-    from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.run.run_kinds import FAST
 
     mode, marker = sys.argv[1], sys.argv[2]
 
@@ -82,8 +82,7 @@ FAULT_RUN = textwrap.dedent("""
                 fail_after(checkpoint._ChecksumWriter, "write", 3, None)
             return save(self, *args, **kwargs)
         checkpoint.CheckpointStore.save = second_save_breaks
-    sys.exit(cli.main("run_fast_dqn.py", "fast", "", training.train_fast, sys.argv[3:],
-                      config_class=FastConfig, validate_extra=cli.validate_fast))
+    sys.exit(cli.main(FAST, "", sys.argv[3:]))
 """)
 
 TINY = ["--game=pong", "--workers=2", "--env-backend=python", "--prepopulate=400",
@@ -227,6 +226,7 @@ def test_an_abort_or_a_failed_checkpoint_gives_its_exit_status(tmp_path, capsys,
                                                                 words):
     from fast_dqn.run import cli
     from fast_dqn.run.checkpoint import CheckpointError
+    from fast_dqn.run.run_kinds import NATURE
 
     def train(config, **kwargs):
         if error == "checkpoint":
@@ -234,7 +234,7 @@ def test_an_abort_or_a_failed_checkpoint_gives_its_exit_status(tmp_path, capsys,
                                   "left on device); the previous checkpoints are intact")
         raise error
 
-    assert cli.main("run_dqn.py", "dqn", "", train, [f"--logdir={tmp_path / 'run'}"]) == code
+    assert cli.main(NATURE, "", [f"--logdir={tmp_path / 'run'}"], train=train) == code
     assert words in capsys.readouterr().err
 
 

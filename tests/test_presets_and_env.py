@@ -6,14 +6,15 @@ import pytest
 from helpers import run
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run import cli
+from fast_dqn.run import cli, flags, precedence
 from fast_dqn.run.hyperparameters import Config, FastConfig
 from fast_dqn.run.presets import PRESETS
+from fast_dqn.run.run_kinds import NATURE
 
 
 def parse(argv, config_class=Config):
-    parser = cli.build_parser("x", "y", config_class)
-    return cli.config_from_args(parser.parse_args(argv), config_class)
+    parser = flags.build_parser("x", "y", config_class)
+    return precedence.config_from_args(parser.parse_args(argv), config_class)
 
 
 def test_nature_is_the_default_and_changes_nothing():
@@ -84,8 +85,8 @@ def test_unusable_gym_envs_are_refused(name, message):
 
 def test_config_json_records_the_final_values(tmp_path):
     logdir = tmp_path / "run"
-    code = cli.main("run_dqn.py", "dqn", "", lambda config, **kw: None,
-                    ["--preset", "pong-quick", "--lr", "5e-5", f"--logdir={logdir}"])
+    code = cli.main(NATURE, "", ["--preset", "pong-quick", "--lr", "5e-5", f"--logdir={logdir}"],
+                    train=lambda config, **kw: None)
     assert code == 0
     saved = json.loads((logdir / "config.json").read_text())
     assert saved["preset"] == "pong-quick" and saved["lr"] == 5e-5
@@ -109,8 +110,8 @@ def test_list_games_prints_the_installed_roms():
     ({"optimizer_epsilon": 1e-5, "loss_reduction": "mean"}, ("rmsprop", 1e-5, "mean")),
 ])
 def test_each_optimizer_takes_its_sources_epsilon_and_loss_reduction(explicit, expected):
-    from fast_dqn.run.cli import build_config
     from fast_dqn.run.hyperparameters import FastConfig, resolve_optimizer
+    from fast_dqn.run.precedence import build_config
     config = resolve_optimizer(build_config(explicit, FastConfig))
     assert (config.optimizer, config.optimizer_epsilon, config.loss_reduction) == expected
 
@@ -130,17 +131,16 @@ def test_the_dqn_extensions_are_off_by_default_and_flags_turn_them_on():
 ])
 def test_impossible_extension_values_name_their_flag(argv, setting):
     with pytest.raises(ConfigError) as error:
-        cli.validate_and_resolve(parse(argv), "dqn")
+        cli.validate_and_resolve(parse(argv))
     assert error.value.setting == setting
 
 
 def test_mixed_precision_is_the_older_name_of_float16(tmp_path):
-    config = cli.validate_and_resolve(parse(["--mixed-precision", f"--logdir={tmp_path / 'r'}"]),
-                                      "dqn")
+    config = cli.validate_and_resolve(parse(["--mixed-precision", f"--logdir={tmp_path / 'r'}"]))
     assert config.precision == "float16"
     # It wins over a preset's auto, which the user did not type.
     config = cli.validate_and_resolve(parse(["--preset=pong-fastest", "--mixed-precision",
-                                             f"--logdir={tmp_path / 'r'}"]), "dqn")
+                                             f"--logdir={tmp_path / 'r'}"]))
     assert config.precision == "float16"
 
 
@@ -156,16 +156,16 @@ def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monk
         monkeypatch.setattr(tf_setup, "gpu_compute_capabilities", lambda: gpus)
         argv = ["--precision", "bfloat16", f"--logdir={tmp_path / 'r'}"]
         if accepted:
-            assert cli.validate_and_resolve(parse(argv), "dqn").precision == "bfloat16"
+            assert cli.validate_and_resolve(parse(argv)).precision == "bfloat16"
         else:  # the GPU trains, and a pre-Ampere one would emulate bfloat16
             with pytest.raises(ConfigError, match="GPU from Ampere on") as error:
-                cli.validate_and_resolve(parse(argv), "dqn")
+                cli.validate_and_resolve(parse(argv))
             assert error.value.setting == "precision"
     monkeypatch.setattr(tf_setup, "gpu_compute_capabilities", lambda: [])
     monkeypatch.setattr(tf_setup, "cpu_computes_bfloat16", lambda: False)
     with pytest.raises(ConfigError, match="AVX512-BF16 or AMX"):
         cli.validate_and_resolve(parse(["--precision", "bfloat16",
-                                        f"--logdir={tmp_path / 'r'}"]), "dqn")
+                                        f"--logdir={tmp_path / 'r'}"]))
 
 
 def test_bfloat16_on_this_machine_runs_where_it_is_native_and_is_refused_elsewhere(tmp_path):
@@ -201,5 +201,5 @@ def test_precision_auto_becomes_what_the_hardware_computes(tmp_path, monkeypatch
     monkeypatch.setattr(tf_setup, "gpu_compute_capabilities", lambda: gpus)
     monkeypatch.setattr(tf_setup, "cpu_computes_bfloat16", lambda: cpu_bfloat16)
     config = cli.validate_and_resolve(parse(["--precision", "auto",
-                                             f"--logdir={tmp_path / 'r'}"]), "dqn")
+                                             f"--logdir={tmp_path / 'r'}"]))
     assert config.precision == expected

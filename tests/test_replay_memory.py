@@ -151,7 +151,7 @@ def test_memory_estimate_and_refusal():
     assert error.value.setting == "replay_capacity" and "GiB" in str(error.value)
     # The library names the setting; the command line names the flag, in the fix too.
     assert str(error.value).endswith("available; lower replay_capacity")
-    from fast_dqn.run.cli import flag_name
+    from fast_dqn.run.flags import flag_name
     worded = error.value.worded(flag_name)
     assert worded.startswith("--replay-capacity: a replay of 1,000,000 steps needs ")
     assert worded.endswith("available; lower --replay-capacity")

@@ -29,9 +29,8 @@ def small_config(loop, tmp_path, **overrides):
     """loop: nature, fast (concurrent) or fast-lockstep."""
     values = dict(SMALL, logdir=str(tmp_path), **overrides)
     if loop == "nature":
-        return resolve_optimizer(Config(**values))
-    return resolve_optimizer(FastConfig(**values, workers=8, env_backend="python",
-                                        concurrent=loop == "fast"))
+        return Config(**values)  # train_* validate and resolve it as the command line does
+    return FastConfig(**values, workers=8, env_backend="python", concurrent=loop == "fast")
 
 
 def run_loop(loop, config):

@@ -24,6 +24,7 @@ from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, learning_settings
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import make_console
 from fast_dqn.run.tensorboard_log import TensorBoardLog
+from fast_dqn.run.validation import resolve
 
 
 def start_tensorflow(config):
@@ -158,7 +159,8 @@ def build_backend(config):
 
 
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
-    """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
+    """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
+    The config is validated and resolved as the command line's is (fast_dqn.run.validation)."""
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import (
         FastLoop,
@@ -168,6 +170,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
         cut_to_budget,
     )
 
+    config = resolve(config)
     start_tensorflow(config)
     backend = backend_factory(config)
     space = backend.observation_space
@@ -214,9 +217,11 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
 
 
 def train_nature(config, resume=None, stop=None):
-    """The Nature loop. resume: a Checkpoint to continue from; stop(): true asks it to stop."""
+    """The Nature loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
+    The config is validated and resolved as the command line's is (fast_dqn.run.validation)."""
     from fast_dqn.loops.nature_loop import run_nature_loop
 
+    config = resolve(config)
     start_tensorflow(config)
     env = make_env(config, seed=config.seed, training=True)
     try:

@@ -15,7 +15,7 @@ import gymnasium
 import numpy as np
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run.cli import OneLineParser, fail, parse_count, parse_real
+from fast_dqn.run.flags import OneLineParser, fail, parse_count, parse_real
 
 ATARI_FPS = 60
 
@@ -124,15 +124,15 @@ def build_parser():
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
     """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}."""
     from fast_dqn.loops.evaluation import evaluate
-    from fast_dqn.run import hyperparameters as hp
     from fast_dqn.run.checkpoint import latest_checkpoint
     from fast_dqn.run.run_directory import load_run_config
+    from fast_dqn.run.run_kinds import NATURE, kind_of_saved
     from fast_dqn.run.training import build_learner, rng_for, start_tensorflow
     from fast_dqn.tools.atari_scores import human_normalized
 
     out = out or sys.stdout
     saved = load_run_config(run_dir, "RUN_DIR")
-    config_class = hp.FastConfig if saved["loop"] == "fast" else hp.Config
+    config_class = (kind_of_saved(saved) or NATURE).config_class
     names = {f.name for f in dataclasses.fields(config_class)}
     config = config_class(**{k: v for k, v in saved.items() if k in names})
     checkpoint = latest_checkpoint(run_dir, "RUN_DIR",

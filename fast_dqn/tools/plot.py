@@ -12,7 +12,7 @@ import os
 import sys
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run.cli import OneLineParser, fail
+from fast_dqn.run.flags import OneLineParser, fail
 
 
 def read_columns(path, names):

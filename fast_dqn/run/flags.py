@@ -1,0 +1,155 @@
+"""The command line's flags: one per Config field, generated with its default, unit and help
+topic, parsed so that only what the user typed comes back (so a preset can sit between the
+defaults and the command line, and --resume can spot conflicts)."""
+
+import argparse
+import dataclasses
+import math
+import sys
+
+from fast_dqn.run import hyperparameters as hp
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints its usage block before errors; ours are one line that names the flag."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def parse_count(text):
+    """An integer, also written 50_000_000 or 5e7."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'")
+    if not math.isfinite(value) or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'")
+    return int(value)
+
+
+def parse_real(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got '{text}'")
+    return value
+
+
+class BoolFlag(argparse.Action):
+    """--flag, --no-flag, and the original fast-dqn's --flag=False / --flag=0 forms."""
+
+    def __init__(self, option_strings, dest, default=None, help=None, **kwargs):
+        negatives = [f"--no-{s[2:]}" for s in option_strings if s.startswith("--")]
+        super().__init__(option_strings + negatives, dest, nargs="?", default=default,
+                         help=help, metavar="BOOL")
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if option_string.startswith("--no-"):
+            if value is not None:
+                parser.error(f"argument {option_string}: takes no value")
+            setattr(namespace, self.dest, False)
+            return
+        if value is None:
+            setattr(namespace, self.dest, True)
+        elif value.lower() in TRUE_WORDS:
+            setattr(namespace, self.dest, True)
+        elif value.lower() in FALSE_WORDS:
+            setattr(namespace, self.dest, False)
+        else:
+            parser.error(f"argument {option_string}: expected true/false or 1/0, got '{value}'")
+
+
+def flag_name(setting):
+    """The flag of a Config field; a tool's own argument names ("-o", "RUN_DIR") stay."""
+    if setting.startswith("-") or setting.isupper():
+        return setting
+    return "--" + setting.replace("_", "-")
+
+
+# --help shows the flags by topic, in this order; every Config field belongs to one.
+HELP_TOPICS = {
+    "protocol: the game and its preprocessing": (
+        "preset", "game", "env", "episodic_life", "sticky_actions", "full_action_space",
+        "interp", "max_episode_steps", "noop_max", "action_repeat", "history_length"),
+    "budget and evaluation": ("timesteps", "evaluate", "eval_episodes", "eval_epsilon"),
+    "training": (
+        "replay_capacity", "prepopulate", "batch_size", "train_freq", "target_update_freq",
+        "discount", "optimizer", "optimizer_epsilon", "loss_reduction", "lr", "eps_start",
+        "eps_end", "eps_decay_steps"),
+    "DQN extensions (all off: the Nature DQN)": ("double", "dueling", "n_step"),
+    "fast loop": ("workers", "concurrent", "synchronize", "env_backend", "env_threads",
+                  "prefetch"),
+    "Ray (--backend ray)": ("backend", "num_samplers", "envs_per_sampler", "rollout_steps",
+                            "requests_in_flight", "ray_address", "ray_object_store_mb"),
+    "run: directory, checkpoints, resources": (
+        "seed", "logdir", "checkpoint_freq", "save_replay", "xla", "threads", "precision",
+        "mixed_precision"),
+}
+
+
+def add_config_flags(parser, config_class=hp.Config):
+    """One flag per Config field, grouped by topic, its help ending in the default and unit."""
+    defaults = config_class()
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    groups = {}
+    for topic, names in HELP_TOPICS.items():
+        if any(name in fields for name in names):
+            group = parser.add_argument_group(topic)
+            groups.update((name, group) for name in names)
+    for f in fields.values():
+        _add_flag(groups[f.name], f, getattr(defaults, f.name))
+    return groups
+
+
+def _add_flag(parser, f, default):
+    meta = f.metadata
+    unit = f" {meta['unit']}" if meta.get("unit") else ""
+    shown = f"{default:_}" if f.type is int else default
+    text = f"{meta['help']} (default: {shown}{unit})"
+    kwargs = dict(meta.get("argparse", {}))
+    if f.type is bool:
+        parser.add_argument(flag_name(f.name), action=BoolFlag, help=text)
+        return
+    convert = {int: parse_count, float: parse_real}.get(f.type, str)
+    parser.add_argument(flag_name(f.name), type=convert, help=text, **kwargs)
+
+
+def build_parser(prog, description, config_class=hp.Config):
+    """Every default is SUPPRESS, so parse_args returns only what the user typed.
+
+    The defaults are shown in each flag's help instead; knowing the explicit flags is what
+    lets a preset sit between the defaults and the command line, and --resume spot conflicts.
+    """
+    parser = OneLineParser(prog=prog, description=description, usage="%(prog)s [options]",
+                           argument_default=argparse.SUPPRESS)
+    run = add_config_flags(parser, config_class)["logdir"]
+    run.add_argument("--resume", metavar="RUN_DIR",
+                     help="continue the run in RUN_DIR from its latest complete checkpoint, "
+                     "with its saved config; only " + ", ".join(
+                         flag_name(n) for n in hp.RESUME_OVERRIDES
+                         if n in {f.name for f in dataclasses.fields(config_class)})
+                     + " may change")
+    run.add_argument("--list-games", action="store_true",
+                     help="print the Atari games of the installed ROMs and exit")
+    return parser
+
+
+def explicit_values(args, config_class=hp.Config):
+    names = {f.name for f in dataclasses.fields(config_class)}
+    return {k: v for k, v in vars(args).items() if k in names}
+
+
+def fail(prog, error):
+    """Print a ConfigError as one line in the command line's words (its flags); exit status 2."""
+    print(f"{prog}: error: {error.worded(flag_name)}", file=sys.stderr)
+    return 2

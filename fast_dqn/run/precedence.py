@@ -1,0 +1,44 @@
+"""Where each setting's value comes from: the defaults, then the preset, then the flags typed."""
+
+import dataclasses
+
+from fast_dqn.errors import ConfigError
+from fast_dqn.run import hyperparameters as hp
+from fast_dqn.run.flags import explicit_values
+
+
+def build_config(explicit, config_class=hp.Config):
+    """Defaults, then the preset, then the explicit flags."""
+    from fast_dqn.run.presets import preset_values
+    if explicit.get("env") is not None and "game" in explicit:
+        raise ConfigError("env", "--env and --game are exclusive; give only one of them")
+    preset = explicit.get("preset") or ("classic" if explicit.get("env") else "nature")
+    names = {f.name for f in dataclasses.fields(config_class)}
+    values = {k: v for k, v in preset_values(preset).items() if k in names}
+    if explicit.get("optimizer", values.get("optimizer")) != values.get("optimizer"):
+        # A preset's epsilon and loss reduction belong to its optimizer: another optimizer
+        # typed on the command line takes its own source's values.
+        for name in ("optimizer_epsilon", "loss_reduction"):
+            values.pop(name, None)
+    values.update(explicit)
+    values["preset"] = preset
+    if values.get("backend") == "ray" and "workers" in explicit:
+        raise ConfigError("workers", "counts the games of --backend threads; with --backend "
+                          "ray give --num-samplers and --envs-per-sampler instead")
+    if values.get("env") is not None:
+        if "game" in preset_values(preset):
+            raise ConfigError("preset", f"'{preset}' is for Atari games; use --game with it, "
+                              "or another --preset with --env")
+        values["game"] = None
+        if "env_backend" in names:
+            if explicit.get("env_backend", "python") != "python":
+                raise ConfigError("env_backend", "the vector backend runs Atari games only; "
+                                  "drop it with --env (the python backend is used)")
+            values["env_backend"] = "python"
+    return config_class(**values)
+
+
+def config_from_args(args, config_class=hp.Config):
+    return build_config(explicit_values(args, config_class), config_class)
+
+

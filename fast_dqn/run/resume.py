@@ -1,0 +1,72 @@
+"""--resume: a run's saved settings reconciled with the flags typed, and its checkpoint."""
+
+import dataclasses
+import os
+
+from fast_dqn.errors import ConfigError
+from fast_dqn.run import hyperparameters as hp
+from fast_dqn.run.flags import flag_name
+from fast_dqn.run.run_directory import RunLock, check_writable, load_run_config
+from fast_dqn.run.validation import check_budget, check_saved_types, resolve
+
+
+def hold_run(run_dir):
+    """Lock a run directory for --resume, once it is known to be a run: nothing is written
+    into a directory that is not one."""
+    load_run_config(run_dir, "resume")
+    return RunLock(run_dir, "resume")
+
+
+def resume_config(run_dir, explicit, kind):
+    """The saved config of RUN_DIR with the allowed overrides, and its latest checkpoint: None
+    when the run stopped before writing its first one, which then starts again at step 0.
+    kind: the RunKind of the script resuming it.
+
+    Raises ConfigError for anything that would make the resumed run not the same run.
+    """
+    from fast_dqn.run.checkpoint import latest_checkpoint
+
+    saved = load_run_config(run_dir, "resume")
+    if saved.get("loop") != kind.loop:
+        raise ConfigError("resume", f"'{run_dir}' is a {saved.get('loop')!r} run; resume it "
+                          f"with the script that made it, not this one ({kind.loop!r})")
+    check_saved_types(saved, run_dir, kind.config_class)
+    values = saved_values(saved, kind.config_class)
+    apply_flags(values, explicit, run_dir)
+    config = resolve(kind.config_class(**values))
+    check_writable(run_dir, "resume")
+    checkpoint = latest_checkpoint(run_dir, "resume", missing_ok=True)
+    check_budget(config, checkpoint)
+    return config, checkpoint
+
+
+def saved_values(saved, config_class):
+    """config.json's settings, as the run used them."""
+    names = {f.name for f in dataclasses.fields(config_class)}
+    values = {k: v for k, v in saved.items() if k in names}
+    if "loss_reduction" not in saved and saved.get("optimizer") in hp.LEGACY_OPTIMIZER:
+        # A run from before 2026-11-22: keep its update rule. Its --interp (then "linear" by
+        # default) never applied to ale-py's vector env, which resized with area all along.
+        values.update(hp.LEGACY_OPTIMIZER[saved["optimizer"]])
+        if saved.get("backend") == "ray" or saved.get("env_backend") == "vector":
+            values["interp"] = "area"
+    return values
+
+
+def apply_flags(values, explicit, run_dir):
+    """The flags typed with --resume: those that may change replace the saved values; any
+    other must equal its saved value."""
+    if "logdir" in explicit and os.path.abspath(explicit["logdir"]) != os.path.abspath(run_dir):
+        raise ConfigError("logdir", "a resumed run stays in its own directory; drop --logdir")
+    for name, value in explicit.items():
+        if name in hp.RESUME_OVERRIDES or name == "logdir":
+            values[name] = value
+            continue
+        if name == "game" and values.get("game") is not None:
+            from fast_dqn.envs.games import resolve_game
+            value = resolve_game(value)
+        if values.get(name) != value:
+            raise ConfigError(name, f"{value} conflicts with this run's saved "
+                              f"{values.get(name)}; drop {flag_name(name)} to resume, or start "
+                              "a new run to change it")
+    values["logdir"] = run_dir

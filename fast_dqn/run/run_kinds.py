@@ -1,0 +1,34 @@
+"""Which loop a run uses: the one table that maps a script, the "loop" its config.json
+records, its Config class and its train function to each other."""
+
+from dataclasses import dataclass
+
+from fast_dqn.run.hyperparameters import Config, FastConfig
+
+
+@dataclass(frozen=True)
+class RunKind:
+    loop: str           # what config.json's "loop" says, and the run directory's name part
+    script: str         # the script that starts and resumes such runs
+    config_class: type
+    train_name: str     # its train function in fast_dqn.run.training
+
+    def train(self, config, **kwargs):
+        # Imported on use: training loads TensorFlow, which --help and bad input never need.
+        from fast_dqn.run import training
+        return getattr(training, self.train_name)(config, **kwargs)
+
+
+NATURE = RunKind("dqn", "run_dqn.py", Config, "train_nature")
+FAST = RunKind("fast", "run_fast_dqn.py", FastConfig, "train_fast")
+RUN_KINDS = {kind.loop: kind for kind in (NATURE, FAST)}
+
+
+def kind_of(config):
+    """The kind of run a Config describes: a FastConfig is the fast loop's."""
+    return FAST if isinstance(config, FastConfig) else NATURE
+
+
+def kind_of_saved(saved):
+    """The kind of run a config.json (as a dict) records; None for an unknown loop."""
+    return RUN_KINDS.get(saved.get("loop"))

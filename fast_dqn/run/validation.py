@@ -1,0 +1,210 @@
+"""Every check a run's settings pass, and their resolution into what the run really uses.
+
+`validate(config)` is the one validation: the command line, --resume (on config.json) and the
+train_* entry points all call it, so a Python caller gets the same checks as a user. Each
+check raises ConfigError naming the setting; the command line words it as its flag.
+`resolve(config)` validates, then makes explicit what the run uses: the optimizer's epsilon
+and loss reduction, the compute type, the game's canonical name.
+"""
+
+import dataclasses
+import json
+import math
+import os
+
+from fast_dqn.errors import ConfigError
+from fast_dqn.loops.fast_loop import budget_end
+from fast_dqn.run import hyperparameters as hp
+
+
+def validate(config):
+    """All the rules of a Config (and of a FastConfig, the fast loop's own on top); raises
+    ConfigError naming the first setting that breaks one."""
+    validate_numbers(config)
+    if isinstance(config, hp.FastConfig):
+        validate_fast(config)
+
+
+def resolve(config):
+    """The validated config with every setting the run uses made explicit."""
+    validate(config)
+    return resolve_environment(resolve_precision(hp.resolve_optimizer(config)))
+
+
+def validate_fast(config):
+    """The fast loop's own rules, on top of validate_numbers."""
+    check_ranges(config, hp.FAST_POSITIVE, hp.FAST_NON_NEGATIVE)
+    vector = config.backend == "ray" or config.env_backend == "vector"
+    if vector and config.env is None and config.interp != "area":
+        raise ConfigError("interp", f"{config.interp} cannot be honoured by ale-py's vector "
+                          "env, which resizes with area only; drop --interp or add "
+                          "--env-backend python")
+    if config.target_update_freq % config.train_freq:
+        raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
+                          f"multiple of --train-freq {config.train_freq}; each training period "
+                          "must hold whole minibatches")
+    if config.backend == "ray":
+        validate_ray(config)
+        games, flags = config.num_samplers * config.envs_per_sampler, \
+            "--num-samplers × --envs-per-sampler"
+    else:
+        games, flags = config.workers, "--workers"
+        if config.synchronize and config.target_update_freq % config.workers:
+            raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
+                              f"multiple of --workers {config.workers}; synchronized rounds "
+                              "must fill each period exactly (or use --no-synchronize)")
+    need = games * (config.history_length + config.n_step + 1)
+    if config.replay_capacity < need:
+        raise ConfigError("replay_capacity", f"must be at least {need} ({flags} × "
+                          "(--history-length + --n-step + 1)) so every game's share holds a "
+                          "transition")
+    need = games * (config.history_length + config.n_step)
+    if config.prepopulate < need:
+        raise ConfigError("prepopulate", f"must be at least {need} ({flags} × "
+                          "(--history-length + --n-step)) so the first minibatch can be drawn")
+
+
+def validate_ray(config):
+    """--backend ray's flags; finds ray without importing it, unless --ray-address is given."""
+    import importlib.util
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError("backend", "ray is not installed; pip install -r requirements.txt "
+                          "(or drop --backend ray)")
+    if config.ray_address is not None:
+        if not config.ray_address.strip():
+            raise ConfigError("ray_address", "is empty; give 'auto', HOST:PORT, or drop it "
+                              "to start a private cluster")
+        from fast_dqn.loops.ray_backend import check_reachable
+        check_reachable(config.ray_address)
+
+
+def check_ranges(config, positive, non_negative):
+    for name in positive:
+        if getattr(config, name) < 1:
+            raise ConfigError(name, f"must be a positive whole number, "
+                              f"got {getattr(config, name)}")
+    for name in non_negative:
+        if getattr(config, name) < 0:
+            raise ConfigError(name, f"must be 0 or more, got {getattr(config, name)}")
+
+
+def validate_numbers(config):
+    """Sizes, probabilities and their relations; raises ConfigError naming the flag."""
+    check_ranges(config, hp.POSITIVE, hp.NON_NEGATIVE)
+    for name in hp.PROBABILITIES:
+        if not 0.0 <= getattr(config, name) <= 1.0:
+            raise ConfigError(name, f"must be in [0, 1], got {getattr(config, name)}")
+    if not 0.0 <= config.discount <= 1.0:
+        raise ConfigError("discount", f"must be in [0, 1], got {config.discount}")
+    if config.lr <= 0:
+        raise ConfigError("lr", f"must be positive, got {config.lr}")
+    if config.optimizer_epsilon is not None and config.optimizer_epsilon <= 0:
+        raise ConfigError("optimizer_epsilon", f"must be positive, got "
+                          f"{config.optimizer_epsilon}; drop it for the optimizer's own value")
+    from fast_dqn.envs.environment import SEED_RANGE
+    if config.seed >= SEED_RANGE:
+        raise ConfigError("seed", f"must be below {SEED_RANGE:,} (2^31: ALE takes its seeds as "
+                          f"C ints), got {config.seed:,}")
+    if config.action_repeat < 2:
+        raise ConfigError("action_repeat", "must be at least 2: the last two frames are "
+                          "max-pooled")
+    if config.batch_size > config.replay_capacity:
+        raise ConfigError("batch_size", f"{config.batch_size} is larger than "
+                          f"--replay-capacity {config.replay_capacity}; lower it or raise "
+                          "the capacity")
+    if config.prepopulate > config.replay_capacity:
+        raise ConfigError("prepopulate", f"warm-up of {config.prepopulate} steps is larger "
+                          f"than --replay-capacity {config.replay_capacity}; lower it")
+    if config.prepopulate < config.history_length + config.n_step - 1:
+        raise ConfigError("prepopulate", f"must be at least --history-length + --n-step - 1 "
+                          f"({config.history_length + config.n_step - 1}) so the first "
+                          "minibatch can be drawn")
+
+
+def resolve_precision(config):
+    """--mixed-precision is the older name of --precision float16, and wins over a preset's
+    auto; auto becomes the type the hardware computes fastest, and config.json records that;
+    bfloat16 only where the hardware computes it (elsewhere it is emulated, several times
+    slower than float32)."""
+    if config.mixed_precision:
+        if config.precision not in ("float32", "float16", "auto"):
+            raise ConfigError("mixed_precision", f"means --precision float16, which conflicts "
+                              f"with --precision {config.precision}; give only --precision")
+        return dataclasses.replace(config, precision="float16")
+    if config.precision == "auto":
+        from fast_dqn.agent.tf_setup import fastest_precision
+        return dataclasses.replace(config, precision=fastest_precision())
+    if config.precision == "bfloat16":
+        from fast_dqn.agent.tf_setup import computes_bfloat16
+        if not computes_bfloat16():
+            raise ConfigError("precision", "bfloat16 needs a GPU from Ampere on, or without a "
+                              "GPU a CPU with AVX512-BF16 or AMX; TensorFlow sees neither here; "
+                              "use float32 or auto")
+    return config
+
+
+def resolve_environment(config):
+    """Check the game or env exists and its replay fits in RAM; returns the resolved config."""
+    from fast_dqn.agent.replay_memory import check_fits_in_memory
+    from fast_dqn.envs.environment import check_gym_env
+    from fast_dqn.envs.games import resolve_game
+
+    if config.env is not None:
+        shape, dtype = check_gym_env(config.env)
+        check_fits_in_memory(config.replay_capacity, shape, dtype)
+        return config
+    game = resolve_game(config.game)
+    check_fits_in_memory(config.replay_capacity, (84, 84))
+    return dataclasses.replace(config, game=game)
+
+
+_KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+
+
+def _has_type(value, kind):
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value))
+    return isinstance(value, kind)
+
+
+def check_saved_types(saved, run_dir, config_class=hp.Config):
+    """config.json is edited by hand at times: each saved setting must have its field's type
+    (or be null where the default is), and a choice must be one of its choices. Its numbers
+    are then checked by the same validation as the command line's."""
+    defaults = config_class()
+    # Unset: a field whose default is None, or the game of a run of a gymnasium --env.
+    may_be_none = {f.name for f in dataclasses.fields(config_class)
+                   if getattr(defaults, f.name) is None}
+    if saved.get("env") is not None:
+        may_be_none.add("game")
+    for f in dataclasses.fields(config_class):
+        if f.name not in saved or (saved[f.name] is None and f.name in may_be_none):
+            continue
+        value, choices = saved[f.name], f.metadata.get("argparse", {}).get("choices")
+        if not _has_type(value, f.type) or (choices and value not in choices):
+            expected = f"one of {', '.join(choices)}" if choices else _KINDS[f.type]
+            raise ConfigError("resume", f"{os.path.join(run_dir, 'config.json')} has "
+                              f"\"{f.name}\": {json.dumps(value)}, which is not {expected}; "
+                              "put back the value the run was started with")
+
+
+def chunk_size(config):
+    """The agent steps a loop plays at once; a run ends at --timesteps rounded up to them."""
+    if not isinstance(config, hp.FastConfig):
+        return 1
+    if config.backend == "ray":
+        return config.envs_per_sampler * config.rollout_steps
+    return config.workers
+
+
+def check_budget(config, checkpoint):
+    """A resume's --timesteps must reach the step its checkpoint was written at."""
+    if checkpoint is not None and budget_end(config.timesteps, chunk_size(config)) \
+            < checkpoint.step:
+        raise ConfigError("timesteps", f"{config.timesteps:,} is below the checkpoint's step "
+                          f"{checkpoint.step:,}; raise it or drop it")
