@@ -10,9 +10,33 @@ import threading
 from concurrent.futures import Future
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--game=pong", "--timesteps=1600", "--prepopulate=400", "--replay-capacity=1000",
-        "--evaluate=800", "--eval-episodes=1", "--max-episode-steps=300",
-        "--target-update-freq=200"]
+
+# The tests' base settings, in one place: each variant is the one before it with what its
+# tests need changed. Budgets are small multiples of the periods, so the tests' counts of
+# minibatches, sync points and evaluations are exact.
+# A real Pong run of either script: warm-up, two target periods per evaluation, two of those.
+TINY_PONG = dict(game="pong", timesteps=1600, prepopulate=400, replay_capacity=1000,
+                 evaluate=800, eval_episodes=1, max_episode_steps=300, target_update_freq=200)
+# The fast loop's real Pong run: 4 workers, and ε reaching its end within the budget.
+TINY_PONG_FAST = dict(TINY_PONG, workers=4, timesteps=2400, replay_capacity=2000,
+                      target_update_freq=400, evaluate=1200, eps_decay_steps=800, eps_end=0.05)
+# CartPole in-process (train_nature / train_fast): an MLP, so each test takes seconds.
+TINY_CARTPOLE = dict(env="CartPole-v1", game=None, history_length=1, replay_capacity=2_000,
+                     prepopulate=100, batch_size=8, train_freq=4, target_update_freq=200,
+                     evaluate=0, checkpoint_freq=0, eps_decay_steps=500, optimizer="adam",
+                     lr=1e-3)
+# The fast loop over fake samplers and a fake learner (tests/fake_samplers.py).
+TINY_FAKE = dict(timesteps=960, prepopulate=100, replay_capacity=4000, target_update_freq=96,
+                 train_freq=4, batch_size=8, eps_decay_steps=400, eps_end=0.1, evaluate=0)
+
+
+def flags(settings):
+    """Settings as the command line's flags."""
+    return [f"--{name.replace('_', '-')}={value}" for name, value in settings.items()
+            if value is not None]
+
+
+TINY = flags(TINY_PONG)
 
 
 def code_path_env(base=None):

@@ -6,16 +6,22 @@ import sys
 import textwrap
 
 import pytest
-from helpers import code_path_env, logs, rows, run, run_together, selected
+from helpers import (
+    TINY_PONG_FAST,
+    code_path_env,
+    flags,
+    logs,
+    rows,
+    run,
+    run_together,
+    selected,
+)
 
 from fast_dqn.run.flags import HELP_TOPICS
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
-TINY_FAST = ["--game=pong", "--workers=4", "--timesteps=2400", "--prepopulate=400",
-             "--replay-capacity=2000", "--target-update-freq=400", "--evaluate=1200",
-             "--eval-episodes=1", "--max-episode-steps=300", "--eps-decay-steps=800",
-             "--eps-end=0.05"]
+TINY_FAST = flags(TINY_PONG_FAST)
 
 
 def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
@@ -134,8 +140,19 @@ def test_unsynchronized_allows_any_worker_count(tmp_path):
     result = run("run_fast_dqn.py", ["--workers=3", "--no-synchronize", "--timesteps=600",
                                      "--prepopulate=300", "--replay-capacity=600",
                                      "--target-update-freq=200", "--evaluate=0",
-                                     f"--logdir={logdir}"])
+                                     "--max-episode-steps=150", f"--logdir={logdir}"])
     assert result.returncode == 0, result.stderr[-3000:]
+    # What it produced: 3 unsynchronized workers to the budget (a whole number of rounds),
+    # every game logged within it, and the Nature loop's number of minibatches.
+    from fast_dqn.loops.minibatch_schedule import minibatches_due
+    from fast_dqn.run.checkpoint import CheckpointStore
+    config = json.loads((logdir / "config.json").read_text())
+    assert (config["workers"], config["synchronize"]) == (3, False)
+    final = CheckpointStore(str(logdir)).latest()
+    assert final.step == 600
+    assert int(final.load_state()["learner"]["optimizer"][0]) == minibatches_due(0, 600, 300, 4)
+    steps = [int(row["agent_step"]) for row in rows(logdir / "episodes.csv")]
+    assert steps and steps == sorted(steps) and steps[-1] <= 600
 
 
 def test_fast_help_explains_each_mode():

@@ -5,6 +5,7 @@ import time
 import numpy as np
 import pytest
 from fake_samplers import FakeLearner, FakeSamplers, K, NullMonitor
+from helpers import TINY_FAKE
 
 from fast_dqn.agent.replay_memory import ReplayMemory
 from fast_dqn.loops.background_trainer import BackgroundTrainer
@@ -14,8 +15,7 @@ from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run.hyperparameters import FastConfig
 
-BASE = FastConfig(timesteps=960, prepopulate=100, replay_capacity=4000, target_update_freq=96,
-                  train_freq=4, batch_size=8, eps_decay_steps=400, eps_end=0.1, evaluate=0)
+BASE = FastConfig(**TINY_FAKE)
 
 
 def run(config, samplers=None, learner=None, prefetch=True):

@@ -2,15 +2,14 @@
 the learner: which network acts, and how many minibatches are trained."""
 
 import pytest
+from helpers import TINY_CARTPOLE
 
 from fast_dqn.agent.learner import DQNLearner
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.hyperparameters import Config, FastConfig, resolve_optimizer
 from fast_dqn.run.training import train_fast, train_nature
 
-SMALL = dict(env="CartPole-v1", game=None, history_length=1, replay_capacity=2_000,
-             prepopulate=100, batch_size=8, train_freq=4, target_update_freq=200,
-             evaluate=0, checkpoint_freq=0, eps_decay_steps=500, optimizer="adam", lr=1e-3)
+SMALL = TINY_CARTPOLE
 
 
 @pytest.fixture
