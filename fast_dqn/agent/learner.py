@@ -44,7 +44,7 @@ def dqn_loss(q_values, actions, targets, reduction="sum"):
     The reduction is part of the optimizer's contract, not a detail: the Nature code summed
     the clipped errors, and centered RMSProp's epsilon (0.01, inside the square root) is sized
     for summed gradients. Averaging makes each gradient batch_size times smaller, so epsilon
-    dominates the denominator and each update shrinks about 25x (README, "The protocol").
+    dominates the denominator and each update shrinks about 25x (docs/protocol.md).
     """
     taken = tf.gather(q_values, actions, axis=1, batch_dims=1)
     errors = huber(tf.stop_gradient(targets) - taken)

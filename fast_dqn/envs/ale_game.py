@@ -1,6 +1,6 @@
 """One Atari emulator as a gymnasium env, driven the way ale-py's AtariVectorEnv drives its games.
 
-The project has one preprocessing (README, "The protocol"): the one ale-py's vector env
+The project has one preprocessing (docs/protocol.md, "The protocol"): the one ale-py's vector env
 does in C++, so training on either sampler backend, evaluation and `fast_dqn.tools.evaluate` see
 bit-identical observations. This env is its emulator layer, and the wrappers of
 fast_dqn.envs.atari_wrappers are the rest:

@@ -4,7 +4,7 @@ Units: an *agent step* is one action chosen by the agent; with action repeat 4 i
 4 emulator *frames*. All step counts here are agent steps unless the name says frames.
 
 The defaults are the Nature DQN protocol (Mnih et al. 2015, Extended Data Table 1), with the
-step-based conventions of DeepMind's released Lua code where the table is ambiguous (see README).
+step-based conventions of DeepMind's released Lua code where the table is ambiguous (see docs/protocol.md).
 """
 
 import dataclasses
@@ -167,7 +167,7 @@ class FastConfig(Config):
     prefetch: bool = _opt(True, "sample the next minibatch in a second thread while the "
                           "current one trains")
 
-    # --- where the samplers run (see README, "Many machines with Ray")
+    # --- where the samplers run (see docs/ray.md)
     backend: str = _opt("threads", "threads = the --workers samplers in this process; ray = "
                         "sampler actors on a Ray cluster, each acting with its own copy of the "
                         "target network", choices=("threads", "ray"))

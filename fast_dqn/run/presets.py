@@ -45,11 +45,9 @@ PRESETS = {
     # - Double DQN (van Hasselt et al. 2016), the dueling head (Wang et al. 2016) and 3-step
     #   returns: Lapan's ch. 8 tries each on Pong, and Rainbow (Hessel et al. 2018) keeps all.
     # - One minibatch of 128 per 4 agent steps: Lapan's "several steps per minibatch" (ch. 9)
-    #   keeps pong-quick's 32 samples per agent step at 1.5x the samples/s on a CPU. Measured
-    #   here against 64 per 4: 64 ran 1.5x the agent steps/s but learned less per step, and
-    #   was behind per minute from minute 70 (mean of 100 at 90 minutes: -2.7 against +0.5).
-    # - bfloat16 where the hardware computes it (1.3x the float32 samples/s at batch 128 here);
-    #   float32 elsewhere.
+    #   keeps pong-quick's 32 samples per agent step at a higher samples/s on a CPU.
+    # - bfloat16 where the hardware computes it, float32 elsewhere.
+    # The measurements behind each choice: docs/learning.md, "Why the presets hold these values".
     "pong-fastest": {
         **PONG_QUICK,
         "double": True,
@@ -71,8 +69,7 @@ PRESETS = {
         "target_update_freq": 200,
         "optimizer": "adam",
         "lr": 3e-4,
-        # Chosen by measurement, not from a source: with Adam's usual 1e-8, seed 1 of the
-        # Nature loop evaluated at most 264 within 50k steps (2026-11-22); with 1.5e-4, 500.
+        # Chosen by measurement, not from a source (docs/learning.md).
         "optimizer_epsilon": 1.5e-4,
         "eps_end": 0.05,
         "eps_decay_steps": 10_000,
