@@ -1,6 +1,7 @@
 """Every kind of bad input: one line naming the flag or file and the fix, exit status 2, no
 traceback, and nothing created or changed on disk."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,9 +14,11 @@ from helpers import ROOT, TINY
 from fast_dqn.errors import ConfigError
 from fast_dqn.run import cli
 from fast_dqn.run.checkpoint import CheckpointStore
+from fast_dqn.run.hyperparameters import TOPICS, FastConfig
 from fast_dqn.run.resume import resume_config
 from fast_dqn.run.run_directory import create_run_directory
 from fast_dqn.run.run_kinds import FAST, NATURE, RUN_KINDS
+from fast_dqn.run.validation import validate
 
 
 def make_run(path, loop="dqn", checkpoints=(100,), **overrides):
@@ -178,3 +181,20 @@ def test_a_fast_run_that_ended_past_its_budget_resumes(tmp_path):
     assert (config.timesteps, checkpoint.step) == (401, 404)
     with pytest.raises(ConfigError, match="below the checkpoint's step 404"):
         resume_config(str(run_dir), {"timesteps": 400}, FAST)
+
+
+# Each option's limit is declared once, beside its type and help: every declared limit is
+# checked, naming its own flag (a value just outside it, every other setting at its default).
+LIMITED = [f for f in dataclasses.fields(FastConfig) if f.metadata["limit"]]
+
+
+@pytest.mark.parametrize("field", LIMITED, ids=[f.name for f in LIMITED])
+def test_every_declared_limit_is_checked_naming_its_setting(field):
+    outside = {"positive": 0, "non_negative": -1, "probability": 1.5}[field.metadata["limit"]]
+    with pytest.raises(ConfigError) as error:
+        validate(FastConfig(**{field.name: outside}))
+    assert error.value.setting == field.name
+
+
+def test_every_setting_is_declared_under_a_help_topic():
+    assert {f.metadata["topic"] for f in dataclasses.fields(FastConfig)} == set(TOPICS)

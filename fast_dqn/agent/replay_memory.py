@@ -63,14 +63,26 @@ def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=
     return need
 
 
+def records_to_sample(history_length, n_step):
+    """Records a shard holds before it has a transition to sample: a stack's frames and the
+    n steps its return sums, the last with its successor stored."""
+    return history_length + n_step
+
+
+def min_capacity(num_shards, history_length, n_step):
+    """The smallest replay whose every shard can hold a transition to sample and the record
+    being written: the rule the command line checks and the constructor enforces."""
+    return num_shards * (records_to_sample(history_length, n_step) + 1)
+
+
 class ReplayMemory:
     def __init__(self, capacity, frame_shape, history_length, frame_dtype=np.uint8, seed=0,
                  num_shards=1, n_step=1, discount=0.99):
         per_shard = capacity // num_shards
-        if per_shard < history_length + n_step + 1:
+        if capacity < min_capacity(num_shards, history_length, n_step):
             raise ConfigError("replay_capacity",
-                              f"must be at least {(history_length + n_step + 1) * num_shards} "
-                              "to hold one transition per sampler")
+                              f"must be at least {min_capacity(num_shards, history_length, n_step)}"
+                              " to hold one transition per sampler")
         self.num_shards = num_shards
         self.shard_capacity = per_shard
         self.capacity = per_shard * num_shards
@@ -155,7 +167,8 @@ class ReplayMemory:
     def _candidates(self):
         # Logical positions history_length-1 .. size-1-n of each shard (its oldest record is
         # position 0): every stack has k real records behind it and n records in front.
-        return np.maximum(self.sizes - self.history_length - (self.n_step - 1), 0)
+        return np.maximum(self.sizes - records_to_sample(self.history_length, self.n_step) + 1,
+                          0)
 
     def sample_indices(self, batch_size):
         """(shards, indices) of `batch_size` valid transitions, uniformly at random."""

@@ -76,25 +76,16 @@ def flag_name(setting):
     return "--" + setting.replace("_", "-")
 
 
-# --help shows the flags by topic, in this order; every Config field belongs to one.
-HELP_TOPICS = {
-    "protocol: the game and its preprocessing": (
-        "preset", "game", "env", "episodic_life", "sticky_actions", "full_action_space",
-        "interp", "max_episode_steps", "noop_max", "action_repeat", "history_length"),
-    "budget and evaluation": ("timesteps", "evaluate", "eval_episodes", "eval_epsilon"),
-    "training": (
-        "replay_capacity", "prepopulate", "batch_size", "train_freq", "target_update_freq",
-        "discount", "optimizer", "optimizer_epsilon", "loss_reduction", "lr", "eps_start",
-        "eps_end", "eps_decay_steps"),
-    "DQN extensions (all off: the Nature DQN)": ("double", "dueling", "n_step"),
-    "fast loop": ("workers", "concurrent", "synchronize", "env_backend", "env_threads",
-                  "prefetch"),
-    "Ray (--backend ray)": ("backend", "num_samplers", "envs_per_sampler", "rollout_steps",
-                            "requests_in_flight", "ray_address", "ray_object_store_mb"),
-    "run: directory, checkpoints, resources": (
-        "seed", "logdir", "checkpoint_freq", "save_replay", "xla", "threads", "precision",
-        "mixed_precision"),
-}
+def help_topics(config_class=hp.FastConfig):
+    """{topic: its fields' names}, topics in --help order, fields in declaration order: read
+    from each field's declaration (fast_dqn.run.hyperparameters)."""
+    topics = {title: [] for title in hp.TOPICS}
+    for f in dataclasses.fields(config_class):
+        topics[f.metadata["topic"]].append(f.name)
+    return {title: tuple(names) for title, names in topics.items() if names}
+
+
+HELP_TOPICS = help_topics()
 
 
 def add_config_flags(parser, config_class=hp.Config):
@@ -102,10 +93,9 @@ def add_config_flags(parser, config_class=hp.Config):
     defaults = config_class()
     fields = {f.name: f for f in dataclasses.fields(config_class)}
     groups = {}
-    for topic, names in HELP_TOPICS.items():
-        if any(name in fields for name in names):
-            group = parser.add_argument_group(topic)
-            groups.update((name, group) for name in names)
+    for topic, names in help_topics(config_class).items():
+        group = parser.add_argument_group(topic)
+        groups.update((name, group) for name in names)
     for f in fields.values():
         _add_flag(groups[f.name], f, getattr(defaults, f.name))
     return groups

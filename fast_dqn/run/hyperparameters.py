@@ -4,7 +4,8 @@ Units: an *agent step* is one action chosen by the agent; with action repeat 4 i
 4 emulator *frames*. All step counts here are agent steps unless the name says frames.
 
 The defaults are the Nature DQN protocol (Mnih et al. 2015, Extended Data Table 1), with the
-step-based conventions of DeepMind's released Lua code where the table is ambiguous (see docs/protocol.md).
+step-based conventions of DeepMind's released Lua code where the table is ambiguous (see
+docs/protocol.md).
 """
 
 import dataclasses
@@ -13,93 +14,123 @@ from dataclasses import dataclass, field
 from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
 
 
-def _opt(default, help, unit=None, **argparse_kwargs):
-    """A config field that also knows how to present itself on the command line."""
-    meta = {"help": help, "unit": unit, "argparse": argparse_kwargs}
-    return field(default=default, metadata=meta)
+class _Topic:
+    """A topic of --help. Calling it declares a setting under it: its default, help and unit,
+    its limit (checked by fast_dqn.run.validation: "positive", "non_negative" or
+    "probability"), and argparse's own arguments (choices). Everything about an option is
+    in its one declaration."""
+
+    def __init__(self, title):
+        self.title = title
+        TOPICS.append(title)
+
+    def __call__(self, default, help, unit=None, limit=None, **argparse_kwargs):
+        meta = {"help": help, "unit": unit, "topic": self.title, "limit": limit,
+                "argparse": argparse_kwargs}
+        return field(default=default, metadata=meta)
+
+
+TOPICS = []  # --help shows the flags by topic, in this order
+_protocol = _Topic("protocol: the game and its preprocessing")
+_budget = _Topic("budget and evaluation")
+_training = _Topic("training")
+_extension = _Topic("DQN extensions (all off: the Nature DQN)")
+_fast_loop = _Topic("fast loop")
+_ray = _Topic("Ray (--backend ray)")
+_run = _Topic("run: directory, checkpoints, resources")
 
 
 @dataclass
 class Config:
     # --- what to play
-    preset: str = _opt("nature", "protocol whose values replace the defaults below; explicit "
-                       "flags still win (see docs/protocol.md)",
-                       choices=("nature", "machado", "pong-quick", "pong-fastest", "classic"))
-    game: str = _opt("pong", "Atari game, snake_case (space_invaders) or CamelCase (SpaceInvaders)")
-    env: str = _opt(None, "any gymnasium env id with discrete actions and vector observations "
-                    "(e.g. CartPole-v1) instead of --game: an MLP Q-network, no Atari "
-                    "preprocessing, and the 'classic' preset unless --preset is given")
-    episodic_life: bool = _opt(True, "a lost life ends the learner's episode (the game goes "
-                               "on); Machado et al. 2018 turn this off")
-    sticky_actions: float = _opt(0.0, "probability the emulator repeats the previous action "
-                                 "(0.0 for Nature, 0.25 for Machado et al. 2018)")
-    full_action_space: bool = _opt(False, "use all 18 actions instead of the game's minimal set")
-    interp: str = _opt("area", "opencv interpolation for the 84x84 resize; the vector backend "
-                       "does area only", choices=("area", "linear", "nearest", "cubic"))
-    max_episode_steps: int = _opt(27_000, "time limit per game (27k agent steps = 108k frames)",
-                                  "agent steps")
-    noop_max: int = _opt(30, "each game starts with FIRE (in games that have it) then no-ops, "
-                         "0..noop_max-1 frames in all, drawn as ale-py's vector env draws "
-                         "them", "frames")
-    action_repeat: int = _opt(4, "frames per agent step; the last two are max-pooled", "frames")
-    history_length: int = _opt(4, "frames stacked into one state", "frames")
+    preset: str = _protocol("nature", "protocol whose values replace the defaults below; explicit "
+                            "flags still win (see docs/protocol.md)",
+                            choices=("nature", "machado", "pong-quick", "pong-fastest", "classic"))
+    game: str = _protocol("pong", "Atari game, snake_case (space_invaders) or CamelCase "
+                          "(SpaceInvaders)")
+    env: str = _protocol(None, "any gymnasium env id with discrete actions and vector observations "
+                         "(e.g. CartPole-v1) instead of --game: an MLP Q-network, no Atari "
+                         "preprocessing, and the 'classic' preset unless --preset is given")
+    episodic_life: bool = _protocol(True, "a lost life ends the learner's episode (the game goes "
+                                    "on); Machado et al. 2018 turn this off")
+    sticky_actions: float = _protocol(0.0, "probability the emulator repeats the previous action "
+                                      "(0.0 for Nature, 0.25 for Machado et al. 2018)",
+                                      limit="probability")
+    full_action_space: bool = _protocol(False, "use all 18 actions instead of the game's "
+                                        "minimal set")
+    interp: str = _protocol("area", "opencv interpolation for the 84x84 resize; the vector backend "
+                            "does area only", choices=("area", "linear", "nearest", "cubic"))
+    max_episode_steps: int = _protocol(27_000, "time limit per game (27k agent steps = 108k "
+                                       "frames)", "agent steps", limit="positive")
+    noop_max: int = _protocol(30, "each game starts with FIRE (in games that have it) then no-ops, "
+                              "0..noop_max-1 frames in all, drawn as ale-py's vector env draws "
+                              "them", "frames", limit="non_negative")
+    action_repeat: int = _protocol(4, "frames per agent step; the last two are max-pooled",
+                                   "frames", limit="positive")
+    history_length: int = _protocol(4, "frames stacked into one state", "frames", limit="positive")
 
     # --- budget and evaluation
-    timesteps: int = _opt(50_000_000, "training budget (50M agent steps = 200M frames)",
-                          "agent steps")
-    evaluate: int = _opt(250_000, "evaluate every this many steps; 0 turns evaluation off",
-                         "agent steps")
-    eval_episodes: int = _opt(30, "full games per evaluation", "games")
-    eval_epsilon: float = _opt(0.05, "epsilon of the evaluation policy")
+    timesteps: int = _budget(50_000_000, "training budget (50M agent steps = 200M frames)",
+                             "agent steps", limit="positive")
+    evaluate: int = _budget(250_000, "evaluate every this many steps; 0 turns evaluation off",
+                            "agent steps", limit="non_negative")
+    eval_episodes: int = _budget(30, "full games per evaluation", "games", limit="positive")
+    eval_epsilon: float = _budget(0.05, "epsilon of the evaluation policy", limit="probability")
 
     # --- replay
-    replay_capacity: int = _opt(1_000_000, "replay memory size", "agent steps")
-    prepopulate: int = _opt(50_000, "uniform-random warm-up steps before training starts",
-                            "agent steps")
+    replay_capacity: int = _training(1_000_000, "replay memory size", "agent steps",
+                                     limit="positive")
+    prepopulate: int = _training(50_000, "uniform-random warm-up steps before training starts",
+                                 "agent steps", limit="non_negative")
 
     # --- learning
-    batch_size: int = _opt(32, "minibatch size", "transitions")
-    train_freq: int = _opt(4, "train one minibatch every this many agent steps", "agent steps")
-    target_update_freq: int = _opt(10_000, "copy main -> target network every this many steps",
-                                   "agent steps")
-    discount: float = _opt(0.99, "discount factor gamma")
-    optimizer: str = _opt("rmsprop", "rmsprop = centered RMSProp (rho 0.95) as in Nature; "
-                          "adam = Adam", choices=("rmsprop", "adam"))
-    optimizer_epsilon: float = _opt(None, "the optimizer's epsilon; unset = its source's value: "
-                                    "0.01 (inside the square root) for rmsprop as in Nature, "
-                                    "1e-8 for adam as in Lapan, CleanRL and SB3")
-    loss_reduction: str = _opt(None, "how the minibatch's Huber losses combine; unset = sum for "
-                               "rmsprop (the Nature code sums), mean for adam",
-                               choices=("sum", "mean"))
-    lr: float = _opt(2.5e-4, "learning rate")
-    eps_start: float = _opt(1.0, "initial exploration epsilon")
-    eps_end: float = _opt(0.1, "final exploration epsilon")
-    eps_decay_steps: int = _opt(1_000_000, "epsilon decays linearly over this many steps, "
-                                "counted from step 0", "agent steps")
+    batch_size: int = _training(32, "minibatch size", "transitions", limit="positive")
+    train_freq: int = _training(4, "train one minibatch every this many agent steps",
+                                "agent steps", limit="positive")
+    target_update_freq: int = _training(10_000, "copy main -> target network every this many steps",
+                                        "agent steps", limit="positive")
+    discount: float = _training(0.99, "discount factor gamma", limit="probability")
+    optimizer: str = _training("rmsprop", "rmsprop = centered RMSProp (rho 0.95) as in Nature; "
+                               "adam = Adam", choices=("rmsprop", "adam"))
+    optimizer_epsilon: float = _training(None, "the optimizer's epsilon; unset = its source's "
+                                         "value: 0.01 (inside the square root) for rmsprop as "
+                                         "in Nature, 1e-8 for adam as in Lapan, CleanRL and SB3")
+    loss_reduction: str = _training(None, "how the minibatch's Huber losses combine; unset = "
+                                    "sum for rmsprop (the Nature code sums), mean for adam",
+                                    choices=("sum", "mean"))
+    lr: float = _training(2.5e-4, "learning rate")
+    eps_start: float = _training(1.0, "initial exploration epsilon", limit="probability")
+    eps_end: float = _training(0.1, "final exploration epsilon", limit="probability")
+    eps_decay_steps: int = _training(1_000_000, "epsilon decays linearly over this many steps, "
+                                     "counted from step 0", "agent steps", limit="positive")
 
     # --- DQN extensions (all off: the Nature DQN)
-    double: bool = _opt(False, "Double DQN (van Hasselt et al. 2016): the main network picks "
-                        "the next action, the target network values it")
-    dueling: bool = _opt(False, "dueling head (Wang et al. 2016): value and mean-centred "
-                         "advantage streams")
-    n_step: int = _opt(1, "n-step returns: sum this many discounted rewards, then bootstrap; "
-                       "the sum stops at a terminal and before a time-limit cut")
+    double: bool = _extension(False, "Double DQN (van Hasselt et al. 2016): the main network picks "
+                              "the next action, the target network values it")
+    dueling: bool = _extension(False, "dueling head (Wang et al. 2016): value and mean-centred "
+                               "advantage streams")
+    n_step: int = _extension(1, "n-step returns: sum this many discounted rewards, then bootstrap; "
+                             "the sum stops at a terminal and before a time-limit cut",
+                             limit="positive")
 
     # --- checkpoints
-    checkpoint_freq: int = _opt(250_000, "save a checkpoint every this many steps (and on "
-                                "Ctrl-C/SIGTERM and at the end); 0 = only those", "agent steps")
-    save_replay: bool = _opt(False, "include the replay memory in checkpoints (zstd-compressed), "
+    checkpoint_freq: int = _run(250_000, "save a checkpoint every this many steps (and on "
+                                "Ctrl-C/SIGTERM and at the end); 0 = only those", "agent steps",
+                                limit="non_negative")
+    save_replay: bool = _run(False, "include the replay memory in checkpoints (zstd-compressed), "
                              "so a resumed run continues exactly")
 
     # --- bookkeeping
-    seed: int = _opt(0, "seeds numpy, TensorFlow, every env and action sampling; below 2^31")
-    logdir: str = _opt(None, "run directory, new or empty; unset = "
+    seed: int = _run(0, "seeds numpy, TensorFlow, every env and action sampling; below 2^31",
+                     limit="non_negative")
+    logdir: str = _run(None, "run directory, new or empty; unset = "
                        "runs/<game>-<loop>-<timestamp>")
-    xla: bool = _opt(False, "compile the train step with XLA (tf.function(jit_compile=True))")
-    threads: int = _opt(0, "TensorFlow intra-op threads; 0 lets TensorFlow choose", "threads")
-    mixed_precision: bool = _opt(False, "the same as --precision float16 (kept for runs "
+    xla: bool = _run(False, "compile the train step with XLA (tf.function(jit_compile=True))")
+    threads: int = _run(0, "TensorFlow intra-op threads; 0 lets TensorFlow choose", "threads",
+                        limit="non_negative")
+    mixed_precision: bool = _run(False, "the same as --precision float16 (kept for runs "
                                  "that used it)")
-    precision: str = _opt("float32", "the networks' compute type; weights, Q-values and the "
+    precision: str = _run("float32", "the networks' compute type; weights, Q-values and the "
                           "loss stay float32. bfloat16: CPUs with AMX or AVX512-BF16, and "
                           "GPUs from Ampere on; float16 (with loss scaling): GPUs with tensor "
                           "cores (slow on most CPUs); auto: bfloat16 where it runs natively, "
@@ -123,12 +154,6 @@ def learning_settings(config):
             if name not in RESUME_OVERRIDES and name != "logdir"}
 
 
-# Fields that must be >= 1; `evaluate` and `threads` may be 0, `prepopulate` and `noop_max` too.
-POSITIVE = ("max_episode_steps", "action_repeat", "history_length", "timesteps", "eval_episodes",
-            "replay_capacity", "batch_size", "train_freq", "target_update_freq", "eps_decay_steps",
-            "n_step")
-NON_NEGATIVE = ("evaluate", "prepopulate", "noop_max", "threads", "seed", "checkpoint_freq")
-PROBABILITIES = ("sticky_actions", "eval_epsilon", "eps_start", "eps_end")
 
 
 # Each optimizer's epsilon and loss reduction as in the code it comes from.
@@ -153,37 +178,36 @@ LEGACY_OPTIMIZER = {"rmsprop": {"optimizer_epsilon": 0.01, "loss_reduction": "me
 class FastConfig(Config):
     """The fast loop's extra settings (Daley & Amato 2021). Everything else is as in Config."""
 
-    workers: int = _opt(8, "samplers, each playing its own game", "samplers")
-    concurrent: bool = _opt(True, "train in a background thread while the samplers act; "
-                            "off = lockstep, one minibatch per train_freq agent steps")
-    synchronize: bool = _opt(True, "send all samplers' states through the target network in "
-                             "one batched call per round; off = one call per sampler")
-    env_backend: str = _opt("vector", "vector = ale-py's AtariVectorEnv (C++ threads, "
-                            "parallel); python = fast_dqn.envs.atari_wrappers, stepped in turn; "
-                            "both give the same frames",
-                            choices=("vector", "python"))
-    env_threads: int = _opt(0, "C++ threads of the vector backend; 0 = one per core, at most "
-                            "--workers", "threads")
-    prefetch: bool = _opt(True, "sample the next minibatch in a second thread while the "
-                          "current one trains")
+    workers: int = _fast_loop(8, "samplers, each playing its own game", "samplers",
+                              limit="positive")
+    concurrent: bool = _fast_loop(True, "train in a background thread while the samplers act; "
+                                  "off = lockstep, one minibatch per train_freq agent steps")
+    synchronize: bool = _fast_loop(True, "send all samplers' states through the target network in "
+                                   "one batched call per round; off = one call per sampler")
+    env_backend: str = _fast_loop("vector", "vector = ale-py's AtariVectorEnv (C++ threads, "
+                                  "parallel); python = fast_dqn.envs.atari_wrappers, stepped in "
+                                  "turn; both give the same frames",
+                                  choices=("vector", "python"))
+    env_threads: int = _fast_loop(0, "C++ threads of the vector backend; 0 = one per core, at most "
+                                  "--workers", "threads", limit="non_negative")
+    prefetch: bool = _fast_loop(True, "sample the next minibatch in a second thread while the "
+                                "current one trains")
 
     # --- where the samplers run (see docs/ray.md)
-    backend: str = _opt("threads", "threads = the --workers samplers in this process; ray = "
+    backend: str = _ray("threads", "threads = the --workers samplers in this process; ray = "
                         "sampler actors on a Ray cluster, each acting with its own copy of the "
                         "target network", choices=("threads", "ray"))
-    num_samplers: int = _opt(2, "--backend ray: sampler actors (one CPU each)", "actors")
-    envs_per_sampler: int = _opt(4, "--backend ray: games each actor plays (instead of "
-                                 "--workers)", "games")
-    rollout_steps: int = _opt(64, "--backend ray: steps of each game per request; a request "
-                              "returns envs-per-sampler × this many frames", "agent steps")
-    requests_in_flight: int = _opt(2, "--backend ray: requests outstanding per actor, so it "
-                                   "plays on while its last batch travels", "requests")
-    ray_address: str = _opt(None, "--backend ray: omitted = start a private cluster on this "
+    num_samplers: int = _ray(2, "--backend ray: sampler actors (one CPU each)", "actors",
+                             limit="positive")
+    envs_per_sampler: int = _ray(4, "--backend ray: games each actor plays (instead of "
+                                 "--workers)", "games", limit="positive")
+    rollout_steps: int = _ray(64, "--backend ray: steps of each game per request; a request "
+                              "returns envs-per-sampler × this many frames", "agent steps",
+                              limit="positive")
+    requests_in_flight: int = _ray(2, "--backend ray: requests outstanding per actor, so it "
+                                   "plays on while its last batch travels", "requests",
+                                   limit="positive")
+    ray_address: str = _ray(None, "--backend ray: omitted = start a private cluster on this "
                             "machine; 'auto' or HOST:PORT = join a running one (ray start)")
-    ray_object_store_mb: int = _opt(1024, "--backend ray: object store size of the private "
-                                    "cluster", "MiB")
-
-
-FAST_POSITIVE = ("workers", "num_samplers", "envs_per_sampler", "rollout_steps",
-                 "requests_in_flight", "ray_object_store_mb")
-FAST_NON_NEGATIVE = ("env_threads",)
+    ray_object_store_mb: int = _ray(1024, "--backend ray: object store size of the private "
+                                    "cluster", "MiB", limit="positive")

@@ -12,6 +12,7 @@ import json
 import math
 import os
 
+from fast_dqn.agent.replay_memory import min_capacity, records_to_sample
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.fast_loop import budget_end
 from fast_dqn.run import hyperparameters as hp
@@ -33,7 +34,6 @@ def resolve(config):
 
 def validate_fast(config):
     """The fast loop's own rules, on top of validate_numbers."""
-    check_ranges(config, hp.FAST_POSITIVE, hp.FAST_NON_NEGATIVE)
     vector = config.backend == "ray" or config.env_backend == "vector"
     if vector and config.env is None and config.interp != "area":
         raise ConfigError("interp", f"{config.interp} cannot be honoured by ale-py's vector "
@@ -53,12 +53,13 @@ def validate_fast(config):
             raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
                               f"multiple of --workers {config.workers}; synchronized rounds "
                               "must fill each period exactly (or use --no-synchronize)")
-    need = games * (config.history_length + config.n_step + 1)
+    need = min_capacity(games, config.history_length, config.n_step)
     if config.replay_capacity < need:
         raise ConfigError("replay_capacity", f"must be at least {need} ({flags} × "
                           "(--history-length + --n-step + 1)) so every game's share holds a "
                           "transition")
-    need = games * (config.history_length + config.n_step)
+    # The first minibatch is drawn at a sync point, from what the warm-up flushed into replay.
+    need = games * records_to_sample(config.history_length, config.n_step)
     if config.prepopulate < need:
         raise ConfigError("prepopulate", f"must be at least {need} ({flags} × "
                           "(--history-length + --n-step)) so the first minibatch can be drawn")
@@ -78,24 +79,23 @@ def validate_ray(config):
         check_reachable(config.ray_address)
 
 
-def check_ranges(config, positive, non_negative):
-    for name in positive:
-        if getattr(config, name) < 1:
-            raise ConfigError(name, f"must be a positive whole number, "
-                              f"got {getattr(config, name)}")
-    for name in non_negative:
-        if getattr(config, name) < 0:
-            raise ConfigError(name, f"must be 0 or more, got {getattr(config, name)}")
+# Each field's declared limit (fast_dqn.run.hyperparameters): its test, and what it says.
+LIMITS = {"positive": (lambda v: v >= 1, "must be a positive whole number"),
+          "non_negative": (lambda v: v >= 0, "must be 0 or more"),
+          "probability": (lambda v: 0.0 <= v <= 1.0, "must be in [0, 1]")}
+
+
+def check_ranges(config):
+    """Every field against the limit its declaration gives, in declaration order."""
+    for f in dataclasses.fields(config):
+        limit = f.metadata.get("limit")
+        if limit and not LIMITS[limit][0](getattr(config, f.name)):
+            raise ConfigError(f.name, f"{LIMITS[limit][1]}, got {getattr(config, f.name)}")
 
 
 def validate_numbers(config):
     """Sizes, probabilities and their relations; raises ConfigError naming the flag."""
-    check_ranges(config, hp.POSITIVE, hp.NON_NEGATIVE)
-    for name in hp.PROBABILITIES:
-        if not 0.0 <= getattr(config, name) <= 1.0:
-            raise ConfigError(name, f"must be in [0, 1], got {getattr(config, name)}")
-    if not 0.0 <= config.discount <= 1.0:
-        raise ConfigError("discount", f"must be in [0, 1], got {config.discount}")
+    check_ranges(config)
     if config.lr <= 0:
         raise ConfigError("lr", f"must be positive, got {config.lr}")
     if config.optimizer_epsilon is not None and config.optimizer_epsilon <= 0:
@@ -115,10 +115,11 @@ def validate_numbers(config):
     if config.prepopulate > config.replay_capacity:
         raise ConfigError("prepopulate", f"warm-up of {config.prepopulate} steps is larger "
                           f"than --replay-capacity {config.replay_capacity}; lower it")
-    if config.prepopulate < config.history_length + config.n_step - 1:
+    # The Nature loop draws its first minibatch once the step after the warm-up is stored.
+    need = records_to_sample(config.history_length, config.n_step) - 1
+    if config.prepopulate < need:
         raise ConfigError("prepopulate", f"must be at least --history-length + --n-step - 1 "
-                          f"({config.history_length + config.n_step - 1}) so the first "
-                          "minibatch can be drawn")
+                          f"({need}) so the first minibatch can be drawn")
 
 
 def resolve_precision(config):
