@@ -91,13 +91,15 @@ class NatureLoop:
 
     def _checkpoint_ends_run(self):
         """Checkpoint where one is due or a stop is asked; true when the run ends here."""
-        last = self.step >= self.settings.timesteps
+        # A run resumed past its budget (only a Python caller can ask that) writes no end.
+        last = self.step == self.settings.timesteps
+        done = self.step >= self.settings.timesteps
         if not self.checkpoints:
-            return last
+            return done
         stop = self.checkpoints.stop_requested()
         if stop or self.checkpoints.due(self.step) or last:
             self.checkpoints.save(self.step, self.state_dict(), final=last)
-        return stop or last
+        return stop or done
 
     def _act(self):
         """One agent step, stored in replay; returns the epsilon it acted with."""
