@@ -1,2 +1,3 @@
 """The games: ALE emulators and gymnasium envs, their preprocessing, and the sampler backends
-that step W of them together. Imports nothing else of fast_dqn but its errors."""
+that step W of them together. Imports nothing else of fast_dqn but its errors and
+legacy_pickles (snapshots of envs pickled under older module paths)."""
