@@ -130,6 +130,7 @@ def main():
     from fast_dqn.loops.ray_backend import RayBackend, start_private_cluster
     from fast_dqn.run import components
     from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.run.validation import resolve
 
     configure_tensorflow(0, args.threads)
     start_private_cluster(max(os.cpu_count(), max(args.actors)), 1024)
@@ -141,6 +142,7 @@ def main():
     base = FastConfig(game="pong", backend="ray", envs_per_sampler=4, rollout_steps=64,
                       replay_capacity=100_000, prepopulate=2048, target_update_freq=args.period,
                       evaluate=0, eps_start=0.1, eps_end=0.1, threads=args.threads)
+    base = resolve(base)
     for n in args.actors:
         config = dataclasses.replace(base, num_samplers=n)
         backend = RayBackend(config, *components.ray_sampler_builders(config),

@@ -105,7 +105,8 @@ def _config(case, args):
                         synchronize=case.get("synchronize", True), threads=args.threads)
     if args.epsilon is not None:
         config = dataclasses.replace(config, eps_start=args.epsilon, eps_end=args.epsilon)
-    return config
+    from fast_dqn.run.validation import resolve
+    return resolve(config)
 
 
 def measure(case, args):

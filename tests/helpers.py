@@ -128,3 +128,13 @@ class FakeClock:
 
     def __call__(self):
         return self.t
+
+
+def through_checkpoint(state):
+    """`state` as a resume reads it back: through the checkpoint's own encoding as data and
+    JSON text (fast_dqn.run.state_tree), which refuses anything but data."""
+    import json
+
+    from fast_dqn.run.state_tree import from_data, to_data
+    document, arrays = to_data(state)
+    return from_data(json.loads(json.dumps(document)), arrays)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fast_dqn")
-# Bottom to top. "" is the package's own top-level modules (errors, legacy_pickles).
+# Bottom to top. "" is the package's own top-level modules (errors).
 MAY_IMPORT = {"": set(), "envs": {""}, "agent": {""}, "loops": {"", "envs", "agent"},
               "run": {"", "envs", "agent", "loops"},
               "tools": {"", "envs", "agent", "loops", "run"}}

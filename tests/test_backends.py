@@ -17,12 +17,13 @@ from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run import components, precedence
 from fast_dqn.run.hyperparameters import FastConfig
+from fast_dqn.run.validation import resolve
 
 # Dueling: every backend's acting copy of the target network must be built the way the
 # learner builds it, or the weights it is sent do not fit.
-CONFIG = precedence.build_config({"env": "CartPole-v1", "workers": 4, "num_samplers": 2,
-                           "envs_per_sampler": 2, "rollout_steps": 8, "seed": 3,
-                           "dueling": True}, FastConfig)
+CONFIG = resolve(precedence.build_config({"env": "CartPole-v1", "workers": 4, "num_samplers": 2,
+                                   "envs_per_sampler": 2, "rollout_steps": 8, "seed": 3,
+                                   "dueling": True}, FastConfig))
 
 
 @pytest.fixture(scope="module")
@@ -161,18 +162,6 @@ def test_held_transitions_cut_a_restarted_stream():
     for shard in (2, 3):
         assert np.flatnonzero(replay.episode_ends[shard, :4]).tolist() == [1]
     assert not replay.terminals.any()  # cuts, never terminal: their successors are lost
-
-
-def test_checkpoints_from_before_the_backends_still_load():
-    rounds = [(np.full((3, 2), t), np.arange(3), np.ones(3, np.float32), np.zeros(3, bool),
-               np.zeros(3, bool)) for t in range(5)]
-    held = HeldTransitions(rounds)
-    from fast_dqn.agent.replay_memory import ReplayMemory
-    replay = ReplayMemory(30, (2,), 1, frame_dtype=np.int64, num_shards=3)
-    held.flush(replay)
-    assert replay.sizes.tolist() == [5, 5, 5]
-    assert replay.frames[1, :5, 0].tolist() == [0, 1, 2, 3, 4]
-    assert replay.actions[2, :5].tolist() == [2] * 5
 
 
 class KillingMonitor:

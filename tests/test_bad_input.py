@@ -7,11 +7,13 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 
 import pytest
 from helpers import ROOT, TINY
 
 from fast_dqn.errors import ConfigError
+from fast_dqn.run import checkpoint as ckpt
 from fast_dqn.run import cli
 from fast_dqn.run.checkpoint import CheckpointStore
 from fast_dqn.run.hyperparameters import TOPICS, FastConfig
@@ -34,8 +36,23 @@ def make_run(path, loop="dqn", checkpoints=(100,), **overrides):
 
 def damage(path):
     for name in os.listdir(path / "checkpoints"):
-        state = path / "checkpoints" / name / "state.pkl.zst"
+        state = path / "checkpoints" / name / ckpt.STATE_FILE
         state.write_bytes(state.read_bytes()[:-5])
+
+
+def set_format(path, version):
+    """Make each checkpoint of the run one of checkpoint format `version`; format 1, the
+    pickled one, had a state.pkl.zst and no version in its manifest."""
+    for name in os.listdir(path / "checkpoints"):
+        directory = path / "checkpoints" / name
+        manifest = json.loads((directory / ckpt.MANIFEST_FILE).read_text())
+        if version == 1:
+            del manifest["format"]
+            (directory / "state.pkl.zst").write_bytes(b"(pickle)")
+            manifest["files"] = {"state.pkl.zst": {"size": 8, "crc32": zlib.crc32(b"(pickle)")}}
+        else:
+            manifest["format"] = version
+        (directory / ckpt.MANIFEST_FILE).write_text(json.dumps(manifest))
 
 
 def snapshot(root):
@@ -96,6 +113,11 @@ CASES = [
     ("fast", ["--seed=18446744073709551616"], None, "--seed", "must be below"),
     ("dqn", ["--resume={run}"], "edit:seed=4294967296", "--seed", "must be below"),
     ("dqn", ["--resume={run}"], "corrupt", "--resume", "no usable checkpoint"),
+    # Checkpoints of another format version: refused, never guessed at.
+    ("dqn", ["--resume={run}"], "format:1", "--resume",
+     "step-000000000200 is of checkpoint format 1, written by an earlier fast-dqn"),
+    ("fast", ["--resume={run}"], "fast:format:3", "--resume",
+     "format 3, newer than this fast-dqn's 2"),
 ]
 
 
@@ -119,6 +141,10 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, monkeypatch, capsys, loop,
     elif prepare == "corrupt":
         make_run(run_dir, checkpoints=(100, 200))
         damage(run_dir)
+    elif prepare and "format:" in prepare:
+        make_run(run_dir, checkpoints=(100, 200),
+                 loop="fast" if prepare.startswith("fast:") else "dqn")
+        set_format(run_dir, int(prepare.split(":")[-1]))
     before = snapshot(tmp_path)
     prog = RUN_KINDS[loop].script
 
@@ -141,7 +167,7 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, monkeypatch, capsys, loop,
 
 def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys):
     run_dir = make_run(tmp_path / "run", checkpoints=(100, 200))
-    state = run_dir / "checkpoints" / "step-000000000200" / "state.pkl.zst"
+    state = run_dir / "checkpoints" / "step-000000000200" / ckpt.STATE_FILE
     state.write_bytes(b"garbage")
     config, checkpoint = resume_config(str(run_dir), {}, NATURE)
     assert checkpoint.step == 100

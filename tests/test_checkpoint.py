@@ -226,3 +226,68 @@ def test_resuming_from_only_such_a_manifest_is_one_line_and_exit_2(tmp_path, cap
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("run_dqn.py: error: --resume: no usable checkpoint in "), err
     assert "step-000000000100" in lines[0] and "start a new run" in lines[0]
+
+
+# --- the state as data (fast_dqn.run.state_tree)
+
+def test_the_state_comes_back_exactly_with_its_types():
+    import json
+
+    from fast_dqn.run.state_tree import from_data, to_data
+    state = {"step": 7, "rate": 0.1, "nan": float("nan"), "name": "pong", "none": None,
+             "flag": True, "big": 2**70, "shape": (4, 84, 84), "nested": [(1, [2]), {"a": b""}],
+             "weights": [np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros(0, np.int64)],
+             "scalar": np.float32(1.5), "count": np.int64(3), "blob": b"\x00\xffemulator",
+             "rng": np.random.default_rng(3).bit_generator.state}
+    document, arrays = to_data(state)
+    again = from_data(json.loads(json.dumps(document)), arrays)
+
+    def same(a, b):
+        assert type(a) is type(b), (a, b)
+        if isinstance(a, dict):
+            assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        elif isinstance(a, (list, tuple)):
+            assert len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        elif isinstance(a, (np.ndarray, np.generic)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        elif a == a:  # NaN is itself
+            assert a == b
+        return True
+
+    assert same(state, again)
+
+
+@pytest.mark.parametrize("value,where", [
+    ({"env": object()}, "/env is a object"),
+    ({"learner": {"opt": [1, Checkpointer]}}, "/learner/opt/1 is a type"),
+    ({"chunk": __import__("collections").namedtuple("Chunk", "a")(1)}, "/chunk is a Chunk"),
+    ({"frames": np.array([None])}, "/frames is a ndarray"),
+    ({3: "a key that is no string"}, "has the key 3"),
+    ({"x": {"__array__": "a key the format uses"}}, "/x has the key '__array__'"),
+])
+def test_a_state_that_is_not_data_is_refused_before_anything_is_written(tmp_path, value, where):
+    store = CheckpointStore(str(tmp_path))
+    with pytest.raises(TypeError, match=where.replace("(", r"\(")):
+        store.save(100, value)
+    assert not os.path.exists(store.dir) or os.listdir(store.dir) == []
+
+
+@pytest.mark.parametrize("version,words", [
+    (1, "is of checkpoint format 1, written by an earlier fast-dqn"),
+    (3, "is of checkpoint format 3, newer than this fast-dqn's 2"),
+])
+def test_a_checkpoint_of_another_format_is_refused_not_skipped(tmp_path, version, words):
+    import json
+    store = CheckpointStore(str(tmp_path), warn=pytest.fail)
+    store.save(100, {"step": 100})
+    newest = store.save(200, {"step": 200})
+    manifest_path = os.path.join(newest, ckpt.MANIFEST_FILE)
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    manifest["format"] = version
+    if version == 1:
+        del manifest["format"]
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f)
+    with pytest.raises(ckpt.UnsupportedFormat, match=f"step-000000000200 {words}"):
+        store.latest()

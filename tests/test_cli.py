@@ -8,7 +8,6 @@ import pytest
 
 from fast_dqn.run import cli, flags, precedence
 from fast_dqn.run.hyperparameters import Config
-from fast_dqn.run.resume import resume_config
 from fast_dqn.run.run_kinds import NATURE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -138,27 +137,6 @@ def test_help_lists_every_option_with_its_default():
     assert "(default: 10_000 agent steps)" in flat
 
 
-def test_a_run_saved_before_the_optimizer_flags_resumes_with_its_old_update_rule(tmp_path):
-    import json
-
-    from fast_dqn.run.training import train_nature
-    logdir = tmp_path / "run"
-    argv = ["--env=CartPole-v1", "--optimizer=adam", "--timesteps=300", "--prepopulate=100",
-            "--evaluate=0", f"--logdir={logdir}"]
-    assert cli.main(NATURE, "test", argv, train=train_nature) == 0
-    saved = json.loads((logdir / "config.json").read_text())
-    assert (saved["optimizer_epsilon"], saved["loss_reduction"]) == (1.5e-4, "mean")
-    for name in ("optimizer_epsilon", "loss_reduction"):  # as a run of before 2026-11-22
-        del saved[name]
-    (logdir / "config.json").write_text(json.dumps(saved))
-    config, _ = resume_config(str(logdir), {}, NATURE)
-    assert (config.optimizer_epsilon, config.loss_reduction) == (1.5e-4, "mean")
-    saved["optimizer"] = "rmsprop"
-    (logdir / "config.json").write_text(json.dumps(saved))
-    config, _ = resume_config(str(logdir), {}, NATURE)
-    assert (config.optimizer_epsilon, config.loss_reduction) == (0.01, "mean")
-
-
 def test_a_library_error_is_worded_with_the_flags_on_the_command_line(capsys):
     from fast_dqn.errors import ConfigError
     error = ConfigError("replay_capacity", "too large for ${env} with ${logdir}; lower it")
@@ -169,3 +147,36 @@ def test_a_library_error_is_worded_with_the_flags_on_the_command_line(capsys):
     # A tool's own argument names are already its words.
     assert ConfigError("RUN_DIR", "x").worded(flags.flag_name) == "RUN_DIR: x"
     assert ConfigError("-o", "x").worded(flags.flag_name) == "-o: x"
+
+
+@pytest.mark.parametrize("with_logdir", [True, False])
+def test_each_setting_is_resolved_once_on_the_way_to_training(tmp_path, monkeypatch,
+                                                               with_logdir):
+    """The command line resolves before it creates the run directory; train_* resolves what
+    it is given. The probes behind resolve (a Ray address, a gymnasium env, the hardware's
+    compute types) must run once, and train_* must get the config as it was resolved."""
+    from fast_dqn.run import validation
+    calls, seen = [], []
+    monkeypatch.setattr(validation, "validate", lambda config: calls.append(config))
+    monkeypatch.chdir(tmp_path)
+    argv = ["--env", "CartPole-v1", "--optimizer", "adam"]
+    if with_logdir:
+        argv += ["--logdir", str(tmp_path / "run")]
+    code = cli.main(NATURE, "test", argv,
+                    train=lambda config, **kw: seen.append((config, validation.resolve(config))))
+    assert code == 0 and len(calls) == 1
+    given, resolved = seen[0]
+    assert resolved is given and given.optimizer_epsilon == 1.5e-4
+    # A change made after resolving is resolved again.
+    import dataclasses
+    changed = dataclasses.replace(given, optimizer="rmsprop", optimizer_epsilon=None)
+    assert validation.resolve(changed).optimizer_epsilon == 0.01 and len(calls) == 2
+
+
+def test_the_parts_are_never_built_from_an_unresolved_config():
+    from fast_dqn.run.components import build_learner, network_builder
+    with pytest.raises(ValueError, match="optimizer_epsilon, loss_reduction not resolved"):
+        build_learner(Config(env="CartPole-v1"), (4, 4), 2)
+    with pytest.raises(ValueError, match="^mixed_precision not resolved"):
+        network_builder(Config(env="CartPole-v1", mixed_precision=True, optimizer_epsilon=0.01,
+                               loss_reduction="sum"), (4, 4), 2)

@@ -12,7 +12,6 @@ import time
 import pytest
 from helpers import ROOT, logs, rows, run, run_together
 
-from fast_dqn.errors import ConfigError
 from fast_dqn.run import cli
 from fast_dqn.run.hyperparameters import Config
 from fast_dqn.run.monitor import EPISODE_COLUMNS, CsvLog, Monitor, restore_log
@@ -82,7 +81,7 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_into_the_straight_run(
 def test_a_log_that_matches_the_checkpoint_is_cut_back_to_it(tmp_path):
     path = tmp_path / "episodes.csv"
     path.write_bytes(HEADER + ROW + ROW)  # a row written after the checkpoint
-    log, note = restore_log(str(path), EPISODE_COLUMNS, HEADER + ROW, len(HEADER + ROW), 50)
+    log, note = restore_log(str(path), EPISODE_COLUMNS, HEADER + ROW, 50)
     log.close()
     assert note is None and path.read_bytes() == HEADER + ROW
     assert os.listdir(tmp_path) == ["episodes.csv"]
@@ -96,7 +95,7 @@ def test_a_damaged_log_is_rebuilt_from_the_checkpoint_and_kept_aside(tmp_path, d
              "edited": good.replace(b"1.0", b"9.0"), "shorter": HEADER + ROW}[damage]
     if found is not None:
         path.write_bytes(found)
-    log, note = restore_log(str(path), EPISODE_COLUMNS, good, len(good), 50)
+    log, note = restore_log(str(path), EPISODE_COLUMNS, good, 50)
     log.write([3, 30, 10, 1.0, 1.0, 1.0, 0.0])
     log.close()
     assert path.read_bytes() == good + b"3,30,10,1.0,1.0,1.0,0.0\r\n"  # never padded
@@ -107,17 +106,6 @@ def test_a_damaged_log_is_rebuilt_from_the_checkpoint_and_kept_aside(tmp_path, d
     else:  # what the user had is kept
         assert (tmp_path / "episodes.csv.damaged").read_bytes() == found
         assert "kept as episodes.csv.damaged" in note
-
-
-@pytest.mark.parametrize("found", [None, HEADER])
-def test_a_log_too_short_for_an_old_checkpoint_without_a_copy_is_refused(tmp_path, found):
-    path = tmp_path / "episodes.csv"
-    if found is not None:
-        path.write_bytes(found)
-    with pytest.raises(ConfigError, match="put back the original file") as error:
-        restore_log(str(path), EPISODE_COLUMNS, None, len(HEADER + ROW), 50)
-    assert error.value.setting == "resume"
-    assert (path.read_bytes() if found else None) == found
 
 
 @pytest.mark.parametrize("damage", ["deleted", "replaced", "emptied"])
@@ -146,7 +134,6 @@ def test_a_checkpoint_keeps_a_copy_of_each_log_up_to_its_step(tmp_path):
     state = monitor.state_dict(10)
     monitor.close()
     assert state["logs"]["episodes.csv"] == (tmp_path / "episodes.csv").read_bytes()
-    assert state["positions"]["episodes.csv"] == len(state["logs"]["episodes.csv"])
 
 
 class _Silent:

@@ -1,14 +1,16 @@
 """The Atari env as fast_dqn.envs.environment builds it, on real ROMs: gymnasium's own checker,
-seeded resets, and snapshots that continue the very same game."""
+seeded resets, and saved states, kept as data, that continue the very same game."""
 
+import json
 import warnings
 
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from fast_dqn.envs.environment import make_env, restore_env, snapshot_env
+from fast_dqn.envs.environment import EnvStateMismatch, env_state, load_env_state, make_env
 from fast_dqn.run.hyperparameters import Config
+from fast_dqn.run.state_tree import from_data, to_data
 
 
 @pytest.mark.parametrize("game", ["breakout", "pong"])
@@ -50,23 +52,69 @@ def test_a_seeded_reset_starts_the_same_game_with_sticky_actions_too():
     assert_same(a, play(env, actions))
 
 
+def saved_as_data(env):
+    """env_state through the checkpoint's own encoding, as a resume would read it."""
+    document, arrays = to_data(env_state(env))
+    return from_data(json.loads(json.dumps(document)), arrays)
+
+
+def assert_same_state(a, b):
+    """Every layer's saved state alike, down to the emulator's bytes and each RNG (a
+    gymnasium env's pickle aside: two pickles of one state may differ in their bytes)."""
+    (document_a, arrays_a), (document_b, arrays_b) = to_data(env_state(a)), to_data(env_state(b))
+    assert json.dumps(document_a) == json.dumps(document_b)
+    assert arrays_a.keys() == arrays_b.keys()
+    for name in set(arrays_a) - {"/foreign"}:
+        np.testing.assert_array_equal(arrays_a[name], arrays_b[name], name)
+
+
 @pytest.mark.parametrize("sticky_actions", [0.0, 0.25])
 @pytest.mark.parametrize("seed", range(4))
-def test_a_snapshot_continues_the_same_game(sticky_actions, seed):
-    env = make_env(Config(game="breakout", sticky_actions=sticky_actions), seed=seed)
+def test_a_saved_state_continues_the_same_game(sticky_actions, seed):
+    config = Config(game="breakout", sticky_actions=sticky_actions)
+    env = make_env(config, seed=seed)
     env.reset()
     rng = np.random.default_rng(seed)
     play(env, rng.integers(0, 4, 150))
-    blob = snapshot_env(env)
+    saved = saved_as_data(env)
+    assert saved["foreign"] is None  # every layer, the emulator's included, kept as data
+    # Loaded into an env of another seed, mid-game itself: nothing of its own may remain.
+    other = make_env(config, seed=seed + 100)
+    other.reset()
+    play(other, rng.integers(0, 4, 77))
+    assert load_env_state(other, saved) is other
+    assert_same_state(env, other)
     actions = rng.integers(0, 4, 300)
-    assert_same(play(env, actions), play(restore_env(blob), actions))
+    assert_same(play(env, actions), play(other, actions))
+    assert_same_state(env, other)
 
 
-def test_a_snapshot_keeps_the_action_a_sticky_frame_repeats():
+def test_a_saved_state_continues_a_gymnasium_env():
+    """--env: gymnasium's CartPole has no state API; it is kept pickled beneath our layers."""
+    config = Config(env="CartPole-v1", history_length=2)
+    env = make_env(config, seed=5)
+    env.reset()
+    play(env, np.random.default_rng(5).integers(0, 2, 30))
+    other = make_env(config, seed=6)
+    assert load_env_state(other, saved_as_data(env)) is other
+    actions = np.random.default_rng(6).integers(0, 2, 200)
+    assert_same(play(env, actions), play(other, actions))
+    assert_same_state(env, other)
+    np.testing.assert_array_equal(env.unwrapped.state, other.unwrapped.state)
+
+
+def test_a_saved_state_of_another_wrapper_stack_is_refused_untouched():
+    training = make_env(Config(game="pong"), seed=0, training=True)
+    training.reset()
+    evaluation = make_env(Config(game="pong"), seed=0, training=False)
+    with pytest.raises(EnvStateMismatch, match="ClipReward"):
+        load_env_state(evaluation, saved_as_data(training))
+    assert evaluation.state_dict()["pending_seed"] == 0  # still its own, never reset
+
+
+def test_a_saved_game_keeps_the_action_a_sticky_frame_repeats():
     """The ALE's saved state lacks its last applied action: restored naively, a sticky frame
     would repeat NOOP instead of RIGHT, and the paddle would end elsewhere."""
-    import pickle
-
     from fast_dqn.envs.ale_game import AleGame
     for seed in range(8):
         game = AleGame("breakout", sticky_actions=0.25)
@@ -74,41 +122,9 @@ def test_a_snapshot_keeps_the_action_a_sticky_frame_repeats():
         right = game.get_action_meanings().index("RIGHT")
         for _ in range(6):
             game.step(right)
-        copy = pickle.loads(pickle.dumps(game))
+        copy = AleGame("breakout", sticky_actions=0.25)
+        copy.load_state_dict(game.state_dict())
         for _ in range(10):
             game.step(0)
             copy.step(0)
         np.testing.assert_array_equal(game.ale.getRAM(), copy.ale.getRAM(), f"seed {seed}")
-
-
-def test_an_env_saved_before_the_new_preprocessing_is_recognised():
-    from fast_dqn.envs.environment import OutdatedSnapshot
-    from fast_dqn.envs.samplers import PythonSamplers
-    # A pickle naming a wrapper that no longer exists, as checkpoints of before 2026-11-22 do.
-    old = b"cfast_dqn.atari_wrappers\nNoopReset\n)\x81."
-    with pytest.raises(OutdatedSnapshot):
-        restore_env(old)
-    samplers = PythonSamplers([make_env(Config(game="pong"), seed=0)])
-    assert samplers.load_state_dict({"backend": "python", "envs": [old]}, step=0) is False
-    samplers.reset()  # the original env is still there and plays
-
-
-def test_an_env_saved_before_the_package_moved_continues_the_same_game():
-    """Checkpoints of before 2026-11-22 name classes `fast_dqn.atari_wrappers.X`; the package
-    now has them in fast_dqn.envs. Protocol 2 writes class paths as plain text, so such a
-    pickle is made by renaming them back."""
-    import pickle
-
-    from fast_dqn.legacy_pickles import MOVED_MODULES
-    env = make_env(Config(game="breakout"), seed=3)
-    env.reset()
-    play(env, np.random.default_rng(3).integers(0, 4, 100))
-    blob = pickle.dumps(env, protocol=2)
-    old = blob
-    for old_path, new_path in MOVED_MODULES.items():
-        old = old.replace(b"c" + new_path.encode() + b"\n", b"c" + old_path.encode() + b"\n")
-    assert b"cfast_dqn.atari_wrappers\n" in old and b"fast_dqn.envs" not in old
-    with pytest.raises(ModuleNotFoundError):
-        pickle.loads(old)
-    actions = np.random.default_rng(4).integers(0, 4, 300)
-    assert_same(play(env, actions), play(restore_env(old), actions))

@@ -161,7 +161,7 @@ def test_a_fault_ends_the_run_quickly_and_leaves_no_thread(fault):
 @pytest.mark.parametrize("flags", [(True, False, False), (False, True, False),
                                    (False, False, True)])
 def test_the_loop_state_survives_a_checkpoint_as_it_is(flags):
-    import pickle
+    from helpers import through_checkpoint
 
     from fast_dqn.loops.fast_loop import FastLoopState
     settings = LoopSettings.from_config(BASE)
@@ -171,7 +171,7 @@ def test_the_loop_state_survives_a_checkpoint_as_it_is(flags):
     state.schedule.refill(480, 100, owed=5)
     state.held.chunks.append((np.ones((1, 2, 2)), np.zeros((1, 2)), np.zeros((1, 2)),
                               np.zeros((1, 2), bool), np.zeros((1, 2), bool), np.arange(2)))
-    saved = pickle.loads(pickle.dumps(state.state_dict()))
+    saved = through_checkpoint(state.state_dict())
     again = FastLoopState.from_state_dict(saved, settings)
     assert again.state_dict().keys() == saved.keys()
     for key in ("step", "trained_through", "last_eval", "owed", "sync_pending",
@@ -186,11 +186,10 @@ def test_the_loop_state_survives_a_checkpoint_as_it_is(flags):
 def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(concurrent,
                                                                                stop_at):
     """Stopped at the stop_at-th check (mid-period, or at a sync point), checkpointed, and
-    continued from the pickled loop state with the same parts: the same replay, the same
-    minibatches drawn, the same target copies."""
-    import pickle
-
+    continued from the loop state read back as a checkpoint would, with the same parts: the
+    same replay, the same minibatches drawn, the same target copies."""
     from fake_samplers import MemoryCheckpoints
+    from helpers import through_checkpoint
 
     from fast_dqn.loops.fast_loop import FastLoopState
     config = dataclasses.replace(BASE, workers=4, concurrent=concurrent)
@@ -223,7 +222,7 @@ def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(
     step = FastLoop(settings, backend, learner, replay, trainer, NullMonitor(),
                     checkpoints=checkpoints).run()
     assert 0 < step < 960 and checkpoints.saved[-1][0] == step
-    state = FastLoopState.from_state_dict(pickle.loads(pickle.dumps(checkpoints.saved[-1][1])),
+    state = FastLoopState.from_state_dict(through_checkpoint(checkpoints.saved[-1][1]),
                                           settings)
     FastLoop(settings, backend, learner, replay, trainer, NullMonitor(),
              checkpoints=MemoryCheckpoints()).run(state)

@@ -209,8 +209,9 @@ def test_the_default_optimizer_takes_the_nature_codes_update_per_layer(repeat_on
     itself, so g2 - g^2 is far from g2 and an uncentered RMSProp would be far off too."""
     from fast_dqn.run.components import build_learner
     from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.validation import resolve
     tf.keras.utils.set_random_seed(0)
-    learner = build_learner(Config(), (4, 84, 84), 6)
+    learner = build_learner(resolve(Config()), (4, 84, 84), 6)
     optimizer = learner.optimizer
     assert (optimizer.centered, optimizer.rho, optimizer.epsilon) == (True, 0.95, 0.01)
     assert float(optimizer.learning_rate) == pytest.approx(2.5e-4)

@@ -87,6 +87,8 @@ def test_stored_transitions_are_what_the_env_showed():
 @pytest.mark.parametrize("stop_at", [3, 57, 118])
 def test_a_stop_checkpoints_and_the_resumed_loop_does_exactly_the_rest(stop_at):
     import pickle
+
+    from helpers import through_checkpoint
     whole = run()
     env = ScriptedEnv()
     replay = ReplayMemory(1000, (1,), K, frame_dtype=np.int64, seed=1)
@@ -98,10 +100,10 @@ def test_a_stop_checkpoints_and_the_resumed_loop_does_exactly_the_rest(stop_at):
                            checkpoints)
     saved_step, state, final = checkpoints.saved[-1]
     assert saved_step == step == stop_at - 1 and not final
-    # The checkpoint would pickle the env; the resumed loop continues from a copy of it.
+    # The checkpoint keeps this scripted env as gymnasium envs of --env are kept: pickled.
     env = pickle.loads(pickle.dumps(env))
     run_nature_loop(SETTINGS, env, learner, replay, NullMonitor(), rng, evaluations,
-                    MemoryCheckpoints(), resume=pickle.loads(pickle.dumps(state)))
+                    MemoryCheckpoints(), resume=through_checkpoint(state))
     assert learner.trained_at == whole[2].trained_at
     assert learner.updated_at == whole[2].updated_at
     assert evaluations.steps == whole[4].steps

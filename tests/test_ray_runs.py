@@ -27,6 +27,7 @@ TWO_NODES = textwrap.dedent("""
     from fast_dqn.loops.ray_backend import RayBackend
     from fast_dqn.run import components, precedence
     from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.run.validation import resolve
 
     # The head (the learner's machine) offers no CPU, so the one-CPU sampler actors can only
     # be placed on the second node: the recipe's `ray start --head --num-cpus=0`. Both nodes
@@ -35,9 +36,9 @@ TWO_NODES = textwrap.dedent("""
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     try:
         second = cluster.add_node(num_cpus=2, object_store_memory=200 * 2**20)
-        config = precedence.build_config({"env": "CartPole-v1", "backend": "ray", "num_samplers": 2,
-                                   "envs_per_sampler": 2, "rollout_steps": 8,
-                                   "ray_address": cluster.address}, FastConfig)
+        config = resolve(precedence.build_config(
+            {"env": "CartPole-v1", "backend": "ray", "num_samplers": 2, "envs_per_sampler": 2,
+             "rollout_steps": 8, "ray_address": cluster.address}, FastConfig))
         backend = RayBackend(config, *components.ray_sampler_builders(config),
                              log=lambda line: None)
         try:

@@ -6,7 +6,7 @@ from helpers import TINY_CARTPOLE
 
 from fast_dqn.agent.learner import DQNLearner
 from fast_dqn.loops.minibatch_schedule import minibatches_due
-from fast_dqn.run.hyperparameters import Config, FastConfig, resolve_optimizer
+from fast_dqn.run.hyperparameters import Config, FastConfig
 from fast_dqn.run.training import train_fast, train_nature
 
 SMALL = TINY_CARTPOLE
@@ -150,7 +150,8 @@ def built_parts(config, resume=None):
     import numpy as np
 
     from fast_dqn.run.training import RunParts
-    return RunParts(config, (1, 4), np.dtype(np.float32), 2, 1,
+    from fast_dqn.run.validation import resolve
+    return RunParts(resolve(config), (1, 4), np.dtype(np.float32), 2, 1,
                     lambda learner: learner.q_values, resume)
 
 
@@ -199,7 +200,7 @@ def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
     from fast_dqn.run.checkpoint import latest_checkpoint
     config, _ = filled_parts(tmp_path, save_replay=False)
     other = dict(SMALL, logdir=str(tmp_path), env="Acrobot-v1")
-    other = resolve_optimizer(Config(**other))
+    other = Config(**other)
     with pytest.raises(ConfigError, match="does not belong to this run") as error:
         built_parts(other, latest_checkpoint(str(tmp_path), "resume"))
     assert error.value.setting == "resume"

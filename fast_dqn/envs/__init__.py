@@ -1,3 +1,2 @@
 """The games: ALE emulators and gymnasium envs, their preprocessing, and the sampler backends
-that step W of them together. Imports nothing else of fast_dqn but its errors and
-legacy_pickles (snapshots of envs pickled under older module paths)."""
+that step W of them together. Imports nothing else of fast_dqn but its errors."""

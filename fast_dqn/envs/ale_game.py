@@ -84,28 +84,29 @@ class AleGame(gymnasium.Env):
     def close(self):
         pass  # the emulator is freed with the object
 
-    # Pickling: a checkpoint holds the game mid-play, the emulator's RNG included. The ALE's
-    # saved state lacks the action it applied last, which a sticky action repeats; so with
-    # sticky actions the game is saved as its start and the actions since, and replayed.
-    def __getstate__(self):
-        state = {"game": self.game, "sticky_actions": self.sticky_actions,
-                 "full_action_space": self.full_action_space,
-                 "np_random": self.np_random.bit_generator.state}
+    # A checkpoint keeps the game mid-play, the emulator's RNG included, as the ALE's own
+    # serialized state. That state lacks the action the emulator applied last, which a sticky
+    # action repeats; so with sticky actions the game is kept as its start and the actions
+    # since, and replayed.
+    def state_dict(self):
+        state = {"game": self.game, "np_random": self.np_random.bit_generator.state}
         if self.sticky_actions and self.game_start is not None:
-            state["game_start"] = self.game_start
+            state["game_start"] = self.game_start.serialize()
             state["actions"] = np.array(self.actions_since_start, np.uint8)
         else:
-            state["emulator"] = self.ale.cloneState(include_rng=True)
+            state["emulator"] = self.ale.cloneState(include_rng=True).serialize()
         return state
 
-    def __setstate__(self, state):
-        self.__init__(state["game"], state["sticky_actions"], state["full_action_space"])
+    def load_state_dict(self, state):
+        from ale_py import ALEState
+        if state["game"] != self.game:
+            raise ValueError(f"the saved emulator plays {state['game']}, this one {self.game}")
         if "game_start" in state:
-            self.ale.restoreState(state["game_start"])
-            self.game_start = state["game_start"]
+            self.game_start = ALEState(state["game_start"])
+            self.ale.restoreState(self.game_start)
             self.actions_since_start = []
             for action in state["actions"]:
                 self.step(action)
         else:
-            self.ale.restoreState(state["emulator"])
+            self.ale.restoreState(ALEState(state["emulator"]))
         self.np_random.bit_generator.state = state["np_random"]

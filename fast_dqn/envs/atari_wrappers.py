@@ -11,6 +11,10 @@ backends, evaluation and `fast_dqn.tools.evaluate` see the same frames (tests/te
 proves it on real ROMs). The order matters: the start's FIRE and no-ops are emulator frames,
 the time limit counts agent steps of a whole game, and the game statistics must see whole
 games with unclipped rewards.
+
+Every wrapper here gives its state as data (`state_dict`, `load_state_dict`): a checkpoint
+keeps a game mid-play as arrays and numbers, never as pickled classes
+(fast_dqn.envs.environment.env_state walks the stack).
 """
 
 import collections
@@ -88,6 +92,15 @@ class GameStart(gymnasium.Wrapper):
                 obs, info = self.env.reset()
         return obs, info
 
+    def state_dict(self):
+        return {"generator": self.generator.state if self.generator else None}
+
+    def load_state_dict(self, state):
+        self.generator = None
+        if state["generator"] is not None:
+            self.generator = np.random.MT19937(0)
+            self.generator.state = state["generator"]
+
 
 class MaxAndSkip(gymnasium.Wrapper):
     """Repeat the action `skip` frames, sum the rewards, and max-pool the last two screens.
@@ -120,6 +133,37 @@ class MaxAndSkip(gymnasium.Wrapper):
                 break
         return np.maximum(*self.buffers), total_reward, terminated, truncated, info
 
+    def state_dict(self):
+        return {"buffers": None if self.buffers is None else list(self.buffers)}
+
+    def load_state_dict(self, state):
+        self.buffers = None if state["buffers"] is None else list(state["buffers"])
+
+
+class TimeLimit(gymnasium.Wrapper):
+    """Truncate a game after `max_episode_steps` steps of this layer, as gymnasium's TimeLimit
+    does; ours so that its count is part of the env's state as data."""
+
+    def __init__(self, env, max_episode_steps):
+        super().__init__(env)
+        self.max_episode_steps = max_episode_steps
+        self.elapsed = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.elapsed += 1
+        return obs, reward, terminated, truncated or self.elapsed >= self.max_episode_steps, info
+
+    def reset(self, **kwargs):
+        self.elapsed = 0
+        return self.env.reset(**kwargs)
+
+    def state_dict(self):
+        return {"elapsed": self.elapsed}
+
+    def load_state_dict(self, state):
+        self.elapsed = state["elapsed"]
+
 
 class FullGameStats(gymnasium.Wrapper):
     """Accumulate the unclipped return and agent-step length of each whole game.
@@ -148,6 +192,12 @@ class FullGameStats(gymnasium.Wrapper):
             info["game_return"] = self.game_return
             info["game_length"] = self.game_length
         return obs, reward, terminated, truncated, info
+
+    def state_dict(self):
+        return {"game_return": self.game_return, "game_length": self.game_length}
+
+    def load_state_dict(self, state):
+        self.game_return, self.game_length = state["game_return"], state["game_length"]
 
 
 class EpisodicLife(gymnasium.Wrapper):
@@ -182,8 +232,27 @@ class EpisodicLife(gymnasium.Wrapper):
         self.lives = info.get("lives", 0)
         return obs, info
 
+    def state_dict(self):
+        return {"lives": self.lives, "after_life_loss": self.after_life_loss}
 
-class ClipReward(gymnasium.RewardWrapper):
+    def load_state_dict(self, state):
+        self.lives = state["lives"]
+        self.after_life_loss = state["after_life_loss"]
+        if self.after_life_loss is not None:
+            self.after_life_loss = tuple(self.after_life_loss)
+
+
+class Stateless:
+    """A wrapper whose output depends on its input alone: nothing to save."""
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+class ClipReward(Stateless, gymnasium.RewardWrapper):
     """Clip rewards to their sign (-1, 0, +1), so one learning rate fits every game's score scale.
 
     Training only: evaluation and logs use the unclipped game score.
@@ -193,7 +262,7 @@ class ClipReward(gymnasium.RewardWrapper):
         return float(np.sign(reward))
 
 
-class Resize(gymnasium.ObservationWrapper):
+class Resize(Stateless, gymnasium.ObservationWrapper):
     """210x160 grayscale screen -> 84x84 uint8, with opencv.
 
     Area interpolation by default, as ale-py's vector env resizes (it links opencv too, and
@@ -240,3 +309,9 @@ class FrameHistory(gymnasium.Wrapper):
 
     def _state(self):
         return np.stack(self.frames)
+
+    def state_dict(self):
+        return {"frames": list(self.frames)}
+
+    def load_state_dict(self, state):
+        self.frames = collections.deque(state["frames"], maxlen=self.k)

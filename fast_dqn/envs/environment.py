@@ -6,7 +6,6 @@ import pickle
 import gymnasium
 import numpy as np
 
-from fast_dqn import legacy_pickles
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.errors import ConfigError
 
@@ -31,7 +30,7 @@ def wrap_atari(env, config, training):
     """Apply the preprocessing stack (see fast_dqn.envs.atari_wrappers) to a raw emulator env."""
     env = w.GameStart(env, noop_max=config.noop_max)
     env = w.MaxAndSkip(env, skip=config.action_repeat)
-    env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=config.max_episode_steps)
+    env = w.TimeLimit(env, max_episode_steps=config.max_episode_steps)
     env = w.FullGameStats(env)
     if config.episodic_life:
         env = w.EpisodicLife(env)
@@ -58,6 +57,12 @@ class SeedOnFirstReset(gymnasium.Wrapper):
             kwargs.setdefault("seed", self.pending_seed)
             self.pending_seed = None
         return self.env.reset(**kwargs)
+
+    def state_dict(self):
+        return {"pending_seed": self.pending_seed}
+
+    def load_state_dict(self, state):
+        self.pending_seed = state["pending_seed"]
 
 
 def make_atari_env(config, seed, training=True):
@@ -103,24 +108,51 @@ def check_gym_env(name):
     return observations.shape, np.dtype(observations.dtype)
 
 
-def snapshot_env(env):
-    """The complete state of a built env, as bytes, mid-game included: the wrappers pickle
-    as plain objects, and AleGame pickles its emulator with its RNG."""
-    return pickle.dumps(env, protocol=pickle.HIGHEST_PROTOCOL)
+class EnvStateMismatch(ValueError):
+    """A saved env state whose layers are not this env's (another wrapper stack)."""
 
 
-class OutdatedSnapshot(ValueError):
-    """The env was saved by fast-dqn before 2026-11-22, with another preprocessing (RGB luma,
-    FIRE after lost lives) whose wrappers no longer exist: its game cannot continue."""
+def _layers(env):
+    """The env's layers, outermost first, down to the first that is not ours: AleGame, or
+    a gymnasium env of --env with gymnasium's own wrappers, which give no state as data."""
+    layers = [env]
+    while hasattr(env, "state_dict") and isinstance(env, gymnasium.Wrapper):
+        env = env.env
+        layers.append(env)
+    return layers
 
 
-def restore_env(blob):
-    """A new env in exactly the state `snapshot_env` saw; OutdatedSnapshot for an env saved
-    before fast-dqn adopted ale-py's preprocessing."""
+def env_state(env):
+    """The complete state of a built env, mid-game included, as data: each of our layers'
+    state_dict, the emulator's included. A --env gymnasium env has no state API; it alone is
+    kept pickled, as bytes (its classes are gymnasium's, which our renames cannot break)."""
+    layers = _layers(env)
+    inner = layers[-1]
+    return {"layers": [type(layer).__name__ for layer in layers],
+            "states": [layer.state_dict() for layer in layers if hasattr(layer, "state_dict")],
+            "foreign": None if hasattr(inner, "state_dict")
+            else pickle.dumps(inner, protocol=pickle.HIGHEST_PROTOCOL)}
+
+
+def load_env_state(env, state):
+    """Put `env` (built as the saved one was) in the saved state; returns the env to use: the
+    same one, or a new one when the outermost layer itself was kept pickled. Raises
+    EnvStateMismatch, before changing anything, when the layers differ."""
+    layers = _layers(env)
+    names = [type(layer).__name__ for layer in layers]
+    if names != state["layers"]:
+        raise EnvStateMismatch(f"the saved env has the layers {state['layers']}, this one "
+                               f"{names}")
+    for layer, layer_state in zip(layers, state["states"]):
+        layer.load_state_dict(layer_state)
+    if state["foreign"] is None:
+        return env
+    inner = pickle.loads(state["foreign"])
     try:
-        env = legacy_pickles.loads(blob)
-    except (AttributeError, ImportError) as error:  # a wrapper class that is gone
-        raise OutdatedSnapshot(str(error)) from error
-    if isinstance(env, tuple):  # (env, emulator state) of gymnasium's AtariEnv
-        raise OutdatedSnapshot("an env of gymnasium's AtariEnv")
+        layers[-1].close()
+    except Exception:  # an env that failed may not close cleanly; it is replaced anyway
+        pass
+    if len(layers) == 1:
+        return inner
+    layers[-2].env = inner
     return env

@@ -61,21 +61,16 @@ class PythonSamplers:
                            game_returns, game_lengths)
 
     def state_dict(self):
-        from fast_dqn.envs.environment import snapshot_env
-        return {"backend": "python", "envs": [snapshot_env(env) for env in self.envs]}
+        from fast_dqn.envs.environment import env_state
+        return {"backend": "python", "envs": [env_state(env) for env in self.envs]}
 
     def load_state_dict(self, state, step):
         """Continue every game exactly where the checkpoint left it; returns whether it could
         (False for a checkpoint of another backend or sampler count)."""
-        from fast_dqn.envs.environment import OutdatedSnapshot, restore_env
+        from fast_dqn.envs.environment import load_env_state
         if state.get("backend") != "python" or len(state["envs"]) != self.num_samplers:
             return False
-        try:
-            envs = [restore_env(blob) for blob in state["envs"]]
-        except OutdatedSnapshot:
-            return False
-        self.close()
-        self.envs = envs
+        self.envs = [load_env_state(env, saved) for env, saved in zip(self.envs, state["envs"])]
         return True
 
     def close(self):

@@ -57,23 +57,13 @@ class Evaluator:
         self.monitor.record_eval(step, returns)
 
     def state_dict(self):
-        from fast_dqn.envs.environment import snapshot_env
-        return {"env": snapshot_env(self.env), "rng": self.rng.bit_generator.state}
+        from fast_dqn.envs.environment import env_state
+        return {"env": env_state(self.env), "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        from fast_dqn.envs.environment import OutdatedSnapshot, restore_env
+        from fast_dqn.envs.environment import load_env_state
         self.rng.bit_generator.state = state["rng"]
-        try:
-            env = restore_env(state["env"])
-        except OutdatedSnapshot:
-            self.monitor.message("the checkpoint's evaluation env has the preprocessing of "
-                                 "fast-dqn before 2026-11-22: evaluation plays new games")
-            return
-        try:
-            self.env.close()
-        except Exception:  # a failed env may not close cleanly; it is replaced anyway
-            pass
-        self.env = env
+        self.env = load_env_state(self.env, state["env"])
 
     def close(self):
         self.env.close()

@@ -83,7 +83,7 @@ class HeldTransitions:
     def __init__(self, chunks=()):
         # Each chunk as (frames, actions, rewards, terminated, episode_ends, shards); a
         # checkpoint keeps this list as it is.
-        self.chunks = [_as_chunk_tuple(c) for c in chunks]
+        self.chunks = list(chunks)
         self.cut_in_replay = set()  # shards whose last stored transition lost its successor
 
     def append(self, chunk):
@@ -124,14 +124,6 @@ class HeldTransitions:
         self.chunks = []
 
 
-def _as_chunk_tuple(held):
-    """Checkpoints of fast-dqn before the backends held one round per entry: W games' frames,
-    actions, rewards, terminated and ends, without shards. Those become one-row chunks."""
-    if len(held) == 6:
-        return held
-    return (*(np.asarray(a)[None] for a in held), np.arange(len(held[1])))
-
-
 @dataclass
 class FastLoopState:
     """Everything of the fast loop that a checkpoint saves and a resume restores; the loop
@@ -153,8 +145,7 @@ class FastLoopState:
 
     @classmethod
     def from_state_dict(cls, state, settings, warn=None):
-        """From a checkpoint's loop state (checkpoints of before the schedule hold only
-        train_start, which MinibatchSchedule reads)."""
+        """From a checkpoint's loop state."""
         return cls(MinibatchSchedule.from_loop_state(state, settings.train_freq, warn),
                    HeldTransitions(state["held"]), state["step"], state["trained_through"],
                    state["last_eval"], state["owed"], state["sync_pending"],

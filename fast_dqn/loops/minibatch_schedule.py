@@ -31,10 +31,8 @@ class MinibatchSchedule:
 
     @classmethod
     def from_loop_state(cls, loop, train_freq, warn=None):
-        """The schedule a checkpoint's loop state holds; checkpoints from before refills were
-        deferred kept only train_start (already moved past their refill)."""
-        saved = loop.get("schedule") or {"train_start": loop["train_start"]}
-        return cls(train_freq=train_freq, warn=warn, **saved)
+        """The schedule a checkpoint's loop state holds."""
+        return cls(train_freq=train_freq, warn=warn, **loop["schedule"])
 
     def state_dict(self):
         return {"train_start": self.train_start, "refill_until": self.refill_until,

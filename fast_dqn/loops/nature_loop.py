@@ -60,11 +60,7 @@ class NatureLoop:
             self.step, self.obs = resume["step"], resume["obs"]
             self.eval_pending = resume["eval_pending"]
             self.schedule = MinibatchSchedule.from_loop_state(resume, settings.train_freq, warn)
-            # Checkpoints from before 2026-11-23 did not record it: a step on the evaluation
-            # interval was evaluated there.
-            every = settings.eval_freq
-            on_interval = every and self.step % every == 0
-            self.last_eval = resume.get("last_eval", self.step if on_interval else None)
+            self.last_eval = resume["last_eval"]
         else:
             self.schedule = MinibatchSchedule(settings.prepopulate, settings.train_freq,
                                               warn=warn)

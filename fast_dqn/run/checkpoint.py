@@ -3,10 +3,13 @@
 Layout, inside the run directory:
 
     checkpoints/step-000000250000/
-        state.pkl.zst   everything but the replay frames: weights, optimizer, RNGs, envs,
+        state.json      everything but the replay frames, as data (fast_dqn.run.state_tree):
+                        weights, optimizer, RNGs, the games' emulator states and frame stacks,
                         log positions, the loop's own counters and held transitions
+        arrays.zst      the arrays state.json refers to
         replay.zst      the replay memory's arrays (only with --save-replay)
-        manifest.json   the size and CRC-32 of each file above, written last
+        manifest.json   the format version, and the size and CRC-32 of each file above,
+                        written last
     checkpoints/step-000000250000.1/   a later checkpoint at the same step, written when a run
                                        resumed at its last step finished the work left there
 
@@ -15,11 +18,14 @@ is the directory renamed to its final name, so a crash or a full disk at any mom
 either a complete checkpoint or none: a `.partial-*` directory is never read, and it is
 deleted by the next save. Loading verifies the manifest and falls back to the previous
 checkpoint, with a warning, when the newest one is damaged.
+
+FORMAT is the version of this layout. A checkpoint of another version is refused with one
+line rather than guessed at: format 1, the checkpoints of earlier fast-dqn, pickled its state by
+class path, and this code keeps no shims to read it.
 """
 
 import json
 import os
-import pickle
 import re
 import shutil
 import sys
@@ -28,15 +34,21 @@ import zlib
 
 import zstandard
 
-from fast_dqn import legacy_pickles
 from fast_dqn.run.array_file import CorruptFile, read_arrays, write_arrays
+from fast_dqn.run.state_tree import from_data, to_data
 
-STATE_FILE, REPLAY_FILE, MANIFEST_FILE = "state.pkl.zst", "replay.zst", "manifest.json"
+FORMAT = 2
+STATE_FILE, ARRAYS_FILE = "state.json", "arrays.zst"
+REPLAY_FILE, MANIFEST_FILE = "replay.zst", "manifest.json"
 _NAME = re.compile(r"^step-(\d{12})(?:\.(\d+))?$")
 
 
 class CheckpointError(Exception):
     """A checkpoint could not be written; the previous ones are untouched."""
+
+
+class UnsupportedFormat(Exception):
+    """A complete checkpoint of another format version than FORMAT."""
 
 
 class _ChecksumWriter:
@@ -54,13 +66,6 @@ class _ChecksumWriter:
 
     def flush(self):
         self.file.flush()
-
-
-def _write_pickle(raw, state):
-    """Pickle straight into a zstd stream: no whole pickle or whole compressed copy in RAM,
-    which matters for a long run's memory peak (see benchmarks/soak.py)."""
-    with zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) as out:
-        pickle.dump(state, out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _fsync_dir(path):
@@ -84,9 +89,11 @@ class Checkpoint:
         return REPLAY_FILE in self.manifest["files"]
 
     def load_state(self):
-        with open(os.path.join(self.path, STATE_FILE), "rb") as f, \
-                zstandard.ZstdDecompressor().stream_reader(f) as reader:
-            return legacy_pickles.load(reader)
+        with open(os.path.join(self.path, STATE_FILE)) as f:
+            document = json.load(f)
+        with open(os.path.join(self.path, ARRAYS_FILE), "rb") as f:
+            arrays = read_arrays(f)
+        return from_data(document, arrays)
 
     def load_replay(self, arrays):
         """Fill the given {name: array} in place from replay.zst."""
@@ -105,9 +112,13 @@ class CheckpointStore:
     def save(self, step, state, replay_arrays=None):
         """Write a checkpoint for agent step `step`; returns its path.
 
-        state: any picklable object; replay_arrays: {name: ndarray} or None.
-        Raises CheckpointError (disk full, unwritable path); older checkpoints stay intact.
+        state: a tree of data (see fast_dqn.run.state_tree); replay_arrays: {name: ndarray}
+        or None. Raises CheckpointError (disk full, unwritable path); older checkpoints stay
+        intact.
         """
+        # Before any file exists: a state that is not data is a bug, and must not leave a
+        # half-written directory behind.
+        document, arrays = to_data(state)
         # A run resumed at its last step, with work still to do there (a period's minibatches
         # owed, an evaluation), saves that step again. Replacing the checkpoint in place would
         # open a window with no copy, so the new one takes the next free suffix.
@@ -120,12 +131,16 @@ class CheckpointStore:
             os.makedirs(self.dir, exist_ok=True)
             self._remove_partials()
             os.makedirs(partial)
-            files = {STATE_FILE: self._write(partial, STATE_FILE,
-                                             lambda f: _write_pickle(f, state))}
+            files = {
+                STATE_FILE: self._write(partial, STATE_FILE,
+                                        lambda f: f.write(json.dumps(document).encode())),
+                ARRAYS_FILE: self._write(partial, ARRAYS_FILE,
+                                         lambda f: write_arrays(f, arrays, level=3)),
+            }
             if replay_arrays is not None:
                 files[REPLAY_FILE] = self._write(partial, REPLAY_FILE,
                                                  lambda f: write_arrays(f, replay_arrays))
-            manifest = {"step": step, "files": files}
+            manifest = {"format": FORMAT, "step": step, "files": files}
             with open(os.path.join(partial, MANIFEST_FILE), "w") as f:
                 json.dump(manifest, f, indent=1)
                 f.flush()
@@ -176,13 +191,16 @@ class CheckpointStore:
         """The newest checkpoint that verifies, warning about each damaged newer one.
 
         Returns None when there is no checkpoint at all; raises CorruptFile when there are
-        some but none is usable.
+        some but none is usable, and UnsupportedFormat when the newest complete one is of
+        another format version (older ones would be too, and must not silently replace it).
         """
         problems = []
         for step, _, name in reversed(self._complete()):
             path = os.path.join(self.dir, name)
             try:
                 checkpoint = Checkpoint(path, step, self._verify(path))
+            except UnsupportedFormat as error:
+                raise UnsupportedFormat(f"{name} {error}")
             except CorruptFile as error:
                 problems.append(f"{name}: {error}")
                 continue
@@ -200,6 +218,7 @@ class CheckpointStore:
                 manifest = json.load(f)
         except (OSError, ValueError) as error:
             raise CorruptFile(f"no readable manifest ({error})")
+        _check_format(manifest)
         files = _manifest_files(manifest, path)
         for name, expected in files.items():
             crc, size = 0, 0
@@ -220,6 +239,20 @@ def _whole(value):
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _check_format(manifest):
+    # Format 1 wrote no version in its manifest.
+    version = manifest.get("format", 1) if isinstance(manifest, dict) else None
+    if version == FORMAT or not _whole(version):
+        return  # a format that is not a whole number is damage, which the file checks report
+    if version > FORMAT:
+        raise UnsupportedFormat(f"is of checkpoint format {version}, newer than this "
+                                f"fast-dqn's {FORMAT}; resume it with the newer fast-dqn that "
+                                "wrote it")
+    raise UnsupportedFormat(f"is of checkpoint format {version}, written by an earlier "
+                            f"fast-dqn, which this one (format {FORMAT}) does not read; resume "
+                            "it with the fast-dqn that wrote it, or start a new run")
+
+
 def _manifest_files(manifest, path):
     """The manifest's {name: {"size", "crc32"}}, or CorruptFile: a manifest is all that
     vouches for a checkpoint, so one that parses as JSON but would not vouch for the state
@@ -227,8 +260,9 @@ def _manifest_files(manifest, path):
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise CorruptFile(f"{MANIFEST_FILE} has no table of files")
     files = manifest["files"]
-    if STATE_FILE not in files:
-        raise CorruptFile(f"{MANIFEST_FILE} does not list {STATE_FILE}")
+    for name in (STATE_FILE, ARRAYS_FILE):
+        if name not in files:
+            raise CorruptFile(f"{MANIFEST_FILE} does not list {name}")
     for name, expected in files.items():
         # Only files inside the checkpoint: a listed ../x would be checksummed, not loaded.
         if name in ("", ".", "..", MANIFEST_FILE) or os.path.basename(name) != name:
@@ -293,6 +327,8 @@ def latest_checkpoint(run_dir, setting, warn=None, missing_ok=False):
     from fast_dqn.errors import ConfigError
     try:
         checkpoint = CheckpointStore(run_dir, warn=warn).latest()
+    except UnsupportedFormat as error:
+        raise ConfigError(setting, f"the checkpoint {error}")
     except CorruptFile as error:
         raise ConfigError(setting, f"no usable checkpoint in '{run_dir}' ({error}); start a "
                                    "new run")

@@ -29,12 +29,16 @@ from fast_dqn.run.validation import resolve
 
 def validate_and_resolve(config):
     """A new run's settings resolved (see `resolve`), its run directory chosen and checked.
-    Creates nothing: the caller makes the run directory afterwards."""
+    Creates nothing: the caller makes the run directory afterwards. The directory is chosen
+    first, so that the config train_* receives is the very one resolved, and is not resolved
+    again (see `resolve`)."""
+    if not config.logdir:
+        from fast_dqn.envs.games import resolve_game
+        name = config.env.replace("/", "_") if config.env else resolve_game(config.game)
+        config = dataclasses.replace(config, logdir=default_logdir(name, kind_of(config).loop))
     config = resolve(config)
-    logdir = config.logdir or default_logdir(config.game or config.env.replace("/", "_"),
-                                             kind_of(config).loop)
-    check_logdir(logdir)
-    return dataclasses.replace(config, logdir=logdir)
+    check_logdir(config.logdir)
+    return config
 
 
 def _last_checkpoint(run_dir):

@@ -11,6 +11,7 @@ import numpy as np
 
 from fast_dqn.agent.replay_memory import ReplayMemory
 from fast_dqn.envs.environment import game_seed, make_env
+from fast_dqn.run.validation import check_resolved
 
 # Seed offsets keep every random stream of a run distinct yet derived from the one --seed.
 EVAL_ENV_SEED_OFFSET = 10_000
@@ -21,17 +22,14 @@ def rng_for(seed, stream):
     return np.random.default_rng([seed, stream])
 
 
-def precision(config):
-    """float32, bfloat16 or float16: --mixed-precision is the older name of float16."""
-    return "float16" if config.mixed_precision else config.precision
-
-
 def network_builder(config, observation_shape, num_actions):
     """A function that builds one fresh Q-network for this config: a Nature CNN for Atari,
-    an MLP for --env; with a dueling head if asked, in the asked compute type."""
+    an MLP for --env; with a dueling head if asked, in the asked compute type. `config`:
+    as fast_dqn.run.validation.resolve returns it."""
     from fast_dqn.agent.q_network import mlp, nature_cnn
+    check_resolved(config)
     policy = {"float32": None, "bfloat16": "mixed_bfloat16",
-              "float16": "mixed_float16"}[precision(config)]
+              "float16": "mixed_float16"}[config.precision]
     dueling = config.dueling
     if config.env is None:
         return lambda: nature_cnn(observation_shape, num_actions, policy, dueling=dueling)
@@ -40,12 +38,10 @@ def network_builder(config, observation_shape, num_actions):
 
 def build_learner(config, observation_shape, num_actions):
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
-    from fast_dqn.run.hyperparameters import resolve_optimizer
-    config = resolve_optimizer(config)  # a config built in code may leave them unset
     return DQNLearner(network_builder(config, observation_shape, num_actions),
                       # float16 needs loss scaling; bfloat16 has float32's range and does not.
                       make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
-                                     precision(config) == "float16"),
+                                     config.precision == "float16"),
                       xla=config.xla, loss_reduction=config.loss_reduction,
                       double=config.double)
 

@@ -168,12 +168,6 @@ def resolve_optimizer(config):
         loss_reduction=config.loss_reduction or defaults["loss_reduction"])
 
 
-# What runs saved before optimizer_epsilon and loss_reduction existed really used: a mean loss,
-# and Adam's epsilon hard-coded at 1.5e-4. Resuming such a run keeps its old update rule.
-LEGACY_OPTIMIZER = {"rmsprop": {"optimizer_epsilon": 0.01, "loss_reduction": "mean"},
-                    "adam": {"optimizer_epsilon": 1.5e-4, "loss_reduction": "mean"}}
-
-
 @dataclass
 class FastConfig(Config):
     """The fast loop's extra settings (Daley & Amato 2021). Everything else is as in Config."""

@@ -17,8 +17,6 @@ import time
 
 import numpy as np
 
-from fast_dqn.errors import ConfigError
-
 EPISODE_COLUMNS = ("episode", "agent_step", "length", "return", "mean_100", "epsilon", "hours")
 EVAL_COLUMNS = ("agent_step", "mean", "std", "episodes", "hours")
 
@@ -95,26 +93,12 @@ class CsvLog:
         self.file.close()
 
 
-def restore_log(path, columns, contents, position, step):
-    """The log of a run resumed at `step`: the file cut back to the `position` bytes the
-    checkpoint recorded, or rebuilt from the checkpoint's copy (`contents`) when the file is
-    missing or differs from it. Returns (CsvLog, message or None).
-
-    Checkpoints from before 2026-11-23 keep no copy: their log must hold at least `position`
-    bytes, or the resume is refused (a file cannot be rebuilt from nothing)."""
+def restore_log(path, columns, contents, step):
+    """The log of a run resumed at `step`: the checkpoint's copy (`contents`), kept in the
+    file, or rebuilt from the copy when the file is missing or differs from it. Returns
+    (CsvLog, message or None)."""
     name = os.path.basename(path)
     found = _read(path) if os.path.exists(path) else None
-    if contents is None:
-        header = _csv_line(columns)
-        if found is None and position <= len(header):
-            found = header
-        if found is None or len(found) < position:
-            what = "is missing" if found is None else (
-                f"holds {len(found):,} bytes, fewer than the {position:,} it had")
-            raise ConfigError("resume", f"{path} {what} at the checkpoint of step {step:,}, "
-                              "which is too old to hold a copy of it; put back the original "
-                              "file")
-        return CsvLog(path, columns, contents=found[:position]), None
     if found is not None and found[:len(contents)] == contents:
         return CsvLog(path, columns, contents=contents), None
     if found is None:
@@ -193,7 +177,7 @@ class Monitor:
         self.console = console or ProgressLines(total_steps, interval=interval)
         self.start = clock()
         self.last_console = self.last_scalars = self.start
-        self.last_console_step = self.last_scalars_step = resume.get("step", 0)
+        self.last_console_step = self.last_scalars_step = resume["step"] if resume else 0
         self._lock = threading.Lock()
         self._loss_sum = self._q_sum = 0.0
         self._num_losses = 0
@@ -207,8 +191,7 @@ class Monitor:
         path = os.path.join(run_dir, name)
         if not resume:
             return CsvLog(path, columns, warn=self.message)
-        log, note = restore_log(path, columns, resume.get("logs", {}).get(name),
-                                resume["positions"][name], resume["step"])
+        log, note = restore_log(path, columns, resume["logs"][name], resume["step"])
         log.warn = self.message
         if note:
             notes.append(note)
@@ -279,8 +262,6 @@ class Monitor:
         """What a checkpoint at agent step `step` needs to continue these logs."""
         return {"step": step, "num_games": self.num_games,
                 "recent_returns": list(self.recent_returns), "elapsed": self.hours * 3600,
-                "positions": {"episodes.csv": len(self.episodes.data),
-                              "eval.csv": len(self.evals.data)},
                 "logs": {"episodes.csv": self.episodes.contents(),
                          "eval.csv": self.evals.contents()}}
 

@@ -43,14 +43,7 @@ def resume_config(run_dir, explicit, kind):
 def saved_values(saved, config_class):
     """config.json's settings, as the run used them."""
     names = {f.name for f in dataclasses.fields(config_class)}
-    values = {k: v for k, v in saved.items() if k in names}
-    if "loss_reduction" not in saved and saved.get("optimizer") in hp.LEGACY_OPTIMIZER:
-        # A run from before 2026-11-22: keep its update rule. Its --interp (then "linear" by
-        # default) never applied to ale-py's vector env, which resized with area all along.
-        values.update(hp.LEGACY_OPTIMIZER[saved["optimizer"]])
-        if saved.get("backend") == "ray" or saved.get("env_backend") == "vector":
-            values["interp"] = "area"
-    return values
+    return {k: v for k, v in saved.items() if k in names}
 
 
 def apply_flags(values, explicit, run_dir):

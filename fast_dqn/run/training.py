@@ -1,10 +1,11 @@
 """A run from its Config: its parts assembled (built by fast_dqn.run.components), restored from a
 checkpoint, and either loop run with them."""
 
+import contextlib
 import json
 
 from fast_dqn.agent.tf_setup import configure_tensorflow
-from fast_dqn.envs.environment import OutdatedSnapshot, make_env, restore_env, snapshot_env
+from fast_dqn.envs.environment import EnvStateMismatch, env_state, load_env_state, make_env
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.evaluation import Evaluator
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
@@ -37,10 +38,7 @@ def start_tensorflow(config):
 
 def check_settings(config, recorded, step):
     """config.json against the settings the checkpoint was trained with: a hand edit of one
-    that shapes the networks or replay would load it wrongly, or not at all. Checkpoints from
-    before 2026-11-23 recorded none."""
-    if recorded is None:
-        return
+    that shapes the networks or replay would load it wrongly, or not at all."""
     current = learning_settings(config)
     # Only the settings both know: a later release's new setting is not an edit.
     for name in sorted(set(recorded) & set(current)):
@@ -50,6 +48,18 @@ def check_settings(config, recorded, step):
                               f"{step:,} was trained with {json.dumps(recorded[name])}; "
                               "put that value back (only "
                               f"{', '.join(RESUME_OVERRIDES)} may change on resume)")
+
+
+@contextlib.contextmanager
+def games_of(checkpoint):
+    """Turn a saved game that does not fit this run's env into one line: the wrapper stack
+    follows settings that check_settings compares, so only an edit gets here."""
+    try:
+        yield
+    except EnvStateMismatch as error:
+        raise ConfigError("resume", f"the games saved in {checkpoint.path} do not fit this "
+                          f"run's env ({error}); was config.json edited? put back the values "
+                          "the run started with")
 
 
 class RunParts:
@@ -73,12 +83,12 @@ class RunParts:
         self.resume = resume
         self.state = resume.load_state() if resume else None
         # Checked before the monitor trims the logs back to the checkpoint's positions.
-        if resume and self.state.get("identity") != self.identity:
+        if resume and self.state["identity"] != self.identity:
             raise ConfigError("resume", f"{resume.path} was saved by a run of "
-                              f"{self.state.get('identity')}, not {self.identity}; it does not "
+                              f"{self.state['identity']}, not {self.identity}; it does not "
                               "belong to this run")
         if resume:
-            check_settings(config, self.state.get("settings"), resume.step)
+            check_settings(config, self.state["settings"], resume.step)
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
         self.monitor = Monitor(config.logdir, config.timesteps, console=console,
@@ -118,13 +128,14 @@ class RunParts:
             loop = adapt(loop)
         try:
             self.learner.load_state_dict(state["learner"])
-        except ValueError as error:  # a checkpoint too old to record its settings
+        except ValueError as error:  # settings that check_settings does not know of
             raise ConfigError("resume", f"the networks of {self.resume.path} do not fit this "
                               f"run's settings ({str(error).splitlines()[0][:160]}); was "
                               "config.json edited? put back the values the run started with")
         self.rng.bit_generator.state = state["rngs"]["action"]
         if self.evaluator and state["evaluator"]:
-            self.evaluator.load_state_dict(state["evaluator"])
+            with games_of(self.resume):
+                self.evaluator.load_state_dict(state["evaluator"])
         if self.resume.has_replay:
             self.resume.load_replay(self.replay.arrays())
             self.replay.load_state_dict(state["replay"])
@@ -190,16 +201,16 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
             loop, total, config.train_freq, evaluates=bool(config.evaluate))), None
         if loop:
             state = FastLoopState.from_state_dict(loop, parts.settings, monitor.message)
-            # Before the backends, the current observations were kept with the loop.
-            saved = {"obs": loop.get("obs"), **parts.state["samplers"]}
-            if not backend.load_state_dict(saved, state.step):
+            with games_of(resume):
+                continued = backend.load_state_dict(parts.state["samplers"], state.step)
+            if not continued:
                 state.held.flush(replay)
                 replay.cut_episodes()
                 state.held = HeldTransitions()
                 monitor.message("the checkpoint's games cannot continue (ale-py's vector env "
-                                "has no state API, or they were saved before fast-dqn's "
-                                "preprocessing of 2026-11-22): each sampler starts a new "
-                                "game; the unfinished ones are not logged")
+                                "has no state API, or the checkpoint is of another sampler "
+                                "backend or count): each sampler starts a new game; the "
+                                "unfinished ones are not logged")
         backend.start(learner.target_q_values, learner.target_weights, parts.rng,
                       log=monitor.message)
         if config.concurrent:
@@ -231,22 +242,16 @@ def train_nature(config, resume=None, stop=None):
     except BaseException:
         env.close()
         raise
-    holder = {"env": env}
-    parts.extra_state = lambda: {"env": snapshot_env(holder["env"])}
+    parts.extra_state = lambda: {"env": env_state(env)}
     try:
         loop = parts.restore()
         if loop:
-            try:
-                restored = restore_env(parts.state["env"])
-            except OutdatedSnapshot:
-                raise ConfigError("resume", "this checkpoint's game was saved with the "
-                                  "preprocessing of fast-dqn before 2026-11-22 (RGB luma, FIRE "
-                                  "after lost lives), which cannot continue; start a new run")
-            env.close()
-            holder["env"] = restored
-        return run_nature_loop(parts.settings, holder["env"], parts.learner, parts.replay,
+            with games_of(resume):
+                # extra_state's lambda reads `env` when called: it sees this one.
+                env = load_env_state(env, parts.state["env"])
+        return run_nature_loop(parts.settings, env, parts.learner, parts.replay,
                                parts.monitor, parts.rng, parts.evaluator, parts.checkpoints,
                                loop)
     finally:
         parts.close()
-        holder["env"].close()
+        env.close()

@@ -27,9 +27,32 @@ def validate(config):
 
 
 def resolve(config):
-    """The validated config with every setting the run uses made explicit."""
+    """The validated config with every setting the run uses made explicit.
+
+    Each setting is resolved here and nowhere else; the parts are built from the result. A
+    config this function returned, unchanged since, is returned as it is: the command line
+    resolves before it creates the run directory, and the train_* entry points resolve
+    what they are given, and the checks that probe (a Ray address, a gymnasium env, the
+    hardware's compute types) should run once."""
+    if getattr(config, "_resolved_as", None) == dataclasses.astuple(config):
+        return config
     validate(config)
-    return resolve_environment(resolve_precision(hp.resolve_optimizer(config)))
+    config = resolve_environment(resolve_precision(hp.resolve_optimizer(config)))
+    config._resolved_as = dataclasses.astuple(config)
+    return config
+
+
+def check_resolved(config):
+    """Refuse to build from a config that leaves a setting to resolve (a Python caller's
+    config that never went through `resolve`): the parts would guess it differently."""
+    unresolved = [name for name, value in (
+        ("optimizer_epsilon", config.optimizer_epsilon), ("loss_reduction", config.loss_reduction),
+        ("precision", None if config.precision == "auto" else config.precision)) if value is None]
+    if config.mixed_precision and config.precision != "float16":
+        unresolved.append("mixed_precision")
+    if unresolved:
+        raise ValueError(f"{', '.join(unresolved)} not resolved: build from the config that "
+                         "fast_dqn.run.validation.resolve returns")
 
 
 def validate_fast(config):

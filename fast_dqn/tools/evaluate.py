@@ -121,6 +121,18 @@ def build_parser():
     return parser
 
 
+def _computable(config):
+    """config.json holds the run's resolved settings; only its compute type may need
+    resolving again here. A run trained in bfloat16 elsewhere is evaluated in what this
+    machine computes fastest: its weights are float32 whatever the compute type, and
+    evaluate has no --precision to give."""
+    from fast_dqn.agent.tf_setup import computes_bfloat16
+    from fast_dqn.run.validation import resolve_precision
+    if config.precision == "bfloat16" and not computes_bfloat16():
+        config = dataclasses.replace(config, precision="auto")
+    return resolve_precision(config)
+
+
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
     """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}."""
     from fast_dqn.loops.evaluation import evaluate
@@ -135,6 +147,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
     config_class = (kind_of_saved(saved) or NATURE).config_class
     names = {f.name for f in dataclasses.fields(config_class)}
     config = config_class(**{k: v for k, v in saved.items() if k in names})
+    config = _computable(config)
     checkpoint = latest_checkpoint(run_dir, "RUN_DIR",
                                    warn=lambda message: print(message, file=sys.stderr))
     if video is not None:
