@@ -68,6 +68,9 @@ class TimingMonitor:
     def record_train(self, loss, mean_q=None):
         pass
 
+    def follow(self, schedule):
+        pass
+
     def record_eval(self, *args):
         pass
 

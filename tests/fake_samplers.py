@@ -107,6 +107,9 @@ class NullMonitor:
     def tick(self, step, epsilon):
         pass
 
+    def follow(self, schedule):
+        pass
+
     def message(self, line):
         pass
 
@@ -117,6 +120,7 @@ class MemoryCheckpoints:
 
     def __init__(self, stop_at=None):
         self.saved, self.calls, self.stop_at = [], 0, stop_at
+        self.finished = []  # the `finished` of each save, in order
 
     def stop_requested(self):
         self.calls += 1
@@ -125,5 +129,6 @@ class MemoryCheckpoints:
     def due(self, step):
         return False
 
-    def save(self, step, loop_state, final=False):
+    def save(self, step, loop_state, final=False, finished=False):
         self.saved.append((step, loop_state, final))
+        self.finished.append(finished)

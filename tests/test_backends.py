@@ -186,6 +186,9 @@ class KillingMonitor:
     def record_train(self, loss, mean_q=None):
         self.losses += 1
 
+    def follow(self, schedule):
+        pass
+
     def message(self, line):
         pass
 

@@ -80,6 +80,10 @@ CASES = [
     ("dqn", ["--replay-capacity=lots"], None, "--replay-capacity", "expected a whole number"),
     ("dqn", ["--batch-size=-3"], None, "--batch-size", "positive whole number"),
     ("dqn", ["--timesteps=0"], None, "--timesteps", "positive whole number"),
+    ("dqn", ["--timesteps=50k"], None, "--timesteps", "end before training starts, after the "
+     "--prepopulate warm-up of 50,000 steps; raise --timesteps or lower --prepopulate"),
+    ("fast", ["--env=CartPole-v1", "--timesteps=1000", "--prepopulate=2000"], None,
+     "--timesteps", "1,000 steps end before training starts"),
     ("dqn", ["--eps-end=1.5"], None, "--eps-end", "must be in [0, 1]"),
     ("dqn", ["--sticky-actions=-0.1"], None, "--sticky-actions", "must be in [0, 1]"),
     ("dqn", ["--batch-size=64", "--replay-capacity=32"], None, "--batch-size",

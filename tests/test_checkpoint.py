@@ -127,7 +127,7 @@ def test_checkpointer_saves_at_the_first_chance_past_each_multiple(tmp_path):
     saved = []
 
     class Store:
-        def save(self, step, state, replay):
+        def save(self, step, state, replay, finished=False):
             saved.append((step, state["loop"]))
             return f"step-{step}"
 

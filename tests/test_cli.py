@@ -107,6 +107,22 @@ def test_counts_accept_readable_forms():
     parser = flags.build_parser("x", "y")
     assert parser.parse_args(["--timesteps", "5e6"]).timesteps == 5_000_000
     assert parser.parse_args(["--timesteps", "10_000"]).timesteps == 10_000
+    # As the docs write them.
+    for typed, value in (("1M", 10**6), ("100k", 10**5), ("2.5k", 2500), ("1.5M", 1_500_000),
+                         ("50K", 50_000), ("2G", 2 * 10**9)):
+        assert parser.parse_args(["--timesteps", typed]).timesteps == value, typed
+
+
+@pytest.mark.parametrize("typed,words", [("1.5k5", "expected a whole number"),
+                                         ("0.0005k", "expected a whole number, got '0.0005k'"),
+                                         ("1m", "expected a whole number"),
+                                         ("1e400", "'1e400' is too large for a count")])
+def test_counts_that_are_no_whole_number_are_one_line(typed, words, capsys):
+    parser = flags.build_parser("x", "y")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--timesteps", typed])
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--timesteps" in err and words in err
 
 
 def test_game_names_resolve_in_both_cases(tmp_path):

@@ -142,10 +142,10 @@ class _Silent:
     def message(self, line):
         pass
 
-    def update(self, *args):
+    def update(self, *args, **kwargs):
         pass
 
-    def close(self):
+    def close(self, step=None):
         pass
 
 

@@ -227,3 +227,35 @@ def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(
     FastLoop(settings, backend, learner, replay, trainer, NullMonitor(),
              checkpoints=MemoryCheckpoints()).run(state)
     assert finish(learner, replay, trainer) == whole
+
+
+@pytest.mark.parametrize("stopped_in_last_evaluation", [False, True])
+def test_only_a_run_that_ends_with_its_last_evaluation_is_marked_finished(
+        stopped_in_last_evaluation):
+    from fake_samplers import MemoryCheckpoints
+
+    from fast_dqn.loops.evaluation import EvaluationInterrupted
+    config = dataclasses.replace(BASE, workers=4, evaluate=480)
+    settings = LoopSettings.from_config(config)
+    checkpoints, evaluated = MemoryCheckpoints(), []
+
+    def evaluator(step):
+        if step == 960 and stopped_in_last_evaluation:
+            checkpoints.stop_at = 0  # Ctrl-C during it: rolled back, then the stop
+            raise EvaluationInterrupted()
+        evaluated.append(step)
+
+    learner = FakeLearner()
+    replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
+                          num_shards=config.workers)
+    backend = LocalBackend(FakeSamplers(config.workers), batched=True)
+    backend.start(learner.target_q_values, None, np.random.default_rng(0))
+    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
+    try:
+        FastLoop(settings, backend, learner, replay, trainer, NullMonitor(), evaluator,
+                 checkpoints).run()
+    finally:
+        trainer.close()
+    step, state, final = checkpoints.saved[-1]
+    assert step == 960 and final and state["eval_pending"] is stopped_in_last_evaluation
+    assert checkpoints.finished == [not stopped_in_last_evaluation]

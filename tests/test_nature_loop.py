@@ -108,3 +108,25 @@ def test_a_stop_checkpoints_and_the_resumed_loop_does_exactly_the_rest(stop_at):
     assert learner.updated_at == whole[2].updated_at
     assert evaluations.steps == whole[4].steps
     assert env.actions[-5:] == whole[1].actions[-5:] and env.t == 120
+
+
+def test_only_a_run_that_ends_with_its_last_evaluation_is_marked_finished():
+    from fast_dqn.loops.evaluation import EvaluationInterrupted
+    checkpoints = MemoryCheckpoints()
+    run(checkpoints=checkpoints)
+    assert [s[0] for s in checkpoints.saved] == [120] and checkpoints.finished == [True]
+
+    class StoppedAtTheEnd(Evaluations):
+        """Ctrl-C during the run's last evaluation: the evaluator rolls back and raises."""
+        def __call__(self, step):
+            if step == 120:
+                checkpoints.stop_at = 0
+                raise EvaluationInterrupted()
+            super().__call__(step)
+
+    checkpoints = MemoryCheckpoints()
+    replay = ReplayMemory(1000, (1,), K, frame_dtype=np.int64, seed=1)
+    run_nature_loop(SETTINGS, ScriptedEnv(), Learner(replay), replay, NullMonitor(),
+                    np.random.default_rng(0), StoppedAtTheEnd(), checkpoints)
+    step, state, final = checkpoints.saved[-1]
+    assert step == 120 and final and state["eval_pending"] and checkpoints.finished[-1] is False

@@ -87,6 +87,15 @@ def test_resume_refuses_conflicting_flags_and_accepts_budget_changes(tmp_path):
     logdir = tmp_path / "run"
     args = SPLIT + ["--timesteps=600", "--evaluate=0", f"--logdir={logdir}"]
     assert run("run_dqn.py", args).returncode == 0
+    # A finished run: one line, and nothing written, not even the lock's holder.
+    before = {path: (path.stat().st_size, path.stat().st_mtime_ns)
+              for path in logdir.rglob("*")}
+    result = run("run_dqn.py", [f"--resume={logdir}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines() == [
+        f"run_dqn.py: {logdir} finished at step 600; give a larger --timesteps to go on"]
+    assert {path: (path.stat().st_size, path.stat().st_mtime_ns)
+            for path in logdir.rglob("*")} == before
     result = run("run_dqn.py", [f"--resume={logdir}", "--lr=0.001"])
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("run_dqn.py: error: --lr: 0.001 "

@@ -7,15 +7,33 @@ from helpers import FakeClock
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
 from fast_dqn.run.progress import ProgressLines
-from fast_dqn.run.run_directory import RunLock, check_logdir, create_run_directory, default_logdir
+from fast_dqn.run.run_directory import (
+    RunLock,
+    check_logdir,
+    create_run_directory,
+    default_logdir,
+    run_name,
+)
 
 
 def test_default_logdir_never_reuses_a_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    first = default_logdir("pong", "dqn", now=0)
+    first = default_logdir("pong-dqn", now=0)
     create_run_directory(first, {})
-    second = default_logdir("pong", "dqn", now=0)
+    second = default_logdir("pong-dqn", now=0)
     assert first.startswith("runs/pong-dqn-") and second == first + "-1"
+
+
+@pytest.mark.parametrize("game,loop,preset,name", [
+    ("pong", "fast", "nature", "pong-fast"),               # the default: game and loop
+    ("CartPole-v1", "dqn", "classic", "CartPole-v1-dqn"),
+    ("pong", "fast", "pong-fastest", "pong-fastest"),      # runs/pong-fastest-* finds it
+    ("pong", "dqn", "pong-quick", "pong-quick"),
+    ("breakout", "fast", "pong-fastest", "breakout-pong-fastest"),
+    ("breakout", "dqn", "machado", "breakout-machado"),
+])
+def test_a_run_is_named_after_its_preset_when_one_is_given(game, loop, preset, name):
+    assert run_name(game, loop, preset) == name
 
 
 def test_config_json_is_never_overwritten(tmp_path):

@@ -151,8 +151,7 @@ def built_parts(config, resume=None):
 
     from fast_dqn.run.training import RunParts
     from fast_dqn.run.validation import resolve
-    return RunParts(resolve(config), (1, 4), np.dtype(np.float32), 2, 1,
-                    lambda learner: learner.q_values, resume)
+    return RunParts(resolve(config), (1, 4), np.dtype(np.float32), 2, 1, "main", resume)
 
 
 def filled_parts(tmp_path, save_replay):

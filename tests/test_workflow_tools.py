@@ -2,6 +2,7 @@
 
 import glob
 import io
+import os
 import subprocess
 import sys
 
@@ -15,14 +16,14 @@ from fast_dqn.tools.atari_scores import SCORES, human_normalized
 
 
 def read_scalars(logdir):
-    """{tag: [(step, value), ...]} from every event file under logdir/tensorboard."""
-    import tensorflow as tf
+    """{tag: [(step, value), ...]} from every event file under logdir/tensorboard, as they
+    are on disk: the raw records, with no reader's purging of restarts."""
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
     found = {}
     for path in sorted(glob.glob(str(logdir / "tensorboard" / "events.*"))):
-        for event in tf.compat.v1.train.summary_iterator(path):
+        for event in LegacyEventFileLoader(path).Load():
             for value in event.summary.value:
-                found.setdefault(value.tag, []).append(
-                    (event.step, float(tf.make_ndarray(value.tensor))))
+                found.setdefault(value.tag, []).append((event.step, value.simple_value))
     return found
 
 
@@ -50,6 +51,42 @@ def test_tensorboard_gets_every_scalar(tmp_path):
     assert scalars["eval/mean"] == [(400, 2.0)] and scalars["eval/std"] == [(400, 1.0)]
 
 
+def test_tensorboards_own_reader_reads_the_scalars(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from fast_dqn.run.tensorboard_log import TensorBoardLog
+    log = TensorBoardLog(str(tmp_path))
+    log.scalars(100, {"eval/mean": -20.5, "eval/std": None})
+    log.scalars(200, {"eval/mean": 3})
+    log.close()
+    reader = EventAccumulator(str(tmp_path / "tensorboard"))
+    reader.Reload()
+    assert reader.Tags()["scalars"] == ["eval/mean"]
+    assert [(e.step, e.value) for e in reader.Scalars("eval/mean")] == [(100, -20.5), (200, 3.0)]
+
+
+def test_a_resume_cuts_the_events_back_to_its_checkpoint(tmp_path):
+    """Each step once after any stop: the session that died after the checkpoint wrote more
+    to its file (cut back) and a later session's file (removed) never reached one."""
+    from fast_dqn.run.tensorboard_log import TensorBoardLog
+    clock = FakeClock()
+    first = TensorBoardLog(str(tmp_path), clock=clock)
+    first.scalars(100, {"train/loss": 1.0})
+    saved = first.state_dict()                    # the checkpoint of step 100
+    first.scalars(200, {"train/loss": 2.0})       # then kill -9: never closed
+    clock.t = 5.0
+    second = TensorBoardLog(str(tmp_path), clock=clock)  # a resume of step 100 ...
+    second.scalars(150, {"train/loss": 1.5})             # ... that died before a checkpoint
+    assert len(saved["files"]) == 1 and len(os.listdir(tmp_path / "tensorboard")) == 2
+    clock.t = 9.0
+    third = TensorBoardLog(str(tmp_path), resume=saved, clock=clock)
+    third.scalars(200, {"train/loss": 2.5})
+    assert third.state_dict()["files"].keys() == {*saved["files"],
+                                                  os.path.basename(third.file_name)}
+    third.close()
+    assert read_scalars(tmp_path) == {"train/loss": [(100, 1.0), (200, 2.5)]}
+
+
 def test_a_terminal_gets_a_bar_and_a_pipe_gets_lines():
     class Tty(io.StringIO):
         def isatty(self):
@@ -62,7 +99,7 @@ def test_a_terminal_gets_a_bar_and_a_pipe_gets_lines():
     bar.update(50, 10.0, {"eps": "0.500", "mean100": "-20.00"})
     bar.close()
     text = tty.getvalue()
-    assert "50.0/100" in text and "eps=0.500" in text and "mean100=-20.00" in text
+    assert "50.0/100" in text and "eps 0.500" in text and "mean100 -20.00" in text
 
 
 def test_human_normalized_score():
@@ -108,12 +145,45 @@ def test_evaluate_prints_scores_and_writes_a_playable_mp4(trained_run, tmp_path)
         frames += 1
         assert frame.shape == (210, 160, 3)  # the ALE's native screen
     assert capture.get(cv2.CAP_PROP_FPS) == 60
+    head = video.read_bytes()[:4096]  # the index first (faststart), for browsers
+    assert b"moov" in head and b"avc1" in head  # H.264: what browsers and VS Code play
     # The run cuts games at 300 agent steps of 4 frames, after 0..30 no-op frames and FIRE.
     assert 1200 <= frames <= 1200 + 30 + 8
     again = subprocess.run([sys.executable, "-m", "fast_dqn.tools.evaluate", str(trained_run),
                             f"--video={video}"], capture_output=True, text=True, cwd=ROOT,
                            timeout=300)
     assert again.returncode == 2 and "would be overwritten" in again.stderr
+
+
+@pytest.mark.slow  # a real run
+def test_evaluate_best_plays_the_best_evaluations_weights(trained_run, capsys):
+    from helpers import rows
+
+    from fast_dqn.run.best_weights import best_store
+    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.tools.evaluate import main
+    evaluations = [(int(row["agent_step"]), float(row["mean"]))
+                   for row in rows(trained_run / "eval.csv")]
+    best_step, best_mean = max(evaluations, key=lambda e: (e[1], -e[0]))  # the first best
+    best = best_store(str(trained_run)).latest()
+    assert best.step == best_step and best.load_state()["mean"] == best_mean
+    checkpoint = CheckpointStore(str(trained_run)).latest().load_state()
+    assert checkpoint["best"]["step"] == best_step
+    for saved, exported in zip(checkpoint["best"]["weights"], best.load_state()["weights"]):
+        np.testing.assert_array_equal(saved, exported)
+    assert main([str(trained_run), "--best", "--episodes=1"]) == 0
+    out = capsys.readouterr().out
+    assert f"(the best evaluation: agent step {best_step:,}, mean {best_mean:.2f})" in out
+
+
+def test_evaluate_best_of_a_run_without_evaluations_is_one_line(tmp_path, capsys):
+    from fast_dqn.run.run_directory import create_run_directory
+    from fast_dqn.tools.evaluate import main
+    create_run_directory(str(tmp_path / "run"), {"loop": "dqn", "game": "pong"})
+    assert main([str(tmp_path / "run"), "--best"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("python -m fast_dqn.tools.evaluate: error: --best: ") and \
+        "has no best evaluation yet" in err and len(err.splitlines()) == 1
 
 
 def test_evaluate_refuses_a_directory_that_is_not_a_run(tmp_path):
@@ -141,3 +211,60 @@ def test_the_tools_answer_by_their_new_and_their_old_names(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
                             text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0 and "RUN_DIR" in result.stdout, result.stderr
+
+
+@pytest.mark.slow  # a real run, killed and resumed
+def test_after_kill_9_and_a_resume_each_step_is_in_tensorboard_once(tmp_path):
+    import signal
+    import time
+
+    from helpers import TINY_CARTPOLE, command, flags, rows
+    logdir = tmp_path / "run"
+    settings = dict(TINY_CARTPOLE, timesteps=3000, checkpoint_freq=600, evaluate=600,
+                    eval_episodes=2, seed=4)
+    process = subprocess.Popen(command("run_dqn.py", [*flags(settings), f"--logdir={logdir}"]),
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:  # killed once its log is well past its first checkpoint, at step 600
+        deadline = time.monotonic() + 240
+        while not (logdir / "episodes.csv").exists() or not any(
+                int(row["agent_step"]) > 1000 for row in rows(logdir / "episodes.csv")):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    redone = read_scalars(logdir)["train/episode_return"]
+    assert max(step for step, _ in redone) > 1000  # steps past the checkpoint were logged
+    result = run("run_dqn.py", [f"--resume={logdir}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    scalars = read_scalars(logdir)
+    for tag, points in scalars.items():
+        steps = [step for step, _ in points]
+        assert steps == sorted(steps) and len(set(steps)) == len(steps), tag
+    assert [step for step, _ in scalars["train/episode_return"]] == [
+        int(row["agent_step"]) for row in rows(logdir / "episodes.csv")]
+    assert [step for step, _ in scalars["eval/mean"]] == [
+        int(row["agent_step"]) for row in rows(logdir / "eval.csv")] == [600, 1200, 1800, 2400,
+                                                                         3000]
+
+
+def test_a_plot_names_its_games_and_labels_every_axis(tmp_path):
+    import json
+
+    from fast_dqn.tools.plot import make_figure
+    runs = []
+    for name, game in (("a", "pong"), ("b", "breakout"), ("c", "pong")):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        (run_dir / "config.json").write_text(json.dumps({"loop": "fast", "game": game}))
+        (run_dir / "episodes.csv").write_text("agent_step,mean_100,hours\n10,1.0,0.1\n")
+        runs.append(str(run_dir))
+    fig, plt = make_figure(runs)
+    try:
+        assert fig.get_suptitle() == "pong, breakout"
+        assert [ax.get_xlabel() for ax in fig.axes] == ["agent steps", "wall-clock hours"] * 2
+    finally:
+        plt.close(fig)
+    fig, plt = make_figure(runs[:1], title="mine")
+    assert fig.get_suptitle() == "mine"
+    plt.close(fig)

@@ -146,6 +146,17 @@ class DQNLearner:
         """The target network's weights as numpy, for copies that act elsewhere."""
         return self.target.get_weights()
 
+    def main_weights(self):
+        """The main network's weights as numpy."""
+        return self.main.get_weights()
+
+    def set_main_weights(self, weights):
+        self.main.set_weights(weights)
+
+    def minibatches_trained(self):
+        """The optimizer's update count: every minibatch trained since the run began."""
+        return int(self.optimizer.iterations.numpy())
+
     def state_dict(self):
         """Both networks and the optimizer's slots, as numpy: all a checkpoint needs."""
         return {"main": self.main.get_weights(), "target": self.target.get_weights(),

@@ -185,6 +185,7 @@ class FastLoop:
     def run(self, state=None):
         """state: a FastLoopState to continue from (a resumed checkpoint's), or None."""
         s = self.state = state or FastLoopState.fresh(self.settings, self.monitor.message)
+        self.monitor.follow(s.schedule)
         if state and self.trainer is not None and s.owed and not s.boundary:
             self._start_training()  # resumed mid-period: the trainer owes the rest of it
         while True:
@@ -253,7 +254,8 @@ class FastLoop:
         s = self.state
         stop, last = self.stop_requested(), s.step >= self.total
         if self.checkpoints and (stop or self.checkpoints.due(s.step) or last):
-            self.checkpoints.save(s.step, s.state_dict(), final=last)
+            self.checkpoints.save(s.step, s.state_dict(), final=last,
+                                  finished=last and not s.eval_pending)
         return stop or last
 
     def _hand_over(self):
@@ -314,7 +316,10 @@ class FastLoop:
         return self.state.schedule.take(start, end, final, replay_ready=self.replay.can_sample)
 
     def _finishing(self):
-        """The abort test of the last wait: never aborts, but says why a stop waits."""
+        """The abort test of the last wait: never aborts, but keeps the console going while
+        the last minibatches train, and says why a stop waits."""
+        step = self.state.step
+        self.monitor.tick(step, float(self.settings.epsilon(step)))
         if self.stop_requested() and not self.told_finishing:
             self.monitor.message("the last period's minibatches are still training: the run "
                                  "finishes them before it stops")

@@ -65,6 +65,7 @@ class NatureLoop:
             self.schedule = MinibatchSchedule(settings.prepopulate, settings.train_freq,
                                               warn=warn)
             self.obs, _ = self.env.reset()
+        self.monitor.follow(self.schedule)
         if self.step >= settings.timesteps:
             # Resumed at its last step (a budget cut to this very step): its last evaluation
             # is still made, and minibatches still deferred are trained here or, with a
@@ -94,7 +95,8 @@ class NatureLoop:
             return done
         stop = self.checkpoints.stop_requested()
         if stop or self.checkpoints.due(self.step) or last:
-            self.checkpoints.save(self.step, self.state_dict(), final=last)
+            self.checkpoints.save(self.step, self.state_dict(), final=last,
+                                  finished=last and not self.eval_pending)
         return stop or done
 
     def _act(self):

@@ -88,6 +88,11 @@ class Checkpoint:
     def has_replay(self):
         return REPLAY_FILE in self.manifest["files"]
 
+    @property
+    def finished(self):
+        """Whether the run ended here, its budget done and its last evaluation made."""
+        return self.manifest.get("finished") is True
+
     def load_state(self):
         with open(os.path.join(self.path, STATE_FILE)) as f:
             document = json.load(f)
@@ -102,18 +107,19 @@ class Checkpoint:
 
 
 class CheckpointStore:
-    def __init__(self, run_dir, keep=2, warn=None):
-        self.dir = os.path.join(run_dir, "checkpoints")
+    def __init__(self, run_dir, keep=2, warn=None, folder="checkpoints"):
+        self.dir = os.path.join(run_dir, folder)
         self.keep = keep
         self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
 
     # --- writing
 
-    def save(self, step, state, replay_arrays=None):
+    def save(self, step, state, replay_arrays=None, finished=False):
         """Write a checkpoint for agent step `step`; returns its path.
 
         state: a tree of data (see fast_dqn.run.state_tree); replay_arrays: {name: ndarray}
-        or None. Raises CheckpointError (disk full, unwritable path); older checkpoints stay
+        or None; finished: the run ended at this checkpoint (kept in the manifest, so that a
+        resume can tell without loading the state). Raises CheckpointError (disk full, unwritable path); older checkpoints stay
         intact.
         """
         # Before any file exists: a state that is not data is a bug, and must not leave a
@@ -140,7 +146,7 @@ class CheckpointStore:
             if replay_arrays is not None:
                 files[REPLAY_FILE] = self._write(partial, REPLAY_FILE,
                                                  lambda f: write_arrays(f, replay_arrays))
-            manifest = {"format": FORMAT, "step": step, "files": files}
+            manifest = {"format": FORMAT, "step": step, "finished": finished, "files": files}
             with open(os.path.join(partial, MANIFEST_FILE), "w") as f:
                 json.dump(manifest, f, indent=1)
                 f.flush()
@@ -168,6 +174,12 @@ class CheckpointStore:
     def _remove_partials(self):
         for name in os.listdir(self.dir):
             if name.startswith(".partial-"):
+                shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
+
+    def discard_after(self, step):
+        """Delete the checkpoints of steps after `step` (steps a resume plays again)."""
+        for later, _, name in self._complete():
+            if later > step:
                 shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
 
     def _prune(self):
@@ -303,9 +315,10 @@ class Checkpointer:
         last = self.last_saved or 0
         return bool(self.freq) and step // self.freq > last // self.freq
 
-    def save(self, step, loop_state, final=False):
+    def save(self, step, loop_state, final=False, finished=False):
         """final: the run's last checkpoint, written even at the step it resumed from, since
-        the resumed run may have finished work there (a sync point, an evaluation)."""
+        the resumed run may have finished work there (a sync point, an evaluation);
+        finished: the run is done (final, and no evaluation left pending by a stop)."""
         if step == self.last_saved and not final:
             # A stop at the step the run resumed from: what is on disk resumes just as well
             # (work done since at this step is done again, its log rows trimmed).
@@ -316,7 +329,7 @@ class Checkpointer:
         # `is not None`: a replay still empty (a fast-loop stop before its first sync point
         # writes nothing into it) is falsy, and must still be saved as replay.
         arrays = self.replay.arrays() if self.replay is not None else None
-        path = self.store.save(step, state, arrays)
+        path = self.store.save(step, state, arrays, finished=finished)
         self.last_saved = step
         self.message(f"checkpoint at step {step:,} in {self.clock() - start:.1f} s: {path}")
 

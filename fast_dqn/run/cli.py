@@ -10,6 +10,7 @@ problem ends the run with one line naming the flag and the fix, and exit status 
 import dataclasses
 import errno
 import os
+import shlex
 import sys
 import traceback
 
@@ -22,9 +23,10 @@ from fast_dqn.run.run_directory import (
     create_run_directory,
     default_logdir,
     discard_dead_start,
+    run_name,
 )
 from fast_dqn.run.run_kinds import kind_of
-from fast_dqn.run.validation import resolve
+from fast_dqn.run.validation import resolve, run_is_finished
 
 
 def validate_and_resolve(config):
@@ -34,20 +36,33 @@ def validate_and_resolve(config):
     again (see `resolve`)."""
     if not config.logdir:
         from fast_dqn.envs.games import resolve_game
-        name = config.env.replace("/", "_") if config.env else resolve_game(config.game)
-        config = dataclasses.replace(config, logdir=default_logdir(name, kind_of(config).loop))
+        game = config.env.replace("/", "_") if config.env else resolve_game(config.game)
+        name = run_name(game, kind_of(config).loop, config.preset)
+        config = dataclasses.replace(config, logdir=default_logdir(name))
     config = resolve(config)
+    if config.timesteps <= config.prepopulate:
+        # Valid for the library (a resume may cut a budget there), but as a new run it would
+        # only play random games and evaluate an untrained network, silently.
+        raise ConfigError("timesteps", f"{config.timesteps:,} steps end before training "
+                          f"starts, after the --prepopulate warm-up of {config.prepopulate:,} "
+                          "steps; raise --timesteps or lower --prepopulate")
     check_logdir(config.logdir)
     return config
 
 
-def _last_checkpoint(run_dir):
+def resume_command(prog, run_dir):
+    """The command that resumes a run, as the user can paste it."""
+    return f"python {prog} --resume {shlex.quote(run_dir)}"
+
+
+def _last_checkpoint(prog, run_dir):
     from fast_dqn.run.checkpoint import CheckpointStore
     steps = CheckpointStore(run_dir).steps()
     if not steps:
-        return f"no checkpoint was written: --resume {run_dir} starts it again from step 0"
-    return (f"the last checkpoint is at step {steps[-1]:,}: --resume {run_dir} continues "
-            "from it")
+        return (f"no checkpoint was written: {resume_command(prog, run_dir)} starts it again "
+                "from step 0")
+    return (f"the last checkpoint is at step {steps[-1]:,}: {resume_command(prog, run_dir)} "
+            "continues from it")
 
 
 def main(kind, description, argv=None, train=None, script=False):
@@ -76,6 +91,12 @@ def main(kind, description, argv=None, train=None, script=False):
         if getattr(args, "resume", None):
             lock = hold_run(args.resume)
             config, checkpoint = resume_config(args.resume, explicit, kind)
+            if run_is_finished(config, checkpoint):
+                # Nothing to do, so nothing written: no lock signed, no log, no checkpoint.
+                lock.release()
+                print(f"{prog}: {args.resume} finished at step {checkpoint.step:,}; give a "
+                      "larger --timesteps to go on", flush=True)
+                return 0
             lock.sign()
             if checkpoint is None:
                 # Nobody holds the lock, so no process will ever write that first checkpoint:
@@ -102,7 +123,7 @@ def _failed(prog, config):
     """An unexpected failure: its traceback, then one line with what to do."""
     traceback.print_exc()
     print(f"{prog}: error: the run failed (traceback above); "
-          f"{_last_checkpoint(config.logdir)}", file=sys.stderr)
+          f"{_last_checkpoint(prog, config.logdir)}", file=sys.stderr)
     return 1
 
 
@@ -116,8 +137,9 @@ def _train(prog, config, train, checkpoint, script):
         try:
             train(config, resume=checkpoint, stop=stop)
         except KeyboardInterrupt:
-            print(f"{prog}: aborted; logs so far are in {config.logdir}, and --resume "
-                  "continues from its last checkpoint", file=sys.stderr)
+            print(f"{prog}: aborted; logs so far are in {config.logdir}, and "
+                  f"{resume_command(prog, config.logdir)} continues from its last checkpoint",
+                  file=sys.stderr)
             return 130
         except ConfigError as error:  # found only once the checkpoint is read
             return fail(prog, error)
@@ -131,18 +153,19 @@ def _train(prog, config, train, checkpoint, script):
             # go on, and its last checkpoint is intact, so one line says what to do.
             where = f" {error.filename}" if error.filename else ""
             print(f"{prog}: error: cannot write{where} ({error.strerror}); "
-                  f"{_last_checkpoint(config.logdir)}, once there is space", file=sys.stderr)
+                  f"{_last_checkpoint(prog, config.logdir)}, once there is space",
+                  file=sys.stderr)
             return 1
         except FloatingPointError as error:  # the learner's TrainingDiverged
-            print(f"{prog}: error: {error}; {_last_checkpoint(config.logdir)}; lower --lr or "
-                  "check the reward scale", file=sys.stderr)
+            print(f"{prog}: error: {error}; {_last_checkpoint(prog, config.logdir)}; lower --lr "
+                  "or check the reward scale", file=sys.stderr)
             return 1
         except Exception:
             # Any thread's failure ends up here: the trainer's and the prefetcher's are
             # re-raised in the main thread with their own tracebacks.
             return _failed(prog, config)
     if stop.requested:
-        print(f"{prog}: stopped after a checkpoint; continue with: {prog} --resume "
-              f"{config.logdir}", file=sys.stderr)
+        print(f"{prog}: stopped after a checkpoint; continue with: "
+              f"{resume_command(prog, config.logdir)}", file=sys.stderr)
         return 128 + stop.signum
     return 0

@@ -4,6 +4,7 @@ defaults and the command line, and --resume can spot conflicts)."""
 
 import argparse
 import dataclasses
+import fractions
 import math
 import sys
 
@@ -20,17 +21,25 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+# As the docs write step counts: 100k, 1M, 1.5M (M is million, never milli).
+_MULTIPLIERS = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}
+
+
 def parse_count(text):
-    """An integer, also written 50_000_000 or 5e7."""
+    """An integer, also written 50_000_000, 5e7, 50M or 100k."""
+    multiplier = _MULTIPLIERS.get(text[-1:], 1)
+    number = text[:-1] if multiplier > 1 else text
+    exponent = number.lower().partition("e")[2]
+    if exponent.lstrip("+-").isdigit() and int(exponent) > 30:
+        # 1e400 is no count anyone means; 1e100000000 would take minutes to expand.
+        raise argparse.ArgumentTypeError(f"'{text}' is too large for a count")
     try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'")
-    if not math.isfinite(value) or value != int(value):
+        # Fraction, not float: 2.5k and 1e6 are exact, and a count above 2**53 stays whole.
+        value = fractions.Fraction(number.replace("_", "")) * multiplier
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"expected a whole number (like 50000, 5e4 or 50k), "
+                                         f"got '{text}'")
+    if value.denominator != 1:
         raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'")
     return int(value)
 

@@ -153,10 +153,13 @@ class Monitor:
     """
 
     def __init__(self, run_dir, total_steps, interval=10.0, clock=time.monotonic, console=None,
-                 scalars=None, resume=None, replay_fill=None):
-        """replay_fill(): the replay's fill in [0, 1], read only when the scalars are due."""
+                 scalars=None, resume=None, replay_fill=None, progress=None):
+        """replay_fill(): the replay's fill in [0, 1], read only when the scalars are due.
+        progress: a RunProgress, for the console's phase and ETA (None: neither is shown)."""
         from fast_dqn.run.progress import ProgressLines
         self.total_steps = total_steps
+        self.progress = progress
+        self.last_step = resume["step"] if resume else 0
         self.interval = interval
         self.clock = clock
         self.scalars = scalars
@@ -220,6 +223,22 @@ class Monitor:
             self._q_sum += mean_q if mean_q is not None else 0.0
             self._num_losses += 1
             self.last_loss = loss
+            if self.progress:
+                self.progress.trained()
+
+    def follow(self, schedule):
+        """The loop's MinibatchSchedule, from which the console reads the run's phase."""
+        if self.progress:
+            self.progress.follow(schedule)
+
+    def evaluation_game(self, game, games):
+        """An evaluation starts its game `game` of `games` (game > games: it ended)."""
+        if not self.progress:
+            return
+        now = self.clock()
+        self.progress.evaluation_game(now, game, games)
+        if game <= games and (game == 1 or now - self.last_console >= self.console.interval):
+            self._show(self.last_step, None, now)
 
     def record_eval(self, step, returns):
         mean, std = float(np.mean(returns)), float(np.std(returns))
@@ -235,15 +254,12 @@ class Monitor:
         self.console.message(line)
 
     def tick(self, step, epsilon):
-        """Called every step: updates the console and the scalars when they are due."""
+        """Called every step (and while the last minibatches train): updates the console
+        and the scalars when they are due."""
         now = self.clock()
+        self.last_step = step
         if now - self.last_console >= self.console.interval:
-            rate = (step - self.last_console_step) / max(now - self.last_console, 1e-9)
-            loss = "-" if self.last_loss is None else f"{self.last_loss:.4f}"
-            self.console.update(step, rate, {"eps": f"{epsilon:.3f}",
-                                             "games": self.num_games,
-                                             "mean100": f"{self.mean_100:.2f}", "loss": loss})
-            self.last_console, self.last_console_step = now, step
+            self._show(step, epsilon, now)
         if self.scalars and now - self.last_scalars >= self.interval:
             with self._lock:
                 n, loss_sum, q_sum = self._num_losses, self._loss_sum, self._q_sum
@@ -258,15 +274,34 @@ class Monitor:
                 "progress/replay_fill": self.replay_fill() if self.replay_fill else None})
             self.last_scalars, self.last_scalars_step = now, step
 
+    def _show(self, step, epsilon, now):
+        """The console's status: the phase, steps/s (not while evaluating: no step is
+        played), the agent's figures and the ETA."""
+        fields = {}
+        phase = eta = None
+        if self.progress:
+            self.progress.sample(now, step)
+            phase, eta = self.progress.phase(step), self.progress.eta(step)
+        rate = None
+        if not (self.progress and self.progress.evaluating):
+            rate = (step - self.last_console_step) / max(now - self.last_console, 1e-9)
+            fields["eps"] = f"{epsilon:.3f}" if epsilon is not None else "-"
+        fields["games"] = self.num_games
+        fields["mean100"] = f"{self.mean_100:.2f}" if self.recent_returns else "-"
+        fields["loss"] = "-" if self.last_loss is None else f"{self.last_loss:.4f}"
+        self.console.update(step, rate, fields, phase=phase, eta=eta)
+        self.last_console, self.last_console_step = now, step
+
     def state_dict(self, step):
         """What a checkpoint at agent step `step` needs to continue these logs."""
         return {"step": step, "num_games": self.num_games,
                 "recent_returns": list(self.recent_returns), "elapsed": self.hours * 3600,
                 "logs": {"episodes.csv": self.episodes.contents(),
-                         "eval.csv": self.evals.contents()}}
+                         "eval.csv": self.evals.contents()},
+                "tensorboard": self.scalars.state_dict() if self.scalars else None}
 
     def close(self):
-        self.console.close()
+        self.console.close(self.last_step)
         if self.scalars:
             self.scalars.close()
         self.episodes.close()

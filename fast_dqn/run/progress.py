@@ -1,9 +1,134 @@
 """What a run shows on the console: a live tqdm bar on a terminal, plain lines otherwise.
 
 Lines suit logs and pipes (`tee`, nohup, CI); a bar would fill them with carriage returns.
+
+Both name the run's phase (RunProgress below) and give an ETA that adds up what remains of
+each phase at that phase's own measured rate: warm-up and refill steps act without training
+and run many times faster than training, so one overall steps/s would promise the end far
+too early during them, and say nothing while the run trains its last minibatches or plays an
+evaluation.
 """
 
 import sys
+
+from fast_dqn.loops.minibatch_schedule import minibatches_due
+
+
+class _Rate:
+    """An amount per unit (steps per second, seconds per game), smoothed over the samples."""
+
+    def __init__(self, smoothing=0.3):
+        self.value, self.smoothing = None, smoothing
+
+    def add(self, amount, per):
+        if per <= 0 or amount < 0:
+            return
+        rate = amount / per
+        self.value = rate if self.value is None else (
+            self.smoothing * rate + (1 - self.smoothing) * self.value)
+
+
+class RunProgress:
+    """A run's phase and ETA, from what the loop reports (a pure model: the caller's clock).
+
+    Phases: warm-up (acting before training starts), refill (a resume without replay acting
+    until replay is full again), training, catching up (deferred minibatches repaid, up to
+    twice the Nature rate, and those left at the last step) and evaluating game k of N. The
+    ETA sums the warm-up and refill steps left at their own steps/s, the minibatches left at
+    the minibatches/s measured while training, and the evaluations left at the seconds per
+    game measured in evaluations; a part whose rate is not measured yet makes it unknown.
+    """
+
+    def __init__(self, total_steps, train_freq, prepopulate, eval_every=0, eval_games=0):
+        self.total = total_steps
+        self.train_freq = train_freq
+        self.eval_every, self.eval_games = eval_every, eval_games
+        self.schedule = None
+        self.minibatches_total = minibatches_due(0, total_steps, prepopulate, train_freq)
+        self.minibatches_done = 0
+        self.step_rates = {"warm-up": _Rate(), "refill": _Rate()}
+        self.minibatch_rate, self.game_seconds = _Rate(), _Rate()
+        self.evaluating = None    # (game, games) while an evaluation plays
+        self.last = None          # (time, step, minibatches_done, phase) of the last sample
+        self.game_started = None  # when the evaluation game in progress began
+
+    def follow(self, schedule):
+        """The loop's MinibatchSchedule, read for the warm-up, refill and deferred counts."""
+        self.schedule = schedule
+
+    def phase(self, step):
+        if self.evaluating is not None:
+            game, games = self.evaluating
+            return f"evaluating game {game} of {games}"
+        schedule = self.schedule
+        if schedule is not None and step <= schedule.train_start:
+            return "warm-up"
+        if schedule is not None and step <= schedule.refill_until:
+            return "refill"
+        if (schedule is not None and schedule.deferred) or (
+                step >= self.total and self.minibatches_left()):
+            return "catching up"
+        return "training"
+
+    def minibatches_left(self):
+        return max(0, self.minibatches_total - self.minibatches_done)
+
+    def trained(self, count=1):
+        self.minibatches_done += count
+
+    def sample(self, now, step):
+        """Measure the rates over the time since the last sample, in its phase."""
+        phase = self.phase(step)
+        if self.last is not None and self.evaluating is None:
+            then, then_step, then_done, then_phase = self.last
+            if then_phase == phase and phase in self.step_rates:
+                self.step_rates[phase].add(step - then_step, now - then)
+            elif then_phase == phase:
+                self.minibatch_rate.add(self.minibatches_done - then_done, now - then)
+        self.last = (now, step, self.minibatches_done, phase)
+
+    def evaluation_game(self, now, game, games):
+        """An evaluation is at game `game` (1-based) of `games`; game > games ends it."""
+        if self.game_started is not None:
+            self.game_seconds.add(now - self.game_started, 1)  # seconds per game
+        self.evaluating = (game, games) if game <= games else None
+        self.game_started = now if game <= games else None
+        self.last = None  # the evaluation's time is no training time
+
+    def evaluations_left(self, step):
+        every = self.eval_every
+        if not every:
+            return 0
+        left = self.total // every - step // every
+        return left + (1 if self.total % every and step < self.total else 0)
+
+    def eta(self, step):
+        """Seconds to the run's end, or None while a rate it needs is unmeasured."""
+        seconds = 0.0
+        schedule = self.schedule
+        train_start = schedule.train_start if schedule else 0
+        for phase, until in (("warm-up", train_start),
+                             ("refill", schedule.refill_until if schedule else 0)):
+            steps = max(0, min(until, self.total) - step)
+            if steps:
+                rate = self.step_rates[phase].value
+                if not rate:
+                    return None
+                seconds += steps / rate
+                step += steps
+        if self.minibatches_left():
+            if not self.minibatch_rate.value:
+                return None
+            seconds += self.minibatches_left() / self.minibatch_rate.value
+        games = self.evaluations_left(step) * self.eval_games
+        if self.evaluating is not None:
+            game, total = self.evaluating
+            games += total - game + 1
+        if games:
+            if not self.game_seconds.value:
+                return None
+            seconds += games * self.game_seconds.value
+        return seconds
 
 
 def _format_duration(seconds):
@@ -14,6 +139,16 @@ def _format_duration(seconds):
     return f"{days}d{hours:02d}h" if days else f"{hours}h{minutes:02d}m"
 
 
+def _status(phase, rate, fields, eta, separator):
+    """The parts both consoles show after the step count; eta None is unknown: "?"."""
+    parts = [phase] if phase else []
+    if rate is not None:
+        parts.append(f"{rate:,.0f} steps/s")
+    parts += [f"{k} {v}" for k, v in fields.items()]
+    parts.append(f"ETA {'?' if eta is None else _format_duration(eta)}")
+    return separator.join(parts)
+
+
 class ProgressLines:
     """A full status line every `interval` seconds."""
 
@@ -22,37 +157,47 @@ class ProgressLines:
         self.out = out or sys.stdout
         self.interval = interval
 
-    def update(self, step, rate, fields):
-        eta = _format_duration((self.total - step) / rate) if rate > 0 else "?"
-        extra = " | ".join(f"{k} {v}" for k, v in fields.items())
+    def update(self, step, rate, fields, phase=None, eta=None):
+        """eta: seconds left, None when unknown; without a phase (no RunProgress) the ETA
+        is the steps left at `rate`."""
+        if phase is None and rate:
+            eta = (self.total - step) / rate
         self.message(f"step {step:,}/{self.total:,} ({100 * step / self.total:.1f}%) | "
-                     f"{rate:,.0f} steps/s | {extra} | ETA {eta}")
+                     + _status(phase, rate, fields, eta, " | "))
 
     def message(self, line):
         print(line, file=self.out, flush=True)
 
-    def close(self):
+    def close(self, step=None):
         pass
 
 
 class ProgressBar:
-    """tqdm's bar: agent steps, steps/s and ETA, with epsilon, returns and loss after it."""
+    """tqdm's bar of agent steps, with the phase, steps/s, the agent's figures and the ETA
+    after it; tqdm's own ETA, from one overall rate, is left out (see the top)."""
 
     def __init__(self, total, initial=0, out=None, interval=0.5):
         from tqdm import tqdm
         self.out = out or sys.stdout
         self.interval = interval
         self.bar = tqdm(total=total, initial=initial, unit="step", unit_scale=True,
-                        dynamic_ncols=True, file=self.out, smoothing=0.05)
+                        dynamic_ncols=True, file=self.out,
+                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
 
-    def update(self, step, rate, fields):
-        self.bar.set_postfix(fields, refresh=False)
+    def update(self, step, rate, fields, phase=None, eta=None):
+        if phase is None and rate:
+            eta = (self.bar.total - step) / rate
+        self.bar.set_postfix_str(_status(phase, rate, fields, eta, ", "), refresh=False)
         self.bar.update(step - self.bar.n)
 
     def message(self, line):
         self.bar.write(line, file=self.out)
 
-    def close(self):
+    def close(self, step=None):
+        """step: the run's last step, shown before the bar closes (a run that ends between
+        two updates would otherwise stay at the last one)."""
+        if step is not None and step != self.bar.n:
+            self.bar.update(step - self.bar.n)
         self.bar.close()
 
 

@@ -18,10 +18,19 @@ LOCK_FILE = "run.lock"
 _NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL}
 
 
-def default_logdir(game, loop, now=None):
-    """runs/<game>-<loop>-<YYYYmmdd-HHMMSS>, with a numeric suffix if that name is taken."""
+def run_name(game, loop, preset):
+    """What a run directory is named after: the game and the loop, or under a preset other
+    than the defaults, the preset (with the game first where the preset does not name it), so
+    that `runs/pong-fastest-*` finds the runs of --preset pong-fastest."""
+    if preset in ("nature", "classic"):
+        return f"{game}-{loop}"
+    return preset if preset.startswith(f"{game}-") else f"{game}-{preset}"
+
+
+def default_logdir(name, now=None):
+    """runs/<name>-<YYYYmmdd-HHMMSS>, with a numeric suffix if that name is taken."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    base = os.path.join("runs", f"{game}-{loop}-{stamp}")
+    base = os.path.join("runs", f"{name}-{stamp}")
     path, n = base, 1
     while os.path.exists(path):
         path, n = f"{base}-{n}", n + 1

@@ -1,55 +1,101 @@
-"""TensorBoard scalars of a run, in <run_dir>/tensorboard: `tensorboard --logdir runs`."""
+"""TensorBoard scalars of a run, in <run_dir>/tensorboard: `tensorboard --logdir runs`.
 
-import errno
+Written without TensorFlow, through the tensorboard package's own record framing and event
+protos, so the scalars need no TensorFlow and no writer thread: each event is written and
+flushed in the caller's thread, and a `tail` of TensorBoard sees it at once.
+
+Each session of a run writes its own events file. A checkpoint records every events file's
+size (`state_dict`); a resume cuts the files back to those sizes and removes the files
+written after the checkpoint, so that every step appears once after any stop, `kill -9`
+included, exactly as the CSV logs are cut back (TensorBoard's own restart convention, a
+purge when the step goes backwards, is not applied by every reader of event files).
+"""
+
 import os
-import re
+import socket
+import time
+
+_MARK = "tfevents"  # how TensorBoard recognises an events file
 
 
 class TensorBoardLog:
-    def __init__(self, run_dir):
-        import tensorflow as tf
-        self._tf = tf
+    def __init__(self, run_dir, resume=None, clock=time.time):
+        """resume: the state_dict of the checkpoint a run resumes from; the events files are
+        cut back to it before this session's file is opened."""
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
+        self._event, self._summary = event_pb2.Event, summary_pb2.Summary
+        self.clock = clock
         self.path = os.path.join(run_dir, "tensorboard")
-        # Pinned to the CPU: summaries must never claim GPU memory or wait on the device.
-        with tf.device("/CPU:0"):
-            self.writer = tf.summary.create_file_writer(self.path)
+        with self._named_errors(self.path):
+            if resume is not None:
+                self._cut_back(resume["files"])
+            os.makedirs(self.path, exist_ok=True)
+            base = os.path.join(self.path, f"events.out.{_MARK}.{int(clock())}."
+                                           f"{socket.gethostname()}.{os.getpid()}")
+            self.file_name, n = base, 0
+            while os.path.exists(self.file_name):
+                n += 1
+                self.file_name = f"{base}.{n}"
+            self._file = open(self.file_name, "xb")
+        self._records = RecordWriter(self._file)
+        self._write(self._event(wall_time=clock(), file_version="brain.Event:2"))
 
     def scalars(self, step, values):
         """Write {tag: value} at agent step `step`; None values are skipped."""
-        with self._as_os_errors(), self._tf.device("/CPU:0"), \
-                self.writer.as_default(step=step):
-            for tag, value in values.items():
-                if value is not None:
-                    self._tf.summary.scalar(tag, value)
+        values = [self._summary.Value(tag=tag, simple_value=float(value))
+                  for tag, value in values.items() if value is not None]
+        if values:
+            self._write(self._event(wall_time=self.clock(), step=int(step),
+                                    summary=self._summary(value=values)))
 
     def flush(self):
-        with self._as_os_errors():
-            self.writer.flush()
+        with self._named_errors(self.file_name):
+            self._file.flush()
+
+    def state_dict(self):
+        """The size of every events file of the run, as a checkpoint records it."""
+        self.flush()
+        return {"files": {name: os.path.getsize(os.path.join(self.path, name))
+                          for name in self._event_files()}}
 
     def close(self):
-        with self._as_os_errors():
-            self.writer.close()
+        with self._named_errors(self.file_name):
+            self._file.close()
 
-    def _as_os_errors(self):
-        return _OsErrors(self._tf.errors.OpError, self.path)
+    def _write(self, event):
+        with self._named_errors(self.file_name):
+            self._records.write(event.SerializeToString())
+            self._file.flush()
+
+    def _event_files(self):
+        return sorted(name for name in os.listdir(self.path) if _MARK in name) \
+            if os.path.isdir(self.path) else []
+
+    def _cut_back(self, sizes):
+        for name in self._event_files():
+            path = os.path.join(self.path, name)
+            if name not in sizes:
+                os.remove(path)  # written after the checkpoint: its steps are played again
+            elif os.path.getsize(path) > sizes[name]:
+                os.truncate(path, sizes[name])
+
+    @staticmethod
+    def _named_errors(path):
+        return _NamedErrors(path)
 
 
-class _OsErrors:
-    """TensorFlow reports a failed event-file write (a full disk, say) as an OpError with a
-    C++ traceback; the run reports it as the OSError it is, in one line (see run/cli.py)."""
+class _NamedErrors:
+    """A buffered write's OSError names no file; the run's one-line error should (run/cli.py)."""
 
-    def __init__(self, op_error, path):
-        self.op_error, self.path = op_error, path
+    def __init__(self, path):
+        self.path = path
 
     def __enter__(self):
         return self
 
     def __exit__(self, kind, error, trace):
-        if kind is None or not issubclass(kind, self.op_error):
+        if kind is None or not issubclass(kind, OSError) or error.filename \
+                or error.errno is None:
             return False
-        text = error.message if hasattr(error, "message") else str(error)
-        text = re.sub(r"\{\{[^}]*\}\}\s*", "", text)  # TF's name of its own op
-        code = errno.ENOSPC if "No space left" in text else (
-            errno.EDQUOT if "quota" in text.lower() else errno.EIO)
-        raise OSError(code, f"{os.strerror(code)}: {text.splitlines()[0][:200]}",
-                      self.path) from error
+        raise OSError(error.errno, error.strerror, self.path) from error

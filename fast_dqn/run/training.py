@@ -10,6 +10,7 @@ from fast_dqn.errors import ConfigError
 from fast_dqn.loops.evaluation import Evaluator
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
 from fast_dqn.loops.settings import LoopSettings
+from fast_dqn.run.best_weights import BestWeights
 from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.run.components import (
     ACTION_RNG_STREAM,
@@ -23,7 +24,7 @@ from fast_dqn.run.components import (
 )
 from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, learning_settings
 from fast_dqn.run.monitor import Monitor
-from fast_dqn.run.progress import make_console
+from fast_dqn.run.progress import RunProgress, make_console
 from fast_dqn.run.tensorboard_log import TensorBoardLog
 from fast_dqn.run.validation import resolve
 
@@ -71,7 +72,8 @@ class RunParts:
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
-                 q_values_of, resume=None, stop=None):
+                 acts_with, resume=None, stop=None):
+        """acts_with: "main" or "target", the network the loop acts and evaluates with."""
         self.config = config
         self.settings = LoopSettings.from_config(config)
         # What a checkpoint must match to be loaded into this run at all.
@@ -92,15 +94,27 @@ class RunParts:
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
         self.monitor = Monitor(config.logdir, config.timesteps, console=console,
-                               scalars=TensorBoardLog(config.logdir),
+                               scalars=TensorBoardLog(
+                                   config.logdir,
+                                   resume=self.state["monitor"]["tensorboard"] if resume
+                                   else None),
                                resume=self.state["monitor"] if resume else None,
-                               replay_fill=lambda: len(self.replay) / self.replay.capacity)
-        self.evaluator = None
+                               replay_fill=lambda: len(self.replay) / self.replay.capacity,
+                               progress=RunProgress(config.timesteps, config.train_freq,
+                                                    config.prepopulate, config.evaluate,
+                                                    config.eval_episodes))
+        self.evaluator = self.best = None
         if config.evaluate:
+            learner = self.learner
+            q_values, weights = {"main": (learner.q_values, learner.main_weights),
+                                 "target": (learner.target_q_values, learner.target_weights)
+                                 }[acts_with]
+            self.best = BestWeights(config.logdir, weights, self.monitor.message)
             self.evaluator = Evaluator(
                 make_env(config, seed=config.seed + EVAL_ENV_SEED_OFFSET, training=False),
-                q_values_of(self.learner), config.eval_episodes, config.eval_epsilon,
-                rng_for(config.seed, EVAL_RNG_STREAM), self.monitor, should_stop=stop)
+                q_values, config.eval_episodes, config.eval_epsilon,
+                rng_for(config.seed, EVAL_RNG_STREAM), self.monitor, should_stop=stop,
+                on_result=self.best.record, on_game=self.monitor.evaluation_game)
         self.extra_state = lambda: {}
         self.checkpoints = Checkpointer(
             CheckpointStore(config.logdir, warn=self.monitor.message), config.checkpoint_freq,
@@ -115,6 +129,7 @@ class RunParts:
                 # train step draws no random numbers.
                 "rngs": {"action": self.rng.bit_generator.state},
                 "evaluator": self.evaluator.state_dict() if self.evaluator else None,
+                "best": self.best.state_dict() if self.best else None,
                 **self.extra_state()}
 
     def restore(self, adapt=None):
@@ -128,6 +143,7 @@ class RunParts:
             loop = adapt(loop)
         try:
             self.learner.load_state_dict(state["learner"])
+            self.monitor.progress.minibatches_done = self.learner.minibatches_trained()
         except ValueError as error:  # settings that check_settings does not know of
             raise ConfigError("resume", f"the networks of {self.resume.path} do not fit this "
                               f"run's settings ({str(error).splitlines()[0][:160]}); was "
@@ -136,6 +152,8 @@ class RunParts:
         if self.evaluator and state["evaluator"]:
             with games_of(self.resume):
                 self.evaluator.load_state_dict(state["evaluator"])
+        if self.best:
+            self.best.load_state_dict(state["best"])
         if self.resume.has_replay:
             self.resume.load_replay(self.replay.arrays())
             self.replay.load_state_dict(state["replay"])
@@ -187,8 +205,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     space = backend.observation_space
     try:
         parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
-                         backend.num_shards, lambda learner: learner.target_q_values, resume,
-                         stop)
+                         backend.num_shards, "target", resume, stop)
     except BaseException:
         backend.close()
         raise
@@ -238,7 +255,7 @@ def train_nature(config, resume=None, stop=None):
     try:
         shape = env.observation_space.shape
         parts = RunParts(config, shape, env.observation_space.dtype, env.action_space.n, 1,
-                         lambda learner: learner.q_values, resume, stop)
+                         "main", resume, stop)
     except BaseException:
         env.close()
         raise

@@ -226,6 +226,12 @@ def chunk_size(config):
     return config.workers
 
 
+def run_is_finished(config, checkpoint):
+    """The checkpoint ended its run, and the budget asks for no step past it."""
+    return (checkpoint is not None and checkpoint.finished
+            and budget_end(config.timesteps, chunk_size(config)) <= checkpoint.step)
+
+
 def check_budget(config, checkpoint):
     """A resume's --timesteps must reach the step its checkpoint was written at."""
     if checkpoint is not None and budget_end(config.timesteps, chunk_size(config)) \

@@ -25,6 +25,8 @@ class FirstGameRecorder:
 
     Sits directly on the raw env, below every wrapper, so it sees each emulator frame. The
     game ends at the next real reset (a lost life is not one) or when the caller closes it.
+    H.264 in yuv420p, the one MP4 that browsers, VS Code and every player show: opencv's
+    wheels encode only MPEG-4 Part 2, so the frames go to imageio-ffmpeg's own ffmpeg.
     """
 
     def __init__(self, path, fps):
@@ -35,17 +37,23 @@ class FirstGameRecorder:
         self.done = False
 
     def add(self, frame):
-        import cv2
+        import imageio_ffmpeg
         if self.done:
             return
         if self.writer is None:
             height, width = frame.shape[:2]
-            self.writer = cv2.VideoWriter(self.path, cv2.VideoWriter_fourcc(*"mp4v"), self.fps,
-                                          (width, height))
-            if not self.writer.isOpened():
-                raise ConfigError("video", f"opencv cannot write '{self.path}'; give a "
+            # macro_block_size 2: yuv420p needs even sides; an odd one is scaled up a pixel.
+            self.writer = imageio_ffmpeg.write_frames(
+                self.path, (width, height), fps=self.fps, codec="libx264",
+                pix_fmt_in="rgb24", pix_fmt_out="yuv420p", macro_block_size=2,
+                # The index first, so that a browser plays it before the whole file loads.
+                output_params=["-movflags", "+faststart"], ffmpeg_log_level="error")
+            try:
+                self.writer.send(None)  # starts ffmpeg
+            except (OSError, RuntimeError) as error:
+                raise ConfigError("video", f"cannot write '{self.path}' ({error}); give a "
                                   "writable path ending in .mp4")
-        self.writer.write(cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2BGR))
+        self.writer.send(np.ascontiguousarray(frame, np.uint8))
         self.frames += 1
 
     def game_started(self):
@@ -54,7 +62,7 @@ class FirstGameRecorder:
 
     def close(self):
         if self.writer is not None and not self.done:
-            self.writer.release()
+            self.writer.close()
         self.done = True
 
 
@@ -115,6 +123,9 @@ def build_parser():
                         help="epsilon of the evaluation policy (default: 0.05, as in Nature)")
     parser.add_argument("--video", metavar="PATH",
                         help="write the first game to this MP4 file (native frames, real time)")
+    parser.add_argument("--best", action="store_true",
+                        help="play the weights of the run's best evaluation (RUN_DIR/best) "
+                        "instead of its latest checkpoint")
     parser.add_argument("--seed", type=parse_count, default=12_345,
                         help="seed of the games and the epsilon draws (default: 12_345, "
                         "distinct from training's streams)")
@@ -133,8 +144,25 @@ def _computable(config):
     return resolve_precision(config)
 
 
-def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
-    """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}."""
+def _best_weights(run_dir, warn):
+    """(path, step, mean, weights) of the run's best evaluation, or a ConfigError."""
+    from fast_dqn.run.array_file import CorruptFile
+    from fast_dqn.run.best_weights import best_store
+    from fast_dqn.run.checkpoint import UnsupportedFormat
+    try:
+        best = best_store(run_dir, warn=warn).latest()
+    except (CorruptFile, UnsupportedFormat) as error:
+        raise ConfigError("best", f"'{run_dir}'s best/ cannot be used ({error}); drop --best")
+    if best is None:
+        raise ConfigError("best", f"'{run_dir}' has no best evaluation yet (best/ is written "
+                          "at each evaluation that beats the earlier ones); drop --best")
+    state = best.load_state()
+    return best.path, best.step, state["mean"], state["weights"]
+
+
+def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=False):
+    """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}.
+    best: play the weights of the run's best evaluation rather than its latest checkpoint."""
     from fast_dqn.loops.evaluation import evaluate
     from fast_dqn.run.checkpoint import latest_checkpoint
     from fast_dqn.run.run_directory import load_run_config
@@ -148,8 +176,16 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
     names = {f.name for f in dataclasses.fields(config_class)}
     config = config_class(**{k: v for k, v in saved.items() if k in names})
     config = _computable(config)
-    checkpoint = latest_checkpoint(run_dir, "RUN_DIR",
-                                   warn=lambda message: print(message, file=sys.stderr))
+    def warn(message):
+        print(message, file=sys.stderr)
+
+    if best:
+        path, step, best_mean, weights = _best_weights(run_dir, warn)
+        what = f"{path} (the best evaluation: agent step {step:,}, mean {best_mean:.2f})"
+    else:
+        checkpoint = latest_checkpoint(run_dir, "RUN_DIR", warn=warn)
+        step = checkpoint.step
+        what = f"{checkpoint.path} (agent step {step:,})"
     if video is not None:
         directory = os.path.dirname(os.path.abspath(video))
         if not os.path.isdir(directory):
@@ -163,16 +199,18 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None):
     env = build_eval_env(config, seed, recorder)
     try:
         learner = build_learner(config, env.observation_space.shape, env.action_space.n)
-        learner.load_state_dict(checkpoint.load_state()["learner"])
-        print(f"evaluating {checkpoint.path} (agent step {checkpoint.step:,}): {episodes} "
-              f"games at epsilon {epsilon}", file=out, flush=True)
+        if best:
+            learner.set_main_weights(weights)
+        else:
+            learner.load_state_dict(checkpoint.load_state()["learner"])
+        print(f"evaluating {what}: {episodes} games at epsilon {epsilon}", file=out, flush=True)
         returns = evaluate(env, learner.q_values, episodes, epsilon, rng_for(seed, 0))
     finally:
         if recorder:
             recorder.close()
         env.close()
     mean = float(np.mean(returns))
-    result = {"step": checkpoint.step, "returns": returns, "mean": mean,
+    result = {"step": step, "returns": returns, "mean": mean,
               "std": float(np.std(returns)), "min": float(np.min(returns)),
               "max": float(np.max(returns)),
               "human_normalized": human_normalized(config.game, mean) if config.game else None}
@@ -188,7 +226,8 @@ def main(argv=None):
         return fail(parser.prog, ConfigError("epsilon", f"must be in [0, 1], got "
                                              f"{args.epsilon}"))
     try:
-        result = evaluate_run(args.run_dir, args.episodes, args.epsilon, args.seed, args.video)
+        result = evaluate_run(args.run_dir, args.episodes, args.epsilon, args.seed, args.video,
+                              best=args.best)
     except ConfigError as error:
         return fail(parser.prog, error)
     line = (f"mean {result['mean']:.2f} +- {result['std']:.2f} (min {result['min']:g}, "

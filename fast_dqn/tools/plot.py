@@ -29,17 +29,35 @@ def read_columns(path, names):
     return columns
 
 
-def run_label(run_dir):
-    label = os.path.basename(os.path.normpath(run_dir))
+def saved_config(run_dir):
+    """The run's config.json, or {} when it is missing or unreadable (a plot still draws)."""
     try:
         with open(os.path.join(run_dir, "config.json")) as f:
-            loop = json.load(f).get("loop")
+            saved = json.load(f)
     except (OSError, ValueError):
-        loop = None
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def run_label(run_dir):
+    label = os.path.basename(os.path.normpath(run_dir))
+    loop = saved_config(run_dir).get("loop")
     return f"{label} ({loop})" if loop and loop not in label else label
 
 
-def plot_runs(run_dirs, output, title=None):
+def default_title(run_dirs):
+    """The games the runs played, so that a plot without --title still says what it shows."""
+    games = []
+    for run_dir in run_dirs:
+        saved = saved_config(run_dir)
+        game = saved.get("game") or saved.get("env")
+        if game and game not in games:
+            games.append(game)
+    return ", ".join(games) if games else None
+
+
+def make_figure(run_dirs, title=None):
+    """The four panels of the runs, as a matplotlib figure (the caller closes it)."""
     import matplotlib
     matplotlib.use("Agg")  # files only: no display is needed or wanted
     import matplotlib.pyplot as plt
@@ -63,14 +81,21 @@ def plot_runs(run_dirs, output, title=None):
                             markersize=3)
     axes[0, 0].set_ylabel("training return (mean of last 100 games)")
     axes[1, 0].set_ylabel("evaluation mean return")
-    axes[1, 0].set_xlabel("agent steps")
-    axes[1, 1].set_xlabel("wall-clock hours")
+    for row in axes:
+        row[0].set_xlabel("agent steps")
+        row[1].set_xlabel("wall-clock hours")
     for ax in axes.flat:
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize="small")
+    title = title or default_title(run_dirs)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    return fig, plt
+
+
+def plot_runs(run_dirs, output, title=None):
+    fig, plt = make_figure(run_dirs, title)
     try:
         fig.savefig(output, dpi=120)
     except OSError as error:
@@ -88,7 +113,7 @@ def main(argv=None):
     parser.add_argument("-o", "--output", default="curves.png",
                         help="image file to write; its extension picks the format "
                         "(default: curves.png)")
-    parser.add_argument("--title", help="a title above the panels")
+    parser.add_argument("--title", help="a title above the panels (default: the runs' games)")
     args = parser.parse_args(argv)
     try:
         path = plot_runs(args.run_dirs, args.output, args.title)

@@ -1,0 +1,57 @@
+"""The best evaluation's weights: exported when beaten, kept in checkpoints, and put back on
+resume so that best/ always names an evaluation that eval.csv has."""
+
+import os
+
+import numpy as np
+from helpers import through_checkpoint
+
+from fast_dqn.run.best_weights import BestWeights, best_store
+
+
+class Network:
+    def __init__(self):
+        self.version = 0
+
+    def weights(self):
+        return [np.full((2, 2), self.version, np.float32), np.arange(3.0) + self.version]
+
+
+def exported(run_dir):
+    best = best_store(str(run_dir)).latest()
+    state = best.load_state()
+    return best.step, state["mean"], float(state["weights"][0][0, 0])
+
+
+def test_each_better_evaluation_exports_the_weights_it_played_with(tmp_path):
+    network, said = Network(), []
+    best = BestWeights(str(tmp_path), network.weights, said.append)
+    for step, returns in ((100, [1, 3]), (200, [5, 5]), (300, [4, 6]), (400, [-1, 0])):
+        network.version = step
+        best.record(step, returns)
+    # 300 ties 200 (mean 5): the first of equal ones is kept.
+    assert exported(tmp_path) == (200, 5.0, 200.0)
+    assert os.listdir(tmp_path / "best") == ["step-000000000200"]  # one deep
+    assert best.state_dict()["step"] == 200 and said == []
+
+
+def test_a_resume_puts_best_back_to_what_its_checkpoint_knew(tmp_path):
+    network, said = Network(), []
+    best = BestWeights(str(tmp_path), network.weights, said.append)
+    network.version = 100
+    best.record(100, [2.0])
+    saved = through_checkpoint(best.state_dict())     # the checkpoint at step 150
+    network.version = 200
+    best.record(200, [9.0])                           # then kill -9: step 200 is redone
+    assert exported(tmp_path)[0] == 200
+    resumed = BestWeights(str(tmp_path), network.weights, said.append)
+    resumed.load_state_dict(saved)
+    assert exported(tmp_path) == (100, 2.0, 100.0)
+    assert said == ["best/ put back to the checkpoint's best evaluation, at step 100 (mean 2.00)"]
+    # A checkpoint from before any evaluation: an export since is of a step played again.
+    BestWeights(str(tmp_path), network.weights).load_state_dict(None)
+    assert not os.path.exists(tmp_path / "best")
+    resumed.load_state_dict(saved)                    # and matching ones are left alone
+    said.clear()
+    resumed.load_state_dict(saved)
+    assert said == [] and exported(tmp_path)[0] == 100

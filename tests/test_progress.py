@@ -1,0 +1,114 @@
+"""The console's phase and ETA (fast_dqn.run.progress), on a fake clock: each phase's work
+left at that phase's own measured rate."""
+
+import io
+
+import pytest
+from helpers import FakeClock
+
+from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.run.monitor import Monitor
+from fast_dqn.run.progress import ProgressBar, ProgressLines, RunProgress
+
+
+def test_warm_up_promises_nothing_it_has_not_measured():
+    """Warm-up acts 20 times faster than training: its rate must not stand for training's."""
+    progress = RunProgress(10_000, train_freq=4, prepopulate=2_000)
+    progress.follow(MinibatchSchedule(train_start=2_000, train_freq=4))
+    progress.sample(0.0, 0)
+    progress.sample(1.0, 1_000)                      # warm-up at 1,000 steps/s
+    assert progress.phase(1_000) == "warm-up"
+    assert progress.eta(1_000) is None               # training's rate is not known yet
+    progress.sample(2.0, 2_000)
+    progress.trained(0)
+    progress.sample(3.0, 2_200)                      # training: 50 minibatches in 1 s
+    progress.trained(50)
+    progress.sample(4.0, 2_400)
+    assert progress.phase(2_400) == "training"
+    left = (10_000 - 2_000) // 4 - 50
+    assert progress.eta(2_400) == pytest.approx(left / 50)
+
+
+def test_a_resume_without_replay_refills_catches_up_and_trains_its_last_minibatches():
+    progress = RunProgress(4_000, train_freq=4, prepopulate=1_000)
+    schedule = MinibatchSchedule(train_start=1_000, train_freq=4)
+    schedule.refill(3_000, prepopulate=500, owed=30)   # resumed at 3,000 with 30 owed
+    progress.follow(schedule)
+    progress.minibatches_done = (3_000 - 1_000) // 4 - 30  # what the optimizer counted
+    progress.sample(0.0, 3_000)
+    progress.sample(1.0, 3_200)                      # refill at 200 steps/s
+    assert progress.phase(3_200) == "refill"
+    assert progress.eta(3_200) is None               # no minibatch rate yet
+    progress.sample(3.0, 3_500)
+    schedule.take(3_500, 3_600, final=False)         # the first minibatches after the refill
+    progress.sample(3.5, 3_520)
+    progress.trained(20)
+    progress.sample(4.5, 3_600)                      # 20 minibatches/s
+    assert progress.phase(3_600) == "catching up"    # deferred ones still being repaid
+    left = progress.minibatches_total - progress.minibatches_done
+    assert progress.eta(3_600) == pytest.approx(left / 20)
+    # The last step, with minibatches still training: not 100% and ETA 0, but how long.
+    schedule.deferred = 0
+    progress.minibatches_done = progress.minibatches_total - 40
+    assert progress.phase(4_000) == "catching up" and progress.eta(4_000) == pytest.approx(2)
+    progress.trained(40)
+    assert progress.phase(4_000) == "training" and progress.eta(4_000) == 0
+
+
+def test_an_evaluation_says_which_game_and_adds_the_evaluations_left():
+    progress = RunProgress(1_000, train_freq=4, prepopulate=0, eval_every=250, eval_games=3)
+    progress.follow(MinibatchSchedule(train_start=0, train_freq=4))
+    progress.sample(1.0, 100)
+    progress.trained(25)
+    progress.sample(2.0, 250)                        # 25 minibatches/s
+    progress.trained(25)
+    progress.evaluation_game(2.0, 1, 3)
+    assert progress.phase(250) == "evaluating game 1 of 3"
+    assert progress.eta(250) is None                 # seconds per game not measured yet
+    progress.evaluation_game(12.0, 2, 3)             # 10 s per game
+    assert progress.phase(250) == "evaluating game 2 of 3"
+    minibatches = progress.minibatches_total - 50
+    # The current evaluation's 2 games left, then 3 evaluations of 3 games (500, 750, 1000).
+    assert progress.eta(250) == pytest.approx(minibatches / 25 + (2 + 9) * 10)
+    progress.evaluation_game(22.0, 3, 3)
+    progress.evaluation_game(32.0, 4, 3)             # over
+    assert progress.phase(250) == "training" and progress.evaluating is None
+    progress.sample(33.0, 260)                       # the evaluation's time is not training's
+    assert progress.minibatch_rate.value == 25
+
+
+def test_the_console_line_names_the_phase_and_shows_no_nan(tmp_path):
+    clock, out = FakeClock(), io.StringIO()
+    progress = RunProgress(1_000, train_freq=4, prepopulate=500)
+    monitor = Monitor(str(tmp_path), 1_000, interval=10, clock=clock, progress=progress,
+                      console=ProgressLines(1_000, out=out, interval=10))
+    try:
+        monitor.follow(MinibatchSchedule(train_start=500, train_freq=4))
+        clock.t = 10.0
+        monitor.tick(200, 1.0)
+        monitor.evaluation_game(1, 30)
+    finally:
+        monitor.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("step 200/1,000 (20.0%) | warm-up | 20 steps/s | eps 1.000 | "
+                               "games 0 | mean100 - | loss - | ETA ?")
+    assert lines[1] == ("step 200/1,000 (20.0%) | evaluating game 1 of 30 | games 0 | "
+                        "mean100 - | loss - | ETA ?")
+
+
+def test_the_bar_ends_at_the_step_the_run_ended():
+    out = io.StringIO()
+    bar = ProgressBar(1_000, out=out)
+    bar.update(990, 10.0, {"eps": "0.1"}, phase="training", eta=1.0)
+    bar.close(1_000)
+    text = out.getvalue()
+    assert "1.00k/1.00k" in text and "training" in text and "ETA 0h00m" in text
+
+
+def test_a_phase_not_measured_makes_the_eta_unknown_not_shorter():
+    progress = RunProgress(10_000, train_freq=4, prepopulate=2_000)
+    progress.follow(MinibatchSchedule(train_start=2_000, train_freq=4))
+    progress.sample(0.0, 2_200)
+    progress.trained(50)
+    progress.sample(1.0, 2_400)                      # training measured, warm-up never
+    assert progress.eta(2_400) is not None and progress.eta(1_000) is None
