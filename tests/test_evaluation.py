@@ -1,12 +1,20 @@
-"""Evaluation on a scripted env: whole games, a fixed epsilon, and a stop or failure that
-rolls the evaluator back so the same games are played again."""
+"""Evaluation: whole games, a fixed epsilon, games fixed by the run's seed and the step (so a
+stopped evaluation is played again identically), and the same games whether they are played
+one after another in Python or W at once on ale-py's vector env (a real ROM)."""
 
 import numpy as np
 import pytest
 from fake_env import QValues, ScriptedEnv
 from fake_samplers import NullMonitor
 
-from fast_dqn.loops.evaluation import EvaluationInterrupted, Evaluator, evaluate
+from fast_dqn.loops.evaluation import (
+    AtOnce,
+    EvaluationInterrupted,
+    Evaluator,
+    OneAtATime,
+    game_seeds,
+    play,
+)
 
 
 class Scores(NullMonitor):
@@ -18,56 +26,99 @@ class Scores(NullMonitor):
         self.evals.append((step, list(returns)))
 
 
+class SeededGames(ScriptedEnv):
+    """A game fixed by its seed: it lasts 3 + seed % 5 steps, and scores seed % 97 plus the
+    number of times action 2 was played."""
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.seed, self.score, self.left = seed, 0.0, 3 + seed % 5
+        return super().reset()
+
+    def step(self, action):
+        obs, _, _, _, _ = super().step(action)
+        self.score += action == 2
+        self.left -= 1
+        if self.left:
+            return obs, 0.0, False, False, {"game_over": False}
+        return obs, 0.0, True, False, {"game_over": True, "game_length": 0,
+                                      "game_return": self.seed % 97 + self.score}
+
+
 def test_it_plays_whole_games_and_reports_their_returns():
     env = ScriptedEnv(episode_length=3)
     # Two episodes per game (a lost life, then the game's end): 3 games are 18 steps.
-    assert evaluate(env, QValues(), 3, 0.0, np.random.default_rng(0)) == [10.0, 20.0, 30.0]
+    returns = play(OneAtATime(env), QValues(), game_seeds((0,), 0, 3), 0.0)
+    assert returns == [10.0, 20.0, 30.0]
     assert env.t == 18 and env.actions == [2] * 18
 
 
 def test_epsilon_is_the_share_of_random_actions():
     env, q_values = ScriptedEnv(episode_length=50), QValues()
-    evaluate(env, q_values, 20, 0.25, np.random.default_rng(1))
+    play(OneAtATime(env), q_values, game_seeds((1,), 0, 20), 0.25)
     actions = np.array(env.actions)
     # A random action is also the greedy one a third of the time: 0.25 * 2/3 differ.
     assert abs((actions != 2).mean() - 0.25 * 2 / 3) < 0.03
     assert q_values.calls == pytest.approx(0.75 * len(actions), rel=0.05)  # explore, no call
 
 
-@pytest.mark.parametrize("failure", ["stop", "error"])
-def test_an_interrupted_evaluation_rolls_back_and_plays_the_same_games_again(failure):
-    monitor = Scores()
-    polls = []  # armed after the first evaluation: the second is stopped at its 7th step
+def test_the_games_are_fixed_by_the_seed_and_the_step_and_a_stop_plays_them_again():
+    def evaluator(monitor, should_stop=None):
+        return Evaluator(OneAtATime(SeededGames()), QValues(), 4, 0.5, (7, 1), monitor,
+                         should_stop)
+
+    straight = Scores()
+    evaluator(straight)(10)
+    evaluator(straight)(20)
+    first, second = straight.evals[0][1], straight.evals[1][1]
+    assert first != second  # another step: other games
+    polls, monitor = [], Scores()  # armed after the first evaluation: a stop at its 10th step
 
     def should_stop():
         if polls:
             polls.append(1)
-        return failure == "stop" and len(polls) == 8
+        return len(polls) == 10
 
-    evaluator = Evaluator(ScriptedEnv(episode_length=3), QValues(), 2, 0.5,
-                          np.random.default_rng(2), monitor, should_stop)
-    evaluator(10)
-
-    def position():
-        env = evaluator.env
-        return (env.t, env.since_reset, env.episodes, env.games, list(env.actions),
-                evaluator.rng.bit_generator.state)
-    before = position()
+    stopped = evaluator(monitor, should_stop)
+    stopped(10)
     polls.append(1)
-    if failure == "error":
-        evaluator.q_values_fn = lambda states: 1 / 0
-        with pytest.raises(ZeroDivisionError):
-            evaluator(20)
-        evaluator.q_values_fn = QValues()
-    else:
-        with pytest.raises(EvaluationInterrupted):
-            evaluator(20)
-    assert position() == before and monitor.evals == [(10, [10.0, 20.0])]
-    evaluator(20)
-    # Game numbers go on from the first evaluation's env: the rollback kept its position.
-    assert monitor.evals[-1] == (20, [30.0, 40.0])
-    fresh = Evaluator(ScriptedEnv(episode_length=3), QValues(), 2, 0.5,
-                      np.random.default_rng(2), Scores())
-    fresh(10)
-    fresh(20)
-    assert fresh.env.actions == evaluator.env.actions  # the very same games
+    with pytest.raises(EvaluationInterrupted):
+        stopped(20)                                   # stopped mid-way, nothing recorded
+    assert monitor.evals == [(10, first)]
+    stopped(20)                                       # on resume: the very same games
+    assert monitor.evals == straight.evals
+
+
+def test_each_game_draws_from_its_own_stream():
+    one, another = game_seeds((3, 1), 500, 4), game_seeds((3, 1), 500, 4)
+    assert [seed for seed, _ in one] == [seed for seed, _ in another]
+    assert len({seed for seed, _ in one}) == 4
+    assert [rng.random() for _, rng in one] == [rng.random() for _, rng in another]
+    assert [seed for seed, _ in game_seeds((3, 1), 1000, 4)] != [seed for seed, _ in one]
+    assert all(0 <= seed < 2**31 for seed, _ in game_seeds((2**40, 1), 2**40, 50))
+
+
+def pixel_q_values(states):
+    """A deterministic Q-function, row by row whatever the batch: the mean brightness of four
+    bands of the newest frame."""
+    newest = np.asarray(states, np.float64)[:, -1]
+    bands = np.array_split(newest, 4, axis=1)
+    return np.stack([band.mean(axis=(1, 2)) for band in bands], axis=1)
+
+
+@pytest.mark.parametrize("game,sticky", [("breakout", 0.0), ("pong", 0.25)])
+def test_w_games_at_once_are_the_games_played_one_after_another(game, sticky):
+    from fast_dqn.envs.environment import make_env
+    from fast_dqn.envs.samplers import VectorSamplers
+    from fast_dqn.run.hyperparameters import Config
+    config = Config(game=game, max_episode_steps=200, sticky_actions=sticky)
+    seeds = lambda: game_seeds((11, 1), 250_000, 7)  # noqa: E731
+    one_at_a_time = play(OneAtATime(make_env(config, seed=None, training=False)),
+                         pixel_q_values, seeds(), 0.1)
+    games = AtOnce(VectorSamplers(config, 3, seed=0))
+    try:
+        at_once = play(games, pixel_q_values, seeds(), 0.1)
+    finally:
+        games.close()
+    assert at_once == one_at_a_time
+    assert len(set(one_at_a_time)) > 1  # games that differ, or the check would be weak

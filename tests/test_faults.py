@@ -51,7 +51,7 @@ FAULT_RUN = textwrap.dedent("""
         fail_after(replay_memory.ReplayMemory, "sample", 30,
                    RuntimeError("injected prefetch fault"))
     elif mode == "evaluator":
-        fail_after(evaluation, "evaluate", 0, RuntimeError("injected evaluator fault"))
+        fail_after(evaluation, "play", 0, RuntimeError("injected evaluator fault"))
     elif mode == "nan":
         loss = learner.dqn_loss
         learner.dqn_loss = lambda *args: loss(*args) * float("nan")

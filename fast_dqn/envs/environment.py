@@ -10,8 +10,9 @@ from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.errors import ConfigError
 
 # ALE takes its seed as a C int. A run derives its games' seeds from --seed by adding offsets
-# (game i of W, the evaluation env's 10,000, the step a resumed vector env restarts at), so
-# every derived seed is folded into [0, SEED_RANGE): unchanged below it, valid above.
+# (game i of W, the step a resumed vector env restarts at), so every derived seed is folded
+# into [0, SEED_RANGE): unchanged below it, valid above. Evaluation games draw theirs from a
+# SeedSequence, within the range.
 SEED_RANGE = 2**31
 
 

@@ -111,12 +111,25 @@ class VectorSamplers:
         self.frame_numbers = np.zeros(num_samplers, np.int64)
         self.since_start = np.zeros(num_samplers, np.int64)
 
-    def reset(self):
-        obs, info = self.env.reset(seed=self.seed)
+    def reset(self, seeds=None):
+        """New games in every slot: seeded self.seed, self.seed + 1, ..., or one seed each."""
+        obs, info = self.env.reset(seed=self.seed if seeds is None
+                                   else np.asarray(seeds, np.int64))
         self.returns[:] = 0
         self.lengths[:] = 0
         self.frame_numbers[:] = info["episode_frame_number"]
         self.since_start[:] = 0
+        return self._pad(obs)
+
+    def restart(self, slot, seed):
+        """A new game seeded `seed` in slot `slot` alone, the others untouched (after a
+        reset); returns every slot's observation."""
+        mask = np.zeros(self.num_samplers, bool)
+        mask[slot] = True
+        obs, info = self.env.reset(seed=np.array([seed], np.int64),
+                                   options={"reset_mask": mask})
+        self.returns[slot] = self.lengths[slot] = self.since_start[slot] = 0
+        self.frame_numbers[slot] = np.asarray(info["episode_frame_number"])[slot]
         return self._pad(obs)
 
     def step(self, actions):

@@ -305,7 +305,8 @@ class FastLoop:
         except EvaluationInterrupted:
             pass  # saved as still pending
         except Exception:
-            # At a boundary with the evaluator rolled back, the state is consistent.
+            # At a boundary, with the evaluation pending (it keeps no state), the state is
+            # consistent.
             if self.checkpoints:
                 self.checkpoints.save(s.step, s.state_dict())
             raise

@@ -81,7 +81,8 @@ class NatureLoop:
         except EvaluationInterrupted:
             pass  # the stop that follows saves it as still pending
         except Exception:
-            # The evaluator rolled itself back, so the state is consistent: save it.
+            # The evaluation keeps no state and is still pending, so the state is consistent:
+            # save it.
             if self.checkpoints:
                 self.checkpoints.save(self.step, self.state_dict())
             raise

@@ -13,8 +13,8 @@ from fast_dqn.agent.replay_memory import ReplayMemory
 from fast_dqn.envs.environment import game_seed, make_env
 from fast_dqn.run.validation import check_resolved
 
-# Seed offsets keep every random stream of a run distinct yet derived from the one --seed.
-EVAL_ENV_SEED_OFFSET = 10_000
+# Streams keep every random stream of a run distinct yet derived from the one --seed (the
+# evaluation's games each take a stream of their own below EVAL_RNG_STREAM).
 ACTION_RNG_STREAM, EVAL_RNG_STREAM, REPLAY_RNG_STREAM = 0, 1, 2
 
 
@@ -64,6 +64,18 @@ def build_samplers(config, count=None, seed=None):
         return VectorSamplers(config, count, seed, config.env_threads)
     return PythonSamplers([make_env(config, seed=seed + i, training=True)
                            for i in range(count)])
+
+
+def build_evaluation_games(config):
+    """Where evaluation plays (fast_dqn.loops.evaluation): --eval-workers Atari games at once
+    on ale-py's vector env, or one game at a time on a Python env (--env, one worker, or an
+    --interp the vector env cannot honour)."""
+    from fast_dqn.loops.evaluation import AtOnce, OneAtATime
+    if config.env is None and config.eval_workers > 1 and config.interp == "area":
+        from fast_dqn.envs.samplers import VectorSamplers
+        # Threads of the samplers' own size: they run only while an evaluation plays.
+        return AtOnce(VectorSamplers(config, config.eval_workers, seed=0))
+    return OneAtATime(make_env(config, seed=None, training=False))
 
 
 def ray_sampler_builders(config):

@@ -76,6 +76,10 @@ class Config:
                             "agent steps", limit="non_negative")
     eval_episodes: int = _budget(30, "full games per evaluation", "games", limit="positive")
     eval_epsilon: float = _budget(0.05, "epsilon of the evaluation policy", limit="probability")
+    eval_workers: int = _budget(8, "evaluation games played at once on ale-py's vector env "
+                                "(Atari); 1 plays them one after another in Python. The same "
+                                "games either way: each is seeded by the run's seed, the "
+                                "evaluation's step and its number", "games", limit="positive")
 
     # --- replay
     replay_capacity: int = _training(1_000_000, "replay memory size", "agent steps",
@@ -145,7 +149,7 @@ class Config:
 # every other setting, and a resume checks config.json against that record.
 RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "save_replay",
                     "xla", "prefetch", "requests_in_flight", "ray_address",
-                    "ray_object_store_mb")
+                    "ray_object_store_mb", "eval_workers")
 
 
 def learning_settings(config):

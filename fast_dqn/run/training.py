@@ -14,8 +14,8 @@ from fast_dqn.run.best_weights import BestWeights
 from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.run.components import (
     ACTION_RNG_STREAM,
-    EVAL_ENV_SEED_OFFSET,
     EVAL_RNG_STREAM,
+    build_evaluation_games,
     build_learner,
     build_replay,
     build_samplers,
@@ -111,10 +111,10 @@ class RunParts:
                                  }[acts_with]
             self.best = BestWeights(config.logdir, weights, self.monitor.message)
             self.evaluator = Evaluator(
-                make_env(config, seed=config.seed + EVAL_ENV_SEED_OFFSET, training=False),
-                q_values, config.eval_episodes, config.eval_epsilon,
-                rng_for(config.seed, EVAL_RNG_STREAM), self.monitor, should_stop=stop,
-                on_result=self.best.record, on_game=self.monitor.evaluation_game)
+                build_evaluation_games(config), q_values, config.eval_episodes,
+                config.eval_epsilon, (config.seed, EVAL_RNG_STREAM), self.monitor,
+                should_stop=stop, on_result=self.best.record,
+                on_game=self.monitor.evaluation_game)
         self.extra_state = lambda: {}
         self.checkpoints = Checkpointer(
             CheckpointStore(config.logdir, warn=self.monitor.message), config.checkpoint_freq,
@@ -128,7 +128,6 @@ class RunParts:
                 # No TensorFlow RNG: it only initialises the weights, which are saved, and the
                 # train step draws no random numbers.
                 "rngs": {"action": self.rng.bit_generator.state},
-                "evaluator": self.evaluator.state_dict() if self.evaluator else None,
                 "best": self.best.state_dict() if self.best else None,
                 **self.extra_state()}
 
@@ -149,9 +148,6 @@ class RunParts:
                               f"run's settings ({str(error).splitlines()[0][:160]}); was "
                               "config.json edited? put back the values the run started with")
         self.rng.bit_generator.state = state["rngs"]["action"]
-        if self.evaluator and state["evaluator"]:
-            with games_of(self.resume):
-                self.evaluator.load_state_dict(state["evaluator"])
         if self.best:
             self.best.load_state_dict(state["best"])
         if self.resume.has_replay:

@@ -90,12 +90,10 @@ class RecordFrames(gymnasium.Wrapper):
         return result
 
 
-def build_eval_env(config, seed, recorder=None):
-    """The run's evaluation env, with the recorder on its raw frames if one is given."""
+def build_eval_env(config, seed, recorder):
+    """The run's evaluation env, with the recorder on its raw frames."""
     from fast_dqn.envs import atari_wrappers as w
-    from fast_dqn.envs.environment import SeedOnFirstReset, make_env, make_raw_atari_env, wrap_atari
-    if recorder is None:
-        return make_env(config, seed, training=False)
+    from fast_dqn.envs.environment import SeedOnFirstReset, make_raw_atari_env, wrap_atari
     if config.env is None:
         raw = make_raw_atari_env(config.game, config.sticky_actions, config.full_action_space)
         env = wrap_atari(RecordFrames(raw, recorder, True), config, training=False)
@@ -163,11 +161,12 @@ def _best_weights(run_dir, warn):
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=False):
     """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}.
     best: play the weights of the run's best evaluation rather than its latest checkpoint."""
-    from fast_dqn.loops.evaluation import evaluate
+    from fast_dqn.loops.evaluation import OneAtATime, game_seeds, play
     from fast_dqn.run.checkpoint import latest_checkpoint
+    from fast_dqn.run.components import build_evaluation_games
     from fast_dqn.run.run_directory import load_run_config
     from fast_dqn.run.run_kinds import NATURE, kind_of_saved
-    from fast_dqn.run.training import build_learner, rng_for, start_tensorflow
+    from fast_dqn.run.training import build_learner, start_tensorflow
     from fast_dqn.tools.atari_scores import human_normalized
 
     out = out or sys.stdout
@@ -196,19 +195,22 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
                               "new path")
     start_tensorflow(config)
     recorder = FirstGameRecorder(video, ATARI_FPS) if video else None
-    env = build_eval_env(config, seed, recorder)
+    # A video needs the raw frames of one Python env; otherwise the run's own evaluation
+    # games, --eval-workers at once where it can. The same games either way.
+    games = OneAtATime(build_eval_env(config, seed, recorder)) if recorder \
+        else build_evaluation_games(config)
     try:
-        learner = build_learner(config, env.observation_space.shape, env.action_space.n)
+        learner = build_learner(config, games.observation_shape, games.num_actions)
         if best:
             learner.set_main_weights(weights)
         else:
             learner.load_state_dict(checkpoint.load_state()["learner"])
         print(f"evaluating {what}: {episodes} games at epsilon {epsilon}", file=out, flush=True)
-        returns = evaluate(env, learner.q_values, episodes, epsilon, rng_for(seed, 0))
+        returns = play(games, learner.q_values, game_seeds((seed,), 0, episodes), epsilon)
     finally:
         if recorder:
             recorder.close()
-        env.close()
+        games.close()
     mean = float(np.mean(returns))
     result = {"step": step, "returns": returns, "mean": mean,
               "std": float(np.std(returns)), "min": float(np.min(returns)),
