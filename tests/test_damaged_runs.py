@@ -26,13 +26,15 @@ ROW = b"1,10,10,1.0,1.0,1.0,0.0\r\n"
 
 def dead_start(path):
     """What a run killed before its first checkpoint leaves: its config, logs of the steps
-    it played, TensorBoard events and a partial checkpoint."""
+    it played, TensorBoard events, an export of its best evaluation and a partial
+    checkpoint."""
     config = Config(logdir=str(path), env="CartPole-v1", game=None)
     create_run_directory(str(path), {"loop": "dqn", **config.to_dict()}).release()
     (path / "episodes.csv").write_bytes(HEADER + ROW)
     (path / "eval.csv").write_text("agent_step,mean,std,episodes,hours\r\n")
     (path / "tensorboard").mkdir()
     (path / "tensorboard" / "events.out").write_bytes(b"x")
+    (path / "best" / "step-000000000300").mkdir(parents=True)
     (path / "checkpoints" / ".partial-step-000000000400-1").mkdir(parents=True)
 
 

@@ -194,7 +194,7 @@ def load_run_config(run_dir, setting):
 
 
 # What a run writes before its first checkpoint; checkpoints/ holds at most a .partial-*.
-DEAD_START_LOGS = ("episodes.csv", "eval.csv", "tensorboard")
+DEAD_START_LOGS = ("episodes.csv", "eval.csv", "tensorboard", "best")
 
 
 def discard_dead_start(run_dir):
