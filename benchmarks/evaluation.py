@@ -52,6 +52,7 @@ def main(argv=None):
     from fast_dqn.run.hyperparameters import Config
     from fast_dqn.run.validation import resolve
 
+    load = os.getloadavg()
     configure_tensorflow(0, args.threads)
     config = resolve(Config(game=args.game, replay_capacity=10_000, prepopulate=1_000))
     learner = components.build_learner(config, (config.history_length, 84, 84), 6)
@@ -71,7 +72,7 @@ def main(argv=None):
             returns.setdefault(repeat, []).append(played)
     same = all(all(r == runs[0] for r in runs) for runs in returns.values())
     print(f"cores {os.cpu_count()}, load average before: "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.games} {args.game} games "
+          f"{' '.join(f'{x:.2f}' for x in load)}; {args.games} {args.game} games "
           f"per evaluation, {args.repeats} repeats; the same returns in every variant: {same}")
     print("| variant | seconds per evaluation (median) | games/s | × one at a time |")
     print("|---|---|---|---|")

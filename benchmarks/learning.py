@@ -1,7 +1,12 @@
 """Learning speed on a real game: agent steps and wall-clock minutes to each score threshold.
 
     python -m benchmarks.learning --preset pong-quick --loop fast --minutes 120 [-- FLAGS...]
+    python -m benchmarks.learning --preset pong-fastest --seeds 0 1 2 [--parallel 3]
     python -m benchmarks.learning --summarize RUN_DIR [RUN_DIR ...] [--plot curve.png]
+
+--seeds runs one seed after another (each with the whole --minutes), or --parallel of them
+side by side where the cores allow; `python -m fast_dqn.tools.plot RUN_DIR... --aggregate`
+then gives their mean with a bootstrap band, and the IQM and optimality gap.
 
 The first form runs run_fast_dqn.py (or run_dqn.py) exactly as a user would, in its own run
 directory, and watches its episodes.csv. It stops the run with SIGINT (which writes a
@@ -141,6 +146,24 @@ def run(args, extra):
     return process.returncode
 
 
+def run_seeds(args, extra):
+    """Run each seed of args.seeds (or args.seed), args.parallel at a time; their run dirs."""
+    import concurrent.futures
+    import copy
+    jobs = []
+    for seed in args.seeds or [args.seed]:
+        job = copy.copy(args)
+        job.seed = seed
+        default = os.path.join(ROOT, "runs", f"learning-{args.preset}-{args.loop}-seed{seed}")
+        job.logdir = (f"{args.logdir}-seed{seed}" if args.logdir and args.seeds
+                      else args.logdir or default)
+        jobs.append(job)
+    # Threads only wait on the runs' processes, which do the work.
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.parallel)) as pool:
+        list(pool.map(lambda job: run(job, extra), jobs))
+    return [job.logdir for job in jobs]
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = []
@@ -151,6 +174,10 @@ def main(argv=None):
     parser.add_argument("--preset", default="pong-quick")
     parser.add_argument("--loop", choices=sorted(SCRIPTS), default="fast")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="several seeds, each in its own run directory (overrides --seed)")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="with --seeds: how many run side by side (default: one at a time)")
     parser.add_argument("--minutes", type=float, default=150.0,
                         help="wall-clock budget; the run is stopped with a checkpoint then")
     parser.add_argument("--logdir", default=None,
@@ -163,10 +190,7 @@ def main(argv=None):
     if args.summarize:
         run_dirs = args.summarize
     else:
-        args.logdir = args.logdir or os.path.join(
-            ROOT, "runs", f"learning-{args.preset}-{args.loop}-seed{args.seed}")
-        run(args, extra)
-        run_dirs = [args.logdir]
+        run_dirs = run_seeds(args, extra)
     for run_dir in run_dirs:
         print_summary(run_dir, args.thresholds)
     plot(run_dirs, args.plot or os.path.join(run_dirs[0], "curve.png"), args.thresholds)

@@ -102,7 +102,7 @@ def test_the_bar_ends_at_the_step_the_run_ended():
     bar.update(990, 10.0, {"eps": "0.1"}, phase="training", eta=1.0)
     bar.close(1_000)
     text = out.getvalue()
-    assert "1.00k/1.00k" in text and "training" in text and "ETA 0h00m" in text
+    assert "1.00k/1.00k" in text and "training" in text and "ETA 0m01s" in text
 
 
 def test_a_phase_not_measured_makes_the_eta_unknown_not_shorter():
@@ -112,3 +112,21 @@ def test_a_phase_not_measured_makes_the_eta_unknown_not_shorter():
     progress.trained(50)
     progress.sample(1.0, 2_400)                      # training measured, warm-up never
     assert progress.eta(2_400) is not None and progress.eta(1_000) is None
+
+
+def test_the_steps_per_second_after_an_evaluation_leave_its_time_out(tmp_path):
+    clock, out = FakeClock(), io.StringIO()
+    monitor = Monitor(str(tmp_path), 10_000, interval=10, clock=clock,
+                      progress=RunProgress(10_000, train_freq=4, prepopulate=0),
+                      console=ProgressLines(10_000, out=out, interval=10))
+    try:
+        clock.t = 10.0
+        monitor.tick(1_000, 0.5)                 # 100 steps/s
+        monitor.evaluation_game(1, 2)
+        clock.t = 70.0
+        monitor.evaluation_game(3, 2)            # a minute of evaluation
+        clock.t = 80.0
+        monitor.tick(2_000, 0.5)                 # 1,000 steps in the 10 s since
+    finally:
+        monitor.close()
+    assert "| 100 steps/s |" in out.getvalue().splitlines()[-1]

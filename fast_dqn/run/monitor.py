@@ -237,7 +237,10 @@ class Monitor:
             return
         now = self.clock()
         self.progress.evaluation_game(now, game, games)
-        if game <= games and (game == 1 or now - self.last_console >= self.console.interval):
+        if game > games:
+            # The next steps/s is measured from here: an evaluation plays no agent step.
+            self.last_console, self.last_console_step = now, self.last_step
+        elif game == 1 or now - self.last_console >= self.console.interval:
             self._show(self.last_step, None, now)
 
     def record_eval(self, step, returns):

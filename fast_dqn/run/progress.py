@@ -135,8 +135,10 @@ def _format_duration(seconds):
     seconds = int(seconds)
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    return f"{days}d{hours:02d}h" if days else f"{hours}h{minutes:02d}m"
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
 
 
 def _status(phase, rate, fields, eta, separator):

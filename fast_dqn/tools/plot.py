@@ -4,6 +4,11 @@ Four panels, one line per run: the training return (mean of the last 100 games) 
 evaluation mean, each against agent steps and against wall-clock hours. Runs are labelled by
 their directory name and loop, so a fast run and a Nature run of the same game compare at a
 glance: same curve against steps (same protocol), different against hours (the speed-up).
+
+With --aggregate, runs that differ only in their seed are one line: the mean over the seeds
+with a 95% bootstrap band, and a table of the final scores (human-normalized where the game
+has reference scores) gives the IQM, the optimality gap and the mean of each setting over its
+games and seeds, with stratified-bootstrap intervals (fast_dqn.tools.aggregate).
 """
 
 import csv
@@ -56,8 +61,106 @@ def default_title(run_dirs):
     return ", ".join(games) if games else None
 
 
-def make_figure(run_dirs, title=None):
-    """The four panels of the runs, as a matplotlib figure (the caller closes it)."""
+# Settings that tell runs of one experiment apart without changing it.
+_NOT_THE_SETTING = ("seed", "logdir")
+
+
+def groups(run_dirs, also_ignore=()):
+    """{label: [run_dir]}: runs whose config.json differ only in their seed (and in
+    `also_ignore`) form a group, in the order first given."""
+    found = {}
+    for run_dir in run_dirs:
+        saved = saved_config(run_dir)
+        key = json.dumps({k: v for k, v in saved.items()
+                          if k not in _NOT_THE_SETTING + tuple(also_ignore)}, sort_keys=True)
+        found.setdefault(key, []).append(run_dir)
+    labelled = {}
+    for members in found.values():
+        saved = saved_config(members[0])
+        name = saved.get("game") or saved.get("env") or run_label(members[0])
+        parts = [name if "game" not in also_ignore else None, saved.get("loop"),
+                 saved.get("preset")]
+        label = " ".join(p for p in parts if p) or run_label(members[0])
+        while label in labelled:
+            label += "'"
+        labelled[label] = members
+    return labelled
+
+
+def final_score(run_dir):
+    """The run's last evaluation mean, or without evaluations its last mean of 100 games."""
+    evals = read_columns(os.path.join(run_dir, "eval.csv"), ("mean",))["mean"]
+    if evals:
+        return evals[-1]
+    train = read_columns(os.path.join(run_dir, "episodes.csv"), ("mean_100",))["mean_100"]
+    return train[-1] if train else None
+
+
+def aggregate_rows(run_dirs, reps=2000, seed=0):
+    """[(setting, runs, games, normalized, {aggregate: (point, low, high)})] over the final
+    scores of each setting's runs (all games and seeds), human-normalized when every game of
+    the setting has reference scores, raw otherwise."""
+    from fast_dqn.tools.aggregate import AGGREGATES, stratified_bootstrap
+    from fast_dqn.tools.atari_scores import human_normalized
+    rows = []
+    for label, members in groups(run_dirs, also_ignore=("game", "env")).items():
+        by_game = {}
+        for run_dir in members:
+            saved = saved_config(run_dir)
+            score = final_score(run_dir)
+            if score is not None:
+                by_game.setdefault(saved.get("game") or saved.get("env"), []).append(score)
+        if not by_game:
+            continue
+        normalized = all(human_normalized(game, 0.0) is not None for game in by_game)
+        if normalized:
+            by_game = {game: [human_normalized(game, s) for s in scores]
+                       for game, scores in by_game.items()}
+        stats = {name: stratified_bootstrap(by_game, statistic, reps, seed)
+                 for name, statistic in AGGREGATES.items()}
+        rows.append((label, sum(map(len, by_game.values())), len(by_game), normalized, stats))
+    return rows
+
+
+def print_aggregates(rows, out=None):
+    out = out or sys.stdout
+    print("| setting | runs | games | scores | IQM [95% CI] | optimality gap [95% CI] | "
+          "mean [95% CI] |", file=out)
+    print("|---|---|---|---|---|---|---|", file=out)
+    for label, runs, games, normalized, stats in rows:
+        cells = " | ".join(f"{point:.3f} [{low:.3f}, {high:.3f}]"
+                           for point, low, high in stats.values())
+        kind = "human-normalized" if normalized else "raw"
+        print(f"| {label} | {runs} | {games} | {kind} | {cells} |", file=out)
+
+
+def _draw_group(axes, label, members):
+    """One setting's runs as their mean and 95% bootstrap band, against steps and hours."""
+    from fast_dqn.tools.aggregate import bootstrap_band, common_grid, on_grid
+    panels = []
+    for row, (name, columns, y) in enumerate((
+            ("episodes.csv", ("agent_step", "mean_100", "hours"), "mean_100"),
+            ("eval.csv", ("agent_step", "mean", "hours"), "mean"))):
+        runs = [read_columns(os.path.join(run_dir, name), columns) for run_dir in members]
+        runs = [run for run in runs if run[y]]
+        for column, x in enumerate(("agent_step", "hours")):
+            usable = [run for run in runs if len(run[x]) == len(run[y])]
+            if not usable:
+                continue
+            grid = common_grid([run[x] for run in usable])
+            mean, low, high = bootstrap_band([on_grid(run[x], run[y], grid) for run in usable])
+            panels.append((axes[row, column], grid, mean, low, high))
+    color = None
+    for ax, grid, mean, low, high in panels:
+        line, = ax.plot(grid, mean, color=color,
+                        label=f"{label} ({len(members)} runs)" if color is None else None)
+        color = line.get_color()
+        ax.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
+
+
+def make_figure(run_dirs, title=None, aggregate=False):
+    """The four panels of the runs, as a matplotlib figure (the caller closes it); with
+    `aggregate`, one mean line and band per group of seeds."""
     import matplotlib
     matplotlib.use("Agg")  # files only: no display is needed or wanted
     import matplotlib.pyplot as plt
@@ -67,7 +170,9 @@ def make_figure(run_dirs, title=None):
             raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
                               "directories made by run_dqn.py or run_fast_dqn.py")
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="row")
-    for run_dir in run_dirs:
+    for label, members in (groups(run_dirs).items() if aggregate else ()):
+        _draw_group(axes, label, members)
+    for run_dir in (() if aggregate else run_dirs):
         label = run_label(run_dir)
         train = read_columns(os.path.join(run_dir, "episodes.csv"),
                              ("agent_step", "mean_100", "hours"))
@@ -94,8 +199,8 @@ def make_figure(run_dirs, title=None):
     return fig, plt
 
 
-def plot_runs(run_dirs, output, title=None):
-    fig, plt = make_figure(run_dirs, title)
+def plot_runs(run_dirs, output, title=None, aggregate=False):
+    fig, plt = make_figure(run_dirs, title, aggregate)
     try:
         fig.savefig(output, dpi=120)
     except OSError as error:
@@ -114,12 +219,18 @@ def main(argv=None):
                         help="image file to write; its extension picks the format "
                         "(default: curves.png)")
     parser.add_argument("--title", help="a title above the panels (default: the runs' games)")
+    parser.add_argument("--aggregate", action="store_true",
+                        help="runs that differ only in their seed as one mean line with a 95%% "
+                        "bootstrap band, and a table of IQM, optimality gap and mean with "
+                        "stratified-bootstrap intervals")
     args = parser.parse_args(argv)
     try:
-        path = plot_runs(args.run_dirs, args.output, args.title)
+        path = plot_runs(args.run_dirs, args.output, args.title, args.aggregate)
     except ConfigError as error:
         return fail(parser.prog, error)
     print(f"wrote {path}")
+    if args.aggregate:
+        print_aggregates(aggregate_rows(args.run_dirs))
     return 0
 
 

@@ -1,0 +1,80 @@
+"""Results over seeds: the statistics a paper reports, with their uncertainty.
+
+One seed is an anecdote. Over several runs per game this gives:
+- for curves, the mean over a group's runs with a percentile-bootstrap 95% band (runs
+  resampled with replacement);
+- for the final scores, human-normalized, the interquartile mean (IQM: the mean of the middle
+  half of all runs' scores), the optimality gap (how far the runs fall short of human level,
+  on average, scores above 1 counted as 1) and the mean, each with a 95% interval from the
+  stratified bootstrap: the runs of each game resampled with replacement, games kept. These
+  are the aggregates of Agarwal et al. (2021), *Deep RL at the Edge of the Statistical
+  Precipice*, which the rliable library implements and CleanRL's and Dopamine's reports use;
+  written here in a few lines of numpy and checked by hand in tests/test_aggregate.py.
+"""
+
+import numpy as np
+
+
+def iqm(scores):
+    """The mean of the middle 50% of the scores (all runs of all games, flattened): the
+    lowest and highest int(n / 4) cut off, as rliable's scipy.stats.trim_mean(x, 0.25) does."""
+    values = np.sort(np.asarray(scores, np.float64).ravel())
+    cut = int(0.25 * len(values))
+    return float(np.mean(values[cut:len(values) - cut]))
+
+
+def optimality_gap(scores, target=1.0):
+    """The mean shortfall below `target` (human level, for human-normalized scores)."""
+    values = np.asarray(scores, np.float64).ravel()
+    return float(np.mean(target - np.minimum(values, target)))
+
+
+def mean(scores):
+    return float(np.mean(np.asarray(scores, np.float64)))
+
+
+AGGREGATES = {"IQM": iqm, "optimality gap": optimality_gap, "mean": mean}
+
+
+def stratified_bootstrap(scores_by_game, statistic, reps=2000, seed=0, level=0.95):
+    """(point, low, high): `statistic` of all scores, and its percentile interval over `reps`
+    resamples that draw, for each game separately, as many runs as it has, with replacement.
+
+    scores_by_game: {game: [score of each run]}; games may have different numbers of runs.
+    """
+    rng = np.random.default_rng(seed)
+    games = [np.asarray(runs, np.float64) for runs in scores_by_game.values()]
+    point = statistic(np.concatenate(games))
+    estimates = np.empty(reps)
+    for r in range(reps):
+        estimates[r] = statistic(np.concatenate(
+            [runs[rng.integers(0, len(runs), len(runs))] for runs in games]))
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(estimates, [tail, 100 - tail])
+    return point, float(low), float(high)
+
+
+def bootstrap_band(curves, reps=2000, seed=0, level=0.95):
+    """(mean, low, high) arrays: the mean curve over runs and its percentile band, the runs
+    resampled with replacement. curves: (runs, points), every run on the same x grid."""
+    curves = np.asarray(curves, np.float64)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(curves), (reps, len(curves)))
+    means = curves[picks].mean(axis=1)  # (reps, points)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail], axis=0)
+    return curves.mean(axis=0), low, high
+
+
+def on_grid(xs, ys, grid):
+    """A run's curve at the grid's x values, linear between its points: runs log at
+    different steps (each game ends when it ends), so curves are compared on one grid."""
+    return np.interp(grid, xs, ys)
+
+
+def common_grid(runs_xs, points=100):
+    """`points` x values that every run covers: from the latest first x to the earliest last
+    one, so no curve is extrapolated."""
+    start = max(xs[0] for xs in runs_xs)
+    end = min(xs[-1] for xs in runs_xs)
+    return np.linspace(start, end, points) if end > start else np.array([start])

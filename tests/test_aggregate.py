@@ -1,0 +1,81 @@
+"""Results over seeds (fast_dqn.tools.aggregate, plot --aggregate), checked by hand."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fast_dqn.tools import aggregate
+from fast_dqn.tools.plot import aggregate_rows, groups, main
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    assert aggregate.iqm([8, 1, 7, 2, 6, 3, 5, 4]) == 4.5           # (3 + 4 + 5 + 6) / 4
+    assert aggregate.iqm(np.arange(10.0)) == pytest.approx(4.5)      # 2..7: 2 cut at each end
+    assert aggregate.iqm([[0, 100], [1, 2]]) == 1.5                  # flattened: 1 and 2 kept
+    # int(7 / 4) = 1 cut at each end, as scipy.stats.trim_mean(x, 0.25) (rliable) cuts.
+    assert aggregate.iqm([0, 0, 0, 1, 10, 10, 100]) == pytest.approx(21 / 5)
+
+
+def test_the_optimality_gap_counts_only_the_shortfall():
+    assert aggregate.optimality_gap([0.5, 1.2, 0.8]) == pytest.approx((0.5 + 0 + 0.2) / 3)
+    assert aggregate.optimality_gap([3.0, 2.0]) == 0.0
+
+
+def test_the_bootstrap_keeps_each_games_runs_apart():
+    """A game with one run is never resampled away: every resample holds one 0 and two 1s,
+    so the interval is the point. Pooled resampling would spread it."""
+    point, low, high = aggregate.stratified_bootstrap({"a": [0.0], "b": [1.0, 1.0]},
+                                                      aggregate.mean, reps=500)
+    assert point == low == high == pytest.approx(2 / 3)
+    point, low, high = aggregate.stratified_bootstrap({"a": [0.0, 1.0]}, aggregate.mean,
+                                                      reps=4000)
+    # Two runs resampled: means 0, 0.5, 1 with chances 1/4, 1/2, 1/4.
+    assert (point, low, high) == (0.5, 0.0, 1.0)
+
+
+def test_the_band_of_two_curves_spans_what_resampling_them_can_give():
+    mean, low, high = aggregate.bootstrap_band([[0.0, 2.0], [2.0, 4.0]], reps=4000)
+    np.testing.assert_array_equal(mean, [1.0, 3.0])
+    np.testing.assert_array_equal(low, [0.0, 2.0])
+    np.testing.assert_array_equal(high, [2.0, 4.0])
+    same = aggregate.bootstrap_band([[1.0, 5.0]] * 3)
+    np.testing.assert_array_equal(same[1], same[2])
+
+
+def test_curves_are_compared_on_the_steps_every_run_covers():
+    grid = aggregate.common_grid([np.array([10, 50, 90]), np.array([0, 40, 80])], points=3)
+    np.testing.assert_array_equal(grid, [10, 45, 80])
+    np.testing.assert_array_equal(aggregate.on_grid([0, 10], [0.0, 1.0], [5]), [0.5])
+
+
+def synthetic_run(path, game, seed, final, loop="fast"):
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"loop": loop, "game": game, "seed": seed,
+                                                  "preset": "nature", "logdir": str(path)}))
+    (path / "episodes.csv").write_text("episode,agent_step,mean_100,hours\n"
+                                       "1,100,-5.0,0.1\n2,200,-4.0,0.2\n")
+    (path / "eval.csv").write_text(f"agent_step,mean,std,episodes,hours\n100,-9.0,0,2,0.1\n"
+                                   f"200,{final!r},0,2,0.2\n")
+    return str(path)
+
+
+def test_the_aggregates_of_synthetic_runs_are_the_hand_computed_ones(tmp_path, capsys):
+    # Human-normalized: pong (random -20.7, human 14.6), breakout (1.7, 30.5).
+    finals = {"pong": [-20.7, -20.7 + 0.5 * 35.3, 14.6],            # 0, 0.5, 1
+              "breakout": [1.7 + 0.25 * 28.8, 1.7 + 0.75 * 28.8, 1.7 + 2 * 28.8]}  # .25 .75 2
+    runs = [synthetic_run(tmp_path / f"{game}-{seed}", game, seed, final)
+            for game, scores in finals.items() for seed, final in enumerate(scores)]
+    assert list(groups(runs)) == ["pong fast nature", "breakout fast nature"]
+    (label, count, games, normalized, stats), = aggregate_rows(runs, reps=200)
+    assert (label, count, games, normalized) == ("fast nature", 6, 2, True)
+    # Sorted: 0, .25, .5, .75, 1, 2; one cut at each end.
+    assert stats["IQM"][0] == pytest.approx((0.25 + 0.5 + 0.75 + 1) / 4)
+    assert stats["optimality gap"][0] == pytest.approx((1 + 0.5 + 0 + 0.75 + 0.25 + 0) / 6)
+    assert stats["mean"][0] == pytest.approx(4.5 / 6)
+    for point, low, high in stats.values():
+        assert low <= point <= high
+    assert main([*runs, "--aggregate", "-o", str(tmp_path / "curves.png")]) == 0
+    out = capsys.readouterr().out
+    assert "| fast nature | 6 | 2 | human-normalized | 0.625 [" in out
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
