@@ -106,6 +106,7 @@ def pixel_q_values(states):
     return np.stack([band.mean(axis=(1, 2)) for band in bands], axis=1)
 
 
+@pytest.mark.slow  # real ROMs, two ways
 @pytest.mark.parametrize("game,sticky", [("breakout", 0.0), ("pong", 0.25)])
 def test_w_games_at_once_are_the_games_played_one_after_another(game, sticky):
     from fast_dqn.envs.environment import make_env

@@ -38,6 +38,7 @@ def drive_both(config, num_samplers, steps, seed, action_seed=0):
     return counts
 
 
+@pytest.mark.slow  # real ROMs for thousands of frames: the slow tier
 @pytest.mark.parametrize("game,limit,steps,seed", [("breakout", 220, 1200, 3),
                                                     ("pong", 850, 2000, 11)])
 def test_python_and_vector_backends_see_the_same_frames(game, limit, steps, seed):
@@ -48,6 +49,7 @@ def test_python_and_vector_backends_see_the_same_frames(game, limit, steps, seed
         assert counts["life_losses"] >= 2
 
 
+@pytest.mark.slow  # real ROMs for thousands of frames: the slow tier
 def test_the_same_frames_with_sticky_actions_and_all_actions():
     config = FastConfig(game="breakout", sticky_actions=0.25, full_action_space=True,
                         max_episode_steps=300)

@@ -281,6 +281,7 @@ def test_each_transition_bootstraps_with_its_own_discount():
     assert loss == pytest.approx(1.3 - 0.5, rel=1e-5)  # TD error 0.5 + 0.9 * 2 - 1 = 1.3: linear
 
 
+@pytest.mark.slow  # emulated bfloat16 on CPUs without it: seconds
 def test_bfloat16_learner_computes_in_bfloat16_and_keeps_float32_q_values():
     learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3, "mixed_bfloat16", dueling=True),
                          make_optimizer("adam", 1e-3), double=True)

@@ -168,6 +168,7 @@ def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monk
                                         f"--logdir={tmp_path / 'r'}"]))
 
 
+@pytest.mark.slow  # the real command line, TensorFlow included
 def test_bfloat16_on_this_machine_runs_where_it_is_native_and_is_refused_elsewhere(tmp_path):
     # Unpatched, so the answer is this machine's own: every CPU that runs the suite checks
     # one side, an AVX2-only one the refusal, one with AVX512-BF16 or AMX (or an Ampere GPU)

@@ -101,6 +101,7 @@ def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, tr
         assert len(train_calls) - before > 0
 
 
+@pytest.mark.slow  # trains a real network for seconds
 def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatch, capsys):
     # The samplers reach the budget long before a slow trainer ends the last period: a stop
     # then must not leave minibatches owed, which a resume without replay could never train.
@@ -207,6 +208,7 @@ def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
 
 # Double, dueling and n-step together, in every loop: the learner and replay they build,
 # and a stop with replay saved that resumes into exactly the straight run.
+@pytest.mark.slow  # three real runs, each stopped and resumed
 @pytest.mark.parametrize("loop", ["nature", "fast", "fast-lockstep"])
 def test_the_dqn_extensions_build_and_resume_exactly_in_every_loop(tmp_path, loop,
                                                                    monkeypatch):
