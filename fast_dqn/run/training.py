@@ -93,6 +93,8 @@ class RunParts:
             check_settings(config, self.state["settings"], resume.step)
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
+        self.progress = RunProgress(config.timesteps, config.train_freq, config.prepopulate,
+                                    config.evaluate, config.eval_episodes)
         self.monitor = Monitor(config.logdir, config.timesteps, console=console,
                                scalars=TensorBoardLog(
                                    config.logdir,
@@ -100,9 +102,7 @@ class RunParts:
                                    else None),
                                resume=self.state["monitor"] if resume else None,
                                replay_fill=lambda: len(self.replay) / self.replay.capacity,
-                               progress=RunProgress(config.timesteps, config.train_freq,
-                                                    config.prepopulate, config.evaluate,
-                                                    config.eval_episodes))
+                               progress=self.progress)
         self.evaluator = self.best = None
         if config.evaluate:
             learner = self.learner
@@ -142,7 +142,7 @@ class RunParts:
             loop = adapt(loop)
         try:
             self.learner.load_state_dict(state["learner"])
-            self.monitor.progress.minibatches_done = self.learner.minibatches_trained()
+            self.progress.minibatches_done = self.learner.minibatches_trained()
         except ValueError as error:  # settings that check_settings does not know of
             raise ConfigError("resume", f"the networks of {self.resume.path} do not fit this "
                               f"run's settings ({str(error).splitlines()[0][:160]}); was "
