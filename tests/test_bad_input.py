@@ -183,7 +183,7 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys)
 def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_path):
     # A real checkpoint of a Pong run, copied into a Breakout run: action counts differ.
     pong, breakout = tmp_path / "pong", tmp_path / "breakout"
-    result = subprocess.run([sys.executable, "run_dqn.py", *TINY, "--timesteps=400",
+    result = subprocess.run([sys.executable, "run_dqn.py", *TINY, "--timesteps=600",
                              "--evaluate=0", f"--logdir={pong}"],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]

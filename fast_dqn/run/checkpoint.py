@@ -258,11 +258,10 @@ def _check_format(manifest):
         return  # a format that is not a whole number is damage, which the file checks report
     if version > FORMAT:
         raise UnsupportedFormat(f"is of checkpoint format {version}, newer than this "
-                                f"fast-dqn's {FORMAT}; resume it with the newer fast-dqn that "
-                                "wrote it")
+                                f"fast-dqn's {FORMAT}; use the newer fast-dqn that wrote it")
     raise UnsupportedFormat(f"is of checkpoint format {version}, written by an earlier "
-                            f"fast-dqn, which this one (format {FORMAT}) does not read; resume "
-                            "it with the fast-dqn that wrote it, or start a new run")
+                            f"fast-dqn, which this one (format {FORMAT}) does not read; use the "
+                            "fast-dqn that wrote it, or start a new run")
 
 
 def _manifest_files(manifest, path):
