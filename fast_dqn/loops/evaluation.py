@@ -105,6 +105,22 @@ class AtOnce:
         self.samplers.close()
 
 
+def _choose_actions(games, q_values_fn, seeds, playing, epsilon, actions):
+    """Fill `actions` for the slots that play a game: two draws from each game's own stream,
+    explore or not, and one network call for all the greedy ones."""
+    greedy = []
+    for slot, game in enumerate(playing):
+        if game < 0:
+            continue
+        rng = seeds[game][1]
+        explore = rng.random() < epsilon
+        actions[slot] = int(rng.integers(0, games.num_actions))
+        if not explore:
+            greedy.append(slot)
+    if greedy:
+        actions[greedy] = np.argmax(q_values_fn(games.observations()[greedy]), axis=1)
+
+
 def play(games, q_values_fn, seeds, epsilon, should_stop=None, on_game=None):
     """The returns of the games `seeds` ([(emulator seed, Generator)]), in their order.
 
@@ -117,38 +133,26 @@ def play(games, q_values_fn, seeds, epsilon, should_stop=None, on_game=None):
     and k = len(seeds) + 1 when all are.
     """
     num_games, width = len(seeds), games.width
+    on_game = on_game or (lambda game: None)
     returns = [None] * num_games
     first = min(width, num_games)
     # Slots beyond the games to play still need a seed; they play, unused.
     games.reset([seeds[min(slot, num_games - 1)][0] for slot in range(width)])
     playing = [slot if slot < first else -1 for slot in range(width)]  # game of each slot
     started, done = first, 0
-    if on_game is not None:
-        on_game(1)
+    on_game(1)
     actions = np.zeros(width, np.int64)
     while done < num_games:
         if should_stop is not None and should_stop():
             raise EvaluationInterrupted
-        greedy = []
-        for slot, game in enumerate(playing):
-            if game < 0:
-                continue
-            rng = seeds[game][1]
-            explore = rng.random() < epsilon
-            actions[slot] = int(rng.integers(0, games.num_actions))
-            if not explore:
-                greedy.append(slot)
-        if greedy:
-            q = q_values_fn(games.observations()[greedy])
-            actions[greedy] = np.argmax(q, axis=1)
+        _choose_actions(games, q_values_fn, seeds, playing, epsilon, actions)
         for slot, game_return in games.step(actions):
             game = playing[slot]
             if game < 0:
                 continue  # a slot with no game left to play
             returns[game] = game_return
             done += 1
-            if on_game is not None:
-                on_game(done + 1)
+            on_game(done + 1)
             if started < num_games:
                 games.restart(slot, seeds[started][0])
                 playing[slot] = started

@@ -14,34 +14,45 @@ _ARRAY, _SCALAR, _BYTES, _TUPLE = "__array__", "__scalar__", "__bytes__", "__tup
 _TAGS = (_ARRAY, _SCALAR, _BYTES, _TUPLE)
 
 
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _stored(value):
+    """(tag, array) of a value kept beside the document rather than in it, or None."""
+    if type(value) is bytes:
+        return _BYTES, np.frombuffer(value, np.uint8)
+    if type(value) is np.ndarray or isinstance(value, np.generic):
+        if value.dtype != object:
+            return (_ARRAY if type(value) is np.ndarray else _SCALAR), np.asarray(value)
+    return None
+
+
+def _check_keys(value, path):
+    for key in value:
+        if type(key) is not str or key in _TAGS:
+            raise TypeError(f"checkpoint state {path or '/'} has the key {key!r}; keys must "
+                            "be strings other than the format's tags")
+
+
 def to_data(tree):
     """(document, arrays): a JSON-ready document and the {name: ndarray} it refers to."""
     arrays = {}
 
     def encode(value, path):
-        if value is None or type(value) in (bool, int, float, str):
+        if type(value) in _PLAIN:
             return value
         if type(value) is dict:
-            for key in value:
-                if type(key) is not str or key in _TAGS:
-                    raise TypeError(f"checkpoint state {path or '/'} has the key {key!r}; "
-                                    "keys must be strings other than the format's tags")
+            _check_keys(value, path)
             return {key: encode(item, f"{path}/{key}") for key, item in value.items()}
-        if type(value) is list:
-            return [encode(item, f"{path}/{i}") for i, item in enumerate(value)]
-        if type(value) is tuple:
-            return {_TUPLE: [encode(item, f"{path}/{i}") for i, item in enumerate(value)]}
-        if type(value) is bytes:
-            arrays[path] = np.frombuffer(value, np.uint8)
-            return {_BYTES: path}
-        if isinstance(value, np.generic) and value.dtype != object:
-            arrays[path] = np.asarray(value)
-            return {_SCALAR: path}
-        if type(value) is np.ndarray and value.dtype != object:
-            arrays[path] = value
-            return {_ARRAY: path}
-        raise TypeError(f"checkpoint state {path or '/'} is a {type(value).__name__}; a "
-                        "checkpoint keeps only data (see fast_dqn.run.state_tree)")
+        if type(value) in (list, tuple):
+            items = [encode(item, f"{path}/{i}") for i, item in enumerate(value)]
+            return items if type(value) is list else {_TUPLE: items}
+        stored = _stored(value)
+        if stored is None:
+            raise TypeError(f"checkpoint state {path or '/'} is a {type(value).__name__}; a "
+                            "checkpoint keeps only data (see fast_dqn.run.state_tree)")
+        tag, arrays[path] = stored
+        return {tag: path}
 
     return encode(tree, ""), arrays
 
