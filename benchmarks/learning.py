@@ -118,8 +118,11 @@ def run(args, extra):
         command.append("--evaluate=0")
     command += extra
     print("running:", " ".join(command), flush=True)
-    log = open(os.path.join(os.path.dirname(os.path.abspath(args.logdir)),
-                            os.path.basename(os.path.normpath(args.logdir)) + ".log"), "w")
+    parent = os.path.dirname(os.path.abspath(args.logdir))
+    os.makedirs(parent, exist_ok=True)  # a fresh clone has no runs/ yet
+    # Appended, not truncated: a second call on the same run keeps the first one's output.
+    log = open(os.path.join(parent, os.path.basename(os.path.normpath(args.logdir)) + ".log"),
+               "a")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + args.minutes * 60
     stop_at = max(args.thresholds)
