@@ -44,7 +44,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=0, help="TensorFlow threads (0: all)")
     args = parser.parse_args(argv)
 
-    from fast_dqn.agent.tf_setup import configure_tensorflow
+    from fast_dqn.agent.backend_setup import configure_backend
     from fast_dqn.envs.environment import make_env
     from fast_dqn.envs.samplers import VectorSamplers
     from fast_dqn.loops.evaluation import AtOnce, OneAtATime
@@ -53,7 +53,7 @@ def main(argv=None):
     from fast_dqn.run.validation import resolve
 
     load = os.getloadavg()
-    configure_tensorflow(0, args.threads)
+    configure_backend(0, args.threads)
     config = resolve(Config(game=args.game, replay_capacity=10_000, prepopulate=1_000))
     learner = components.build_learner(config, (config.history_length, 84, 84), 6)
     learner.q_values(np.zeros((8, 4, 84, 84), np.uint8))  # compile before the clock runs

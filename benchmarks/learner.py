@@ -2,10 +2,12 @@
 how close they come to what this machine's matmuls reach.
 
 Variants alternate within one process, repeat after repeat, so machine noise hits them alike.
-A variant is a batch size and a compute type (and XLA or not):
+A variant is a batch size and a compute type (and XLA or not). The Keras backend is the
+process's (KERAS_BACKEND); under JAX everything is compiled by XLA, so --xla changes nothing:
 
     python -m benchmarks.learner                                  # float32 vs bfloat16, 32..256
     python -m benchmarks.learner --batch-sizes 32 --precisions float32 --xla both
+    KERAS_BACKEND=jax python -m benchmarks.learner --precisions float32
 
 For each it prints updates/s and samples/s (medians), the ratio to the first variant, the
 agent steps/s the learner allows at its train_freq (batch / 8 agent steps per minibatch keeps
@@ -54,16 +56,22 @@ def train_step_flops(model, batch_size, double=False):
 
 
 def matmul_peak(dtype, n=4096, repeats=5):
-    """FLOP/s of an n x n matmul in `dtype`: the median of `repeats` timed calls."""
-    import tensorflow as tf
-    a = tf.random.normal((n, n), dtype=tf.float32)
-    a = tf.cast(a, dtype)
-    step = tf.function(lambda x: tf.matmul(x, x))
-    step(a).numpy()
+    """FLOP/s of an n x n matmul in `dtype` on this process's Keras backend: the median of
+    `repeats` timed calls."""
+    import keras
+    from keras import ops
+    a = ops.cast(keras.random.normal((n, n), seed=0), dtype)
+    if keras.backend.backend() == "jax":
+        import jax
+        step = jax.jit(lambda x: ops.matmul(x, x))
+    else:
+        import tensorflow as tf
+        step = tf.function(lambda x: ops.matmul(x, x))
+    ops.convert_to_numpy(step(a))
     rates = []
     for _ in range(repeats):
         t = time.perf_counter()
-        step(a).numpy()
+        ops.convert_to_numpy(step(a))
         rates.append(2 * n ** 3 / (time.perf_counter() - t))
     return statistics.median(rates)
 
@@ -84,12 +92,13 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=6.0,
                         help="timed seconds per variant and repeat (the update count follows)")
-    parser.add_argument("--threads", type=int, default=0, help="TF intra-op threads")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="TF intra-op threads (JAX sizes its own pool)")
     args = parser.parse_args()
 
-    from fast_dqn.agent.tf_setup import configure_tensorflow
-    configure_tensorflow(0, args.threads)  # first: it hides TensorFlow's start-up noise
-    import tensorflow as tf
+    from fast_dqn.agent.backend_setup import configure_backend, device_line
+    # first: it hides TensorFlow's start-up noise, and sets XLA's flags before JAX starts
+    print(device_line(*configure_backend(0, args.threads)))
 
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
     from fast_dqn.agent.q_network import nature_cnn
@@ -115,8 +124,7 @@ def main():
     rates = {v: [] for v in variants}
     for _ in range(args.repeats):
         for p in peaks:
-            peaks[p].append(matmul_peak({"float32": tf.float32, "bfloat16": tf.bfloat16,
-                                         "float16": tf.float16}[p]))
+            peaks[p].append(matmul_peak(p))
         for v in variants:
             t = time.perf_counter()
             for _ in range(updates[v]):

@@ -125,14 +125,14 @@ def main():
 
     import ray
 
-    from fast_dqn.agent.tf_setup import configure_tensorflow
+    from fast_dqn.agent.backend_setup import configure_backend
     from fast_dqn.loops.experience import LocalBackend
     from fast_dqn.loops.ray_backend import RayBackend, start_private_cluster
     from fast_dqn.run import components
     from fast_dqn.run.hyperparameters import FastConfig
     from fast_dqn.run.validation import resolve
 
-    configure_tensorflow(0, args.threads)
+    configure_backend(0, args.threads)
     start_private_cluster(max(os.cpu_count(), max(args.actors)), 1024)
     print(f"cores {os.cpu_count()}, load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")

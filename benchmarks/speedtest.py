@@ -116,11 +116,11 @@ def measure(case, args):
     """Run one configuration in this process; return its figures as a dict."""
     import numpy as np
 
-    from fast_dqn.agent.tf_setup import configure_tensorflow
+    from fast_dqn.agent.backend_setup import configure_backend
     from fast_dqn.run import components
 
     config = _config(case, args)
-    configure_tensorflow(config.seed, config.threads)
+    configure_backend(config.seed, config.threads)
     kind = case["kind"]
     shape = (config.history_length, 84, 84)
     if kind == "learner":

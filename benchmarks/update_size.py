@@ -47,11 +47,11 @@ def real_minibatches(game, count, batch_size=32, seed=0):
 
 
 def weight_changes(settings, batches, num_actions, seed=0):
-    import tensorflow as tf
+    import keras
 
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
     from fast_dqn.agent.q_network import nature_cnn
-    tf.keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(seed)
     initial = nature_cnn((4, 84, 84), num_actions).get_weights()
     changes = {}
     for name, (optimizer, lr, epsilon, reduction) in settings.items():

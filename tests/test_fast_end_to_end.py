@@ -49,7 +49,7 @@ OTHER_MODES = {"python-lockstep": ["--env-backend=python", "--concurrent=False"]
 def native_precision():
     """bfloat16 where this machine computes it, else float32: the CLI refuses bfloat16 where it
     would be emulated (test_presets_and_env checks that refusal on the real hardware)."""
-    from fast_dqn.agent.tf_setup import computes_bfloat16
+    from fast_dqn.agent.backend_setup import computes_bfloat16
     return "bfloat16" if computes_bfloat16() else "float32"
 
 

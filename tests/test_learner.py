@@ -1,7 +1,7 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.learner import (
@@ -13,6 +13,7 @@ from fast_dqn.agent.learner import (
     td_targets,
 )
 from fast_dqn.agent.q_network import nature_cnn
+from tests.backend_math import gradient, weight_gradients
 
 
 def one_step(states, actions, rewards, next_states, dones, discount=0.9):
@@ -20,29 +21,32 @@ def one_step(states, actions, rewards, next_states, dones, discount=0.9):
     return Batch.of(states, actions, rewards, next_states, dones, discount)
 
 
+def f32(values):
+    return np.asarray(values, np.float32)
+
+
 def test_td_targets_by_hand():
-    rewards = tf.constant([1.0, 0.0, -1.0])
-    dones = tf.constant([0.0, 1.0, 0.0])
-    next_q = tf.constant([[1.0, 2.0], [3.0, 4.0], [-1.0, -5.0]])
-    got = td_targets(rewards, dones, next_q, 0.9).numpy()
+    rewards = f32([1.0, 0.0, -1.0])
+    dones = f32([0.0, 1.0, 0.0])
+    next_q = f32([[1.0, 2.0], [3.0, 4.0], [-1.0, -5.0]])
+    got = ops.convert_to_numpy(td_targets(rewards, dones, next_q, 0.9))
     np.testing.assert_allclose(got, [1 + 0.9 * 2, 0.0, -1 + 0.9 * -1], rtol=1e-6)
 
 
 def test_huber_is_quadratic_inside_and_linear_outside():
-    got = huber(tf.constant([0.5, -2.0, 1.0, 0.0, 3.5])).numpy()
+    got = ops.convert_to_numpy(huber(f32([0.5, -2.0, 1.0, 0.0, 3.5])))
     np.testing.assert_allclose(got, [0.125, 1.5, 0.5, 0.0, 3.0], rtol=1e-6)
 
 
 @pytest.mark.parametrize("reduction,scale", [("sum", 1.0), ("mean", 1 / 3)])
 def test_loss_uses_only_the_taken_actions(reduction, scale):
-    q = tf.Variable([[1.0, 2.0], [0.0, 0.0], [3.0, -1.0]])
-    actions = tf.constant([1, 0, 1])
-    targets = tf.constant([2.5, 2.0, 0.0])
-    with tf.GradientTape() as tape:
-        loss = dqn_loss(q, actions, targets, reduction)
+    q = f32([[1.0, 2.0], [0.0, 0.0], [3.0, -1.0]])
+    actions = np.array([1, 0, 1], np.int32)
+    targets = f32([2.5, 2.0, 0.0])
+    loss = ops.convert_to_numpy(dqn_loss(q, actions, targets, reduction))
     # TD errors 0.5, 2, 1 -> Huber 0.125, 1.5, 0.5 -> summed, or averaged over the 3
-    assert loss.numpy() == pytest.approx((0.125 + 1.5 + 0.5) * scale, rel=1e-6)
-    grad = tape.gradient(loss, q).numpy()
+    assert loss == pytest.approx((0.125 + 1.5 + 0.5) * scale, rel=1e-6)
+    grad = gradient(lambda x: dqn_loss(x, actions, targets, reduction), q)
     # dL/dq = -clip(td, -1, 1) on the taken action (/ batch for the mean), zero elsewhere.
     np.testing.assert_allclose(grad, np.array([[0, -0.5], [-1, 0], [0, -1]]) * scale,
                                atol=1e-7)
@@ -151,7 +155,7 @@ def loss_before_and_after(learner, batch, steps=30):
 
 
 def test_nature_learner_reduces_loss_on_a_fixed_batch():
-    tf.keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(0)
     learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3), make_optimizer("adam", 1e-3))
     first, last = loss_before_and_after(learner, random_batch())
     assert last < 0.5 * first
@@ -175,13 +179,12 @@ def nature_lua_gradients(learner, batch, discount=0.99):
     states, actions, rewards, next_states, dones, _ = batch
     next_max = learner.target_q_values(next_states).max(axis=1)
     targets = rewards + discount * (1.0 - dones) * next_max
-    with tf.GradientTape() as tape:
-        q = learner.main(states, training=True)
-        taken = tf.gather(q, actions, axis=1, batch_dims=1)
-    clipped = np.clip(targets - taken.numpy(), -1.0, 1.0).astype(np.float32)
+    taken = learner.q_values(states)[np.arange(len(actions)), actions]
+    clipped = np.clip(targets - taken, -1.0, 1.0).astype(np.float32)
+    one_hot = np.eye(learner.main.output_shape[-1], dtype=np.float32)[actions]
     # Lua ascends with +delta; the descent gradient is its negative.
-    return [g.numpy() for g in tape.gradient(taken, learner.main.trainable_variables,
-                                               output_gradients=-clipped)]
+    return weight_gradients(learner.main, states,
+                            lambda q: -ops.sum(q * (one_hot * clipped[:, None])))
 
 
 def nature_rmsprop_step(grads, g, g2, lr=2.5e-4):
@@ -210,7 +213,7 @@ def test_the_default_optimizer_takes_the_nature_codes_update_per_layer(repeat_on
     from fast_dqn.run.components import build_learner
     from fast_dqn.run.hyperparameters import Config
     from fast_dqn.run.validation import resolve
-    tf.keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(0)
     learner = build_learner(resolve(Config()), (4, 84, 84), 6)
     optimizer = learner.optimizer
     assert (optimizer.centered, optimizer.rho, optimizer.epsilon) == (True, 0.95, 0.01)
@@ -235,11 +238,11 @@ def test_the_default_optimizer_takes_the_nature_codes_update_per_layer(repeat_on
 # --- Double DQN, n-step bootstrap discounts, bfloat16 (issue: Pong in 90 minutes)
 
 def test_double_td_targets_by_hand():
-    rewards = tf.constant([1.0, 0.0, -1.0])
-    dones = tf.constant([0.0, 1.0, 0.0])
-    next_main = tf.constant([[5.0, 1.0], [0.0, 9.0], [-1.0, 2.0]])    # picks a' = 0, 1, 1
-    next_target = tf.constant([[1.0, 2.0], [3.0, 4.0], [-1.0, -5.0]])  # values them
-    got = double_td_targets(rewards, dones, next_main, next_target, 0.9).numpy()
+    rewards = f32([1.0, 0.0, -1.0])
+    dones = f32([0.0, 1.0, 0.0])
+    next_main = f32([[5.0, 1.0], [0.0, 9.0], [-1.0, 2.0]])    # picks a' = 0, 1, 1
+    next_target = f32([[1.0, 2.0], [3.0, 4.0], [-1.0, -5.0]])  # values them
+    got = ops.convert_to_numpy(double_td_targets(rewards, dones, next_main, next_target, 0.9))
     # Not the target's max (2, 4, -1): the target's value of main's choice.
     np.testing.assert_allclose(got, [1 + 0.9 * 1.0, 0.0, -1 + 0.9 * -5.0], rtol=1e-6)
 
@@ -274,7 +277,7 @@ def test_each_transition_bootstraps_with_its_own_discount():
     q_before = learner.q_values(s)[:, 0]
     loss, _ = learner.train(Batch.of(s, [0, 0], [0.5, 0.5], s2, [0.0, 0.0], [0.25, 0.81]))
     y = np.array([0.5 + 0.25 * 2, 0.5 + 0.81 * 2])                  # max Q_target(s') = 2
-    assert loss == pytest.approx(float(np.sum(huber(tf.constant(y - q_before)))), rel=1e-5)
+    assert loss == pytest.approx(float(np.sum(ops.convert_to_numpy(huber(f32(y - q_before))))), rel=1e-5)
     # One discount for the whole batch (a one-step return's gamma) reaches every transition.
     learner = learner_with(np.eye(2), 2 * np.eye(2), double=False)
     loss, _ = learner.train(one_step(s[:1], [0], [0.5], s2[:1], [0.0], discount=0.9))

@@ -145,15 +145,15 @@ def test_mixed_precision_is_the_older_name_of_float16(tmp_path):
 
 
 def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monkeypatch):
-    from fast_dqn.agent import tf_setup
+    from fast_dqn.agent import backend_setup
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("flags\t: fpu sse2 avx2 avx512f\n")
-    assert not tf_setup.cpu_computes_bfloat16(str(cpuinfo))
+    assert not backend_setup.cpu_computes_bfloat16(str(cpuinfo))
     cpuinfo.write_text("flags\t: fpu sse2 avx2 avx512f avx512_bf16\n")
-    assert tf_setup.cpu_computes_bfloat16(str(cpuinfo))
-    monkeypatch.setattr(tf_setup, "cpu_computes_bfloat16", lambda: True)
+    assert backend_setup.cpu_computes_bfloat16(str(cpuinfo))
+    monkeypatch.setattr(backend_setup, "cpu_computes_bfloat16", lambda: True)
     for gpus, accepted in (([], True), ([(7, 5)], False), ([(8, 0)], True)):
-        monkeypatch.setattr(tf_setup, "gpu_compute_capabilities", lambda: gpus)
+        monkeypatch.setattr(backend_setup, "gpu_compute_capabilities", lambda: gpus)
         argv = ["--precision", "bfloat16", f"--logdir={tmp_path / 'r'}"]
         if accepted:
             assert cli.validate_and_resolve(parse(argv)).precision == "bfloat16"
@@ -161,8 +161,8 @@ def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monk
             with pytest.raises(ConfigError, match="GPU from Ampere on") as error:
                 cli.validate_and_resolve(parse(argv))
             assert error.value.setting == "precision"
-    monkeypatch.setattr(tf_setup, "gpu_compute_capabilities", lambda: [])
-    monkeypatch.setattr(tf_setup, "cpu_computes_bfloat16", lambda: False)
+    monkeypatch.setattr(backend_setup, "gpu_compute_capabilities", lambda: [])
+    monkeypatch.setattr(backend_setup, "cpu_computes_bfloat16", lambda: False)
     with pytest.raises(ConfigError, match="AVX512-BF16 or AMX"):
         cli.validate_and_resolve(parse(["--precision", "bfloat16",
                                         f"--logdir={tmp_path / 'r'}"]))
@@ -173,7 +173,7 @@ def test_bfloat16_on_this_machine_runs_where_it_is_native_and_is_refused_elsewhe
     # Unpatched, so the answer is this machine's own: every CPU that runs the suite checks
     # one side, an AVX2-only one the refusal, one with AVX512-BF16 or AMX (or an Ampere GPU)
     # a real run in bfloat16.
-    from fast_dqn.agent.tf_setup import computes_bfloat16
+    from fast_dqn.agent.backend_setup import computes_bfloat16
     run_dir = tmp_path / "run"
     result = run("run_dqn.py", ["--env=CartPole-v1", "--precision", "bfloat16", "--timesteps=300",
                                 "--prepopulate=100", "--evaluate=0", f"--logdir={run_dir}"],
@@ -198,9 +198,9 @@ def test_bfloat16_on_this_machine_runs_where_it_is_native_and_is_refused_elsewhe
 ])
 def test_precision_auto_becomes_what_the_hardware_computes(tmp_path, monkeypatch, gpus,
                                                            cpu_bfloat16, expected):
-    from fast_dqn.agent import tf_setup
-    monkeypatch.setattr(tf_setup, "gpu_compute_capabilities", lambda: gpus)
-    monkeypatch.setattr(tf_setup, "cpu_computes_bfloat16", lambda: cpu_bfloat16)
+    from fast_dqn.agent import backend_setup
+    monkeypatch.setattr(backend_setup, "gpu_compute_capabilities", lambda: gpus)
+    monkeypatch.setattr(backend_setup, "cpu_computes_bfloat16", lambda: cpu_bfloat16)
     config = cli.validate_and_resolve(parse(["--precision", "auto",
                                              f"--logdir={tmp_path / 'r'}"]))
     assert config.precision == expected

@@ -2,14 +2,16 @@
 
 Every loss and Q-value leaving it is checked to be finite; TrainingDiverged says otherwise.
 
-Single-threaded by itself. The fast loop calls `train` from its trainer thread and the
-`*_q_values` functions from its samplers; TF ops are thread-safe, and the loops decide when
-`update_target` may run (only while nobody trains).
+The math is Keras ops, the same on every backend; train_step_tf and train_step_jax compile
+it for theirs. Single-threaded by itself. The fast loop calls `train` from its trainer
+thread and the `*_q_values` functions from its samplers; the loops decide when
+`update_target` may run (only while nobody trains), and each backend's module states why
+its functions bear that.
 """
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
@@ -20,22 +22,26 @@ def td_targets(rewards, dones, next_target_q, discount):
 
     discount: gamma, or per transition gamma^m for an m-step return (fast_dqn.agent.
     replay_memory sums the rewards)."""
-    return rewards + discount * (1.0 - dones) * tf.reduce_max(next_target_q, axis=1)
+    return rewards + discount * (1.0 - dones) * ops.max(next_target_q, axis=1)
 
 
 def double_td_targets(rewards, dones, next_main_q, next_target_q, discount):
     """Double DQN (van Hasselt et al. 2016, eq. 4): the main network picks a', the target
     network values it: y = r + gamma * (1 - done) * Q_target(s', argmax_a' Q_main(s', a'))."""
-    picked = tf.argmax(next_main_q, axis=1, output_type=tf.int32)
-    value = tf.gather(next_target_q, picked, axis=1, batch_dims=1)
+    value = _taken(next_target_q, ops.argmax(next_main_q, axis=1))
     return rewards + discount * (1.0 - dones) * value
 
 
 def huber(x, delta=1.0):
     """Quadratic inside [-delta, delta], linear outside: Nature's clipping of the TD error."""
-    abs_x = tf.abs(x)
-    quadratic = tf.minimum(abs_x, delta)
-    return 0.5 * tf.square(quadratic) + delta * (abs_x - quadratic)
+    abs_x = ops.abs(x)
+    quadratic = ops.minimum(abs_x, delta)
+    return 0.5 * ops.square(quadratic) + delta * (abs_x - quadratic)
+
+
+def _taken(q_values, actions):
+    """q_values[i, actions[i]] for each row i."""
+    return ops.squeeze(ops.take_along_axis(q_values, ops.expand_dims(actions, 1), axis=1), 1)
 
 
 def dqn_loss(q_values, actions, targets, reduction="sum"):
@@ -46,12 +52,11 @@ def dqn_loss(q_values, actions, targets, reduction="sum"):
     for summed gradients. Averaging makes each gradient batch_size times smaller, so epsilon
     dominates the denominator and each update shrinks about 25x (docs/protocol.md).
     """
-    taken = tf.gather(q_values, actions, axis=1, batch_dims=1)
-    errors = huber(tf.stop_gradient(targets) - taken)
+    errors = huber(ops.stop_gradient(targets) - _taken(q_values, actions))
     if reduction == "sum":
-        return tf.reduce_sum(errors)
+        return ops.sum(errors)
     if reduction == "mean":
-        return tf.reduce_mean(errors)
+        return ops.mean(errors)
     raise ValueError(f"unknown loss reduction {reduction!r}")
 
 
@@ -68,6 +73,20 @@ def make_optimizer(name, lr, epsilon=None, loss_scaling=False):
     else:
         optimizer = keras.optimizers.Adam(learning_rate=lr, epsilon=epsilon)
     return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scaling else optimizer
+
+
+def _backend_module():
+    if keras.backend.backend() == "jax":
+        from fast_dqn.agent import train_step_jax
+        return train_step_jax
+    from fast_dqn.agent import train_step_tf
+    return train_step_tf
+
+
+def predictor(network):
+    """network(states) -> numpy Q-values, compiled once for this backend; for a copy of a
+    network that acts elsewhere (a Ray sampler)."""
+    return _backend_module().predictor(network)
 
 
 class TrainingDiverged(FloatingPointError):
@@ -95,52 +114,41 @@ class DQNLearner:
         self.target.set_weights(self.main.get_weights())
         self.optimizer = optimizer
         self.optimizer.build(self.main.trainable_variables)
-        spec = tf.TensorSpec((None, *self.main.input_shape[1:]), self.main.inputs[0].dtype)
-        vector = tf.TensorSpec((None,), tf.float32)
-        batch = (spec, tf.TensorSpec((None,), tf.int32), vector, spec, vector, vector)
-        self._train = tf.function(self._train_step, input_signature=batch, jit_compile=xla)
-        self._main_q = tf.function(lambda s: self.main(s, training=False),
-                                   input_signature=(spec,))
-        self._target_q = tf.function(lambda s: self.target(s, training=False),
-                                     input_signature=(spec,))
-        self._sync = tf.function(self._copy_main_to_target)
+        self._compiled = _backend_module().CompiledSteps(self.main, self.target, optimizer,
+                                                         self._train_step, xla)
 
-    def _train_step(self, states, actions, rewards, next_states, dones, discounts):
-        next_target_q = self.target(next_states, training=False)
+    def _train_step(self, main, target, states, actions, rewards, next_states, dones,
+                    discounts):
+        """(loss, the loss the gradients come from, mean Q) of one minibatch; the backend
+        module takes the gradients and applies them to main."""
+        next_target_q = target(next_states, training=False)
         if self.double:
-            targets = double_td_targets(rewards, dones, self.main(next_states, training=False),
+            targets = double_td_targets(rewards, dones, main(next_states, training=False),
                                         next_target_q, discounts)
         else:
             targets = td_targets(rewards, dones, next_target_q, discounts)
-        with tf.GradientTape() as tape:
-            q = self.main(states, training=True)
-            loss = dqn_loss(q, actions, targets, self.loss_reduction)
-            scaled_loss = self.optimizer.scale_loss(loss)  # the loss itself without scaling
-        grads = tape.gradient(scaled_loss, self.main.trainable_variables)
-        self.optimizer.apply(grads, self.main.trainable_variables)
-        return loss, tf.reduce_mean(q)
-
-    def _copy_main_to_target(self):
-        for t, m in zip(self.target.weights, self.main.weights):
-            t.assign(m)
+        q = main(states, training=True)
+        loss = dqn_loss(q, actions, targets, self.loss_reduction)
+        # A loss-scaling optimizer's scaled loss; any other's, the loss itself.
+        return loss, self.optimizer.scale_loss(loss), ops.mean(q)
 
     def train(self, batch):
         """One gradient step on a minibatch (a fast_dqn.agent.batch.Batch); returns (loss,
         mean Q) as floats."""
-        loss, mean_q = self._train(*Batch.of(*batch))
+        loss, mean_q = self._compiled.train(*Batch.of(*batch))
         # Checked at every step: one NaN spreads to every weight within a few updates, and
         # a checkpoint must never hold a diverged network.
         return float(_check_finite("the loss", loss)), float(_check_finite("the mean Q", mean_q))
 
     def q_values(self, states):
-        return _check_finite("a Q-value of the main network", self._main_q(states).numpy())
+        return _check_finite("a Q-value of the main network", self._compiled.main_q(states))
 
     def target_q_values(self, states):
         return _check_finite("a Q-value of the target network",
-                             self._target_q(states).numpy())
+                             self._compiled.target_q(states))
 
     def update_target(self):
-        self._sync()
+        self._compiled.update_target()
 
     def target_weights(self):
         """The target network's weights as numpy, for copies that act elsewhere."""

@@ -195,24 +195,22 @@ class SamplerActor:
     """Plays its games with a copy of the target network; one `rollout` call, one chunk."""
 
     def __init__(self, make_samplers, make_network, seed):
-        from fast_dqn.agent.tf_setup import configure_tensorflow
+        from fast_dqn.agent.backend_setup import configure_backend
+        from fast_dqn.agent.learner import predictor
         # Ray sets only OMP_NUM_THREADS=1 here; TF's own pools would take every core of the
         # node, once per actor.
-        configure_tensorflow(seed, threads=1)
-        import tensorflow as tf
+        configure_backend(seed, threads=1)
 
         self.make_samplers = make_samplers
         self.local = LocalBackend(make_samplers(seed))
         space = self.local.observation_space
         self.network = make_network(space.shape, self.local.num_actions)()
-        spec = tf.TensorSpec((None, *space.shape), space.dtype)
-        self._q = tf.function(lambda s: self.network(s, training=False), input_signature=(spec,),
-                              autograph=False)
+        self._q = predictor(self.network)
         self.version = None
         self._start(seed)
 
     def _start(self, seed):
-        self.local.start(lambda s: self._q(s).numpy(), None,
+        self.local.start(self._q, None,
                          np.random.default_rng([seed, SAMPLER_RNG_STREAM]))
 
     def spec(self):

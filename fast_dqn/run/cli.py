@@ -34,6 +34,8 @@ def validate_and_resolve(config):
     Creates nothing: the caller makes the run directory afterwards. The directory is chosen
     first, so that the config train_* receives is the very one resolved, and is not resolved
     again (see `resolve`)."""
+    from fast_dqn.agent.backend_setup import keras_backend
+    keras_backend()  # an unusable KERAS_BACKEND is refused before the run directory is made
     if not config.logdir:
         from fast_dqn.envs.games import resolve_game
         game = config.env.replace("/", "_") if config.env else resolve_game(config.game)

@@ -129,8 +129,10 @@ class Config:
                      limit="non_negative")
     logdir: str = _run(None, "run directory, new or empty; unset = "
                        "runs/<game>-<loop>-<timestamp>")
-    xla: bool = _run(False, "compile the train step with XLA (tf.function(jit_compile=True))")
-    threads: int = _run(0, "TensorFlow intra-op threads; 0 lets TensorFlow choose", "threads",
+    xla: bool = _run(False, "compile the train step with XLA (TensorFlow's jit_compile; under "
+                     "JAX it always is)")
+    threads: int = _run(0, "TensorFlow intra-op threads; 0 lets TensorFlow choose (JAX "
+                        "sizes its own)", "threads",
                         limit="non_negative")
     mixed_precision: bool = _run(False, "the same as --precision float16 (kept for runs "
                                  "that used it)")

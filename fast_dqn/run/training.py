@@ -4,7 +4,7 @@ checkpoint, and either loop run with them."""
 import contextlib
 import json
 
-from fast_dqn.agent.tf_setup import configure_tensorflow
+from fast_dqn.agent.backend_setup import configure_backend, device_line
 from fast_dqn.envs.environment import EnvStateMismatch, env_state, load_env_state, make_env
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.evaluation import Evaluator
@@ -29,12 +29,9 @@ from fast_dqn.run.tensorboard_log import TensorBoardLog
 from fast_dqn.run.validation import resolve
 
 
-def start_tensorflow(config):
-    devices = configure_tensorflow(config.seed, config.threads)
-    gpus = [d.split("device:")[-1] for d in devices if "GPU" in d]
-    # The networks go where TensorFlow puts them by default: the first GPU, if any.
-    print(f"device: {gpus[0]}" + (f" (of {', '.join(gpus)})" if len(gpus) > 1 else "")
-          if gpus else "device: CPU (TensorFlow found no GPU)", flush=True)
+def start_backend(config):
+    # The networks go where the backend puts them by default: the first GPU, if any.
+    print(device_line(*configure_backend(config.seed, config.threads)), flush=True)
 
 
 def check_settings(config, recorded, step):
@@ -196,7 +193,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     )
 
     config = resolve(config)
-    start_tensorflow(config)
+    start_backend(config)
     backend = backend_factory(config)
     space = backend.observation_space
     try:
@@ -246,7 +243,7 @@ def train_nature(config, resume=None, stop=None):
     from fast_dqn.loops.nature_loop import run_nature_loop
 
     config = resolve(config)
-    start_tensorflow(config)
+    start_backend(config)
     env = make_env(config, seed=config.seed, training=True)
     try:
         shape = env.observation_space.shape

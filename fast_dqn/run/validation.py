@@ -156,13 +156,13 @@ def resolve_precision(config):
                               f"with --precision {config.precision}; give only --precision")
         return dataclasses.replace(config, precision="float16")
     if config.precision == "auto":
-        from fast_dqn.agent.tf_setup import fastest_precision
+        from fast_dqn.agent.backend_setup import fastest_precision
         return dataclasses.replace(config, precision=fastest_precision())
     if config.precision == "bfloat16":
-        from fast_dqn.agent.tf_setup import computes_bfloat16
+        from fast_dqn.agent.backend_setup import computes_bfloat16
         if not computes_bfloat16():
             raise ConfigError("precision", "bfloat16 needs a GPU from Ampere on, or without a "
-                              "GPU a CPU with AVX512-BF16 or AMX; TensorFlow sees neither here; "
+                              "GPU a CPU with AVX512-BF16 or AMX under TensorFlow; neither is here; "
                               "use float32 or auto")
     return config
 

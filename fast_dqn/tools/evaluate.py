@@ -135,7 +135,7 @@ def _computable(config):
     resolving again here. A run trained in bfloat16 elsewhere is evaluated in what this
     machine computes fastest: its weights are float32 whatever the compute type, and
     evaluate has no --precision to give."""
-    from fast_dqn.agent.tf_setup import computes_bfloat16
+    from fast_dqn.agent.backend_setup import computes_bfloat16
     from fast_dqn.run.validation import resolve_precision
     if config.precision == "bfloat16" and not computes_bfloat16():
         config = dataclasses.replace(config, precision="auto")
@@ -166,7 +166,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     from fast_dqn.run.components import build_evaluation_games
     from fast_dqn.run.run_directory import load_run_config
     from fast_dqn.run.run_kinds import NATURE, kind_of_saved
-    from fast_dqn.run.training import build_learner, start_tensorflow
+    from fast_dqn.run.training import build_learner, start_backend
     from fast_dqn.tools.atari_scores import human_normalized
 
     out = out or sys.stdout
@@ -193,7 +193,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
         if os.path.exists(video):
             raise ConfigError("video", f"'{video}' exists and would be overwritten; give a "
                               "new path")
-    start_tensorflow(config)
+    start_backend(config)
     recorder = FirstGameRecorder(video, ATARI_FPS) if video else None
     # A video needs the raw frames of one Python env; otherwise the run's own evaluation
     # games, --eval-workers at once where it can. The same games either way.

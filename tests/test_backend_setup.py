@@ -1,8 +1,9 @@
-"""TensorFlow's start-up: its C++ noise is dropped from file descriptor 2, anything else kept."""
+"""The backend's start-up: TensorFlow's C++ noise is dropped from file descriptor 2, anything
+else kept."""
 
 import os
 
-from fast_dqn.agent.tf_setup import without_start_up_noise
+from fast_dqn.agent.backend_setup import without_start_up_noise
 
 
 def test_start_up_noise_is_dropped_and_other_lines_are_kept(capfd):

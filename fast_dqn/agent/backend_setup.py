@@ -1,0 +1,179 @@
+"""Process-wide settings of the Keras backend: seeds, threads, GPU memory, a quiet start-up.
+
+The backend is Keras's own choice (KERAS_BACKEND, else ~/.keras/keras.json, else TensorFlow);
+fast-dqn runs on TensorFlow and JAX. Call `configure_backend` once, before building a model,
+and before any JAX computation: XLA reads its flags when its first client starts.
+"""
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+
+from fast_dqn.errors import ConfigError
+
+# What TensorFlow's C++ prints at start-up on every machine without a GPU, or about builds:
+# it says nothing the device line does not, and it is the first thing a user would read.
+_START_UP_NOISE = re.compile(
+    r"cudart_stub\.cc|cuda_platform\.cc|failed call to cuInit|cuda_executor\.cc|"
+    r"port\.cc:\d+\] oneDNN custom operations|cpu_feature_guard\.cc|"
+    r"All log messages before absl::InitializeLog\(\) is called|"
+    r"^To enable the following instructions:.*rebuild TensorFlow|"
+    r"Unable to register cu(DNN|FFT|BLAS) factory|TF-TRT Warning")
+
+
+def quiet_tensorflow():
+    """Hide TF's Python-side INFO and WARNING logs unless the user asked for them."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@contextlib.contextmanager
+def without_start_up_noise():
+    """Run the block with file descriptor 2 captured, then pass on every line of it but the
+    start-up noise. TF's C++ logging writes to the descriptor directly, before
+    TF_CPP_MIN_LOG_LEVEL is read, so nothing at the Python level can silence it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [line for line in captured.read().decode(errors="replace").splitlines()
+                    if line.strip() and not _START_UP_NOISE.search(line)]
+            if kept:
+                sys.stderr.write("\n".join(kept) + "\n")
+                sys.stderr.flush()
+
+
+SUPPORTED_BACKENDS = ("tensorflow", "jax")
+
+
+class UnsupportedBackend(ConfigError):
+    """KERAS_BACKEND names a backend fast-dqn does not run on (or one Keras cannot load)."""
+
+    def __init__(self, message):
+        super().__init__(None, message)
+
+
+def keras_backend():
+    """The backend Keras picked; importing Keras imports it, so under JAX no TensorFlow."""
+    quiet_tensorflow()
+    choice = " or ".join(SUPPORTED_BACKENDS)
+    try:
+        with without_start_up_noise():
+            import keras
+    except ImportError as error:  # Keras imports its backend first thing
+        raise UnsupportedBackend(f"Keras could not load its backend ({error}); install it, "
+                                 f"or set KERAS_BACKEND to {choice}") from None
+    name = keras.backend.backend()
+    if name not in SUPPORTED_BACKENDS:
+        raise UnsupportedBackend(f"KERAS_BACKEND={name} is not supported; set it to {choice}")
+    return name
+
+
+def configure_backend(seed, threads=0, deterministic=True):
+    """Seed everything, make ops deterministic, and be a good GPU neighbour, on whichever
+    backend Keras runs. Returns (backend, the devices that will train: [(name, kind)])."""
+    name = keras_backend()
+    if name == "jax":
+        return name, _configure_jax(seed, deterministic)
+    return name, _configure_tensorflow(seed, threads, deterministic)
+
+
+def _configure_tensorflow(seed, threads, deterministic):
+    """Memory growth keeps TF from grabbing the whole GPU at start-up, so two runs (or a run
+    and a notebook) can share one card. `threads` bounds intra-op threads: the learner shares
+    the CPU with the env samplers, and TF's default of one thread per core oversubscribes it.
+    """
+    with without_start_up_noise():
+        import keras
+        import tensorflow as tf
+
+        for gpu in tf.config.list_physical_devices("GPU"):
+            tf.config.experimental.set_memory_growth(gpu, True)
+        if threads:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(max(1, min(2, threads)))
+        keras.utils.set_random_seed(seed)  # python, numpy's global RNG and TF
+        if deterministic:
+            tf.config.experimental.enable_op_determinism()
+        gpus = tf.config.list_physical_devices("GPU")
+        return ([(gpu.name.split("physical_device:")[-1],
+                  tf.config.experimental.get_device_details(gpu).get("device_name", "GPU"))
+                 for gpu in gpus] or [("CPU", "CPU")])
+
+
+def _configure_jax(seed, deterministic):
+    """XLA's flags are read when its first client starts, so they are set before any JAX
+    computation. Preallocation off is JAX's counterpart of TF's memory growth (by default
+    it takes 75% of the GPU at start). XLA's CPU client sizes its own thread pool: --threads
+    has nothing to bound under JAX."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if deterministic and "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + " --xla_gpu_deterministic_ops=true").strip()
+    import jax
+    import keras
+    keras.utils.set_random_seed(seed)  # python, numpy's global RNG and Keras's seed generator
+    return [(f"{d.platform.upper()}:{d.id}", d.device_kind) for d in jax.devices()]
+
+
+def device_line(backend, devices):
+    """The start-up line that says where the networks train."""
+    gpus = [f"{name} ({kind})" for name, kind in devices if name != "CPU" and
+            not name.startswith("CPU:")]
+    where = (gpus[0] + (f", of {len(gpus)} GPUs" if len(gpus) > 1 else "") if gpus
+             else f"CPU ({'TensorFlow' if backend == 'tensorflow' else 'JAX'} found no GPU)")
+    return f"device: {where}; Keras backend: {backend}"
+
+
+def cpu_computes_bfloat16(cpuinfo="/proc/cpuinfo"):
+    """Whether this CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), which oneDNN uses:
+    elsewhere TensorFlow emulates bfloat16, several times slower than float32."""
+    try:
+        with open(cpuinfo) as f:
+            flags = set(f.read().split())
+    except OSError:  # not Linux: say no, and let a GPU decide
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def gpu_compute_capabilities():
+    """[(major, minor)] of each GPU the backend sees; bfloat16 runs natively from (8, 0),
+    Ampere."""
+    if keras_backend() == "jax":
+        import jax
+        try:
+            gpus = jax.devices("gpu")
+        except RuntimeError:  # no GPU backend in this jaxlib, or no GPU
+            return []
+        return [tuple(int(part) for part in str(gpu.compute_capability).split(".")[:2])
+                for gpu in gpus]
+    with without_start_up_noise():
+        import tensorflow as tf
+        gpus = tf.config.list_physical_devices("GPU")
+        return [tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+                for gpu in gpus]
+
+
+def computes_bfloat16():
+    """Whether the device that trains computes bfloat16 natively: every GPU the backend sees,
+    or the CPU when there is none."""
+    capabilities = gpu_compute_capabilities()
+    if capabilities:
+        return min(capabilities) >= (8, 0)
+    # oneDNN, under TensorFlow, computes bfloat16 on such a CPU; XLA's CPU compiler, under
+    # JAX, widens it to float32 and back, so there it is only slower.
+    return keras_backend() == "tensorflow" and cpu_computes_bfloat16()
+
+
+def fastest_precision():
+    """The compute type --precision auto means. float16 is never chosen: it needs loss
+    scaling and is slow on CPUs, so it stays an explicit choice."""
+    return "bfloat16" if computes_bfloat16() else "float32"
