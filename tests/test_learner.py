@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from backend_math import gradient, weight_gradients
 from keras import ops
 
 from fast_dqn.agent.batch import Batch
@@ -13,7 +14,6 @@ from fast_dqn.agent.learner import (
     td_targets,
 )
 from fast_dqn.agent.q_network import nature_cnn
-from tests.backend_math import gradient, weight_gradients
 
 
 def one_step(states, actions, rewards, next_states, dones, discount=0.9):

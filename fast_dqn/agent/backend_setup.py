@@ -120,7 +120,16 @@ def _configure_jax(seed, deterministic):
                                    + " --xla_gpu_deterministic_ops=true").strip()
     import jax
     import keras
-    keras.utils.set_random_seed(seed)  # python, numpy's global RNG and Keras's seed generator
+
+    # Keras's set_random_seed seeds TensorFlow too wherever it can import it, which would load
+    # TensorFlow (seconds, and its own hold on the GPU) into a JAX run. A None in sys.modules
+    # makes that import fail at once; Keras then remembers TensorFlow as absent.
+    hidden = sys.modules.setdefault("tensorflow", None) is None
+    try:
+        keras.utils.set_random_seed(seed)  # python, numpy's global RNG, Keras's seed generator
+    finally:
+        if hidden:
+            del sys.modules["tensorflow"]
     return [(f"{d.platform.upper()}:{d.id}", d.device_kind) for d in jax.devices()]
 
 

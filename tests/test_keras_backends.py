@@ -1,0 +1,161 @@
+"""The learner on every installed Keras backend: the same math on each, runs that carry over
+between them, and a JAX run where TensorFlow cannot even be imported.
+
+Keras fixes its backend when it is first imported, so each backend's checks run in a child
+process with its own KERAS_BACKEND."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from helpers import ROOT, TINY_CARTPOLE, code_path_env, flags
+
+BACKENDS = ("tensorflow", "jax")
+THIS = keras.backend.backend()
+
+
+def installed(backend):
+    return importlib.util.find_spec(backend) is not None
+
+
+def needs(*backends):
+    missing = [b for b in backends if not installed(b)]
+    return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} is not installed "
+                              "(pip install -r requirements-jax.txt)")
+
+
+def child(backend, args, block_tensorflow=False, tmp_path=None, timeout=600):
+    """python ARGS under KERAS_BACKEND=backend. block_tensorflow puts a `tensorflow` first on
+    the path that records any import of it in tmp_path/tensorflow-imported and then fails as
+    a missing package does."""
+    env = code_path_env()
+    env["KERAS_BACKEND"] = backend
+    if block_tensorflow:
+        blocker = tmp_path / "blocker" / "tensorflow"
+        blocker.mkdir(parents=True, exist_ok=True)
+        (blocker / "__init__.py").write_text(
+            "import traceback\n"
+            f"with open({str(tmp_path / 'tensorflow-imported')!r}, 'a') as f:\n"
+            "    traceback.print_stack(file=f)\n"
+            "raise ImportError('No module named tensorflow (blocked by the test)')\n")
+        env["PYTHONPATH"] = os.pathsep.join([str(blocker.parent), env["PYTHONPATH"]])
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=timeout)
+
+
+@pytest.mark.slow  # the learner's tests again, in a child process: about a minute
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != THIS])
+def test_the_learner_tests_pass_on_the_other_backend(backend):
+    """The hand-computed TD targets, Huber gradients, Double DQN, n-step discounts, float16
+    loss scaling and the Nature-rule update within 2% per tensor: the same file, on the
+    backend this process does not run."""
+    if not installed(backend):
+        pytest.skip(f"{backend} is not installed (pip install -r requirements-jax.txt)")
+    result = child(backend, ["-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "tests/test_learner.py", "tests/test_backend_setup.py"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "skipped" not in result.stdout
+
+
+CARTPOLE = flags(dict(TINY_CARTPOLE, timesteps=600, checkpoint_freq=300, evaluate=300,
+                      eval_episodes=2))
+
+# Loads the run's newest checkpoint into a learner on this process's backend, and prints what
+# it holds once loaded, and its Q-values of fixed states.
+PROBE = """
+import json, sys
+import numpy as np
+from fast_dqn.run.checkpoint import latest_checkpoint
+from fast_dqn.run.components import build_learner
+from fast_dqn.run.hyperparameters import Config
+from fast_dqn.run.run_directory import load_run_config
+saved = load_run_config(sys.argv[1], "RUN_DIR")
+config = Config(**{k: v for k, v in saved.items() if k in Config.__dataclass_fields__})
+checkpoint = latest_checkpoint(sys.argv[1], "RUN_DIR")
+state = checkpoint.load_state()["learner"]
+learner = build_learner(config, (1, 4), 2)
+learner.load_state_dict(state)
+loaded = learner.state_dict()
+states = np.random.default_rng(0).normal(size=(16, 1, 4)).astype(np.float32)
+print(json.dumps({
+    "step": checkpoint.step,
+    "exact": all(np.array_equal(a, b) for part in ("main", "target", "optimizer")
+                 for a, b in zip(state[part], loaded[part])),
+    "sizes": [len(state[part]) for part in ("main", "target", "optimizer")],
+    "minibatches": learner.minibatches_trained(),
+    "q": learner.q_values(states).tolist(),
+    "target_q": learner.target_q_values(states).tolist()}))
+"""
+
+
+def probe(backend, run_dir):
+    result = child(backend, ["-c", PROBE, str(run_dir)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # four runs and four probes, each a process of its own
+@needs(*BACKENDS)
+@pytest.mark.parametrize("first, then", [("tensorflow", "jax"), ("jax", "tensorflow")])
+def test_a_run_resumes_on_the_other_backend_with_the_same_networks_and_optimizer(
+        tmp_path, first, then):
+    run_dir = tmp_path / "run"
+    started = child(first, ["run_dqn.py", *CARTPOLE, f"--logdir={run_dir}"])
+    assert started.returncode == 0, started.stderr[-3000:]
+    assert f"Keras backend: {first}" in started.stdout
+    there, here = probe(first, run_dir), probe(then, run_dir)
+    # Every weight and optimizer slot loads exactly on both; the optimizer counts the same
+    # minibatches; the networks agree to float32 rounding (the backends' kernels differ).
+    assert there["exact"] and here["exact"]
+    assert there["sizes"] == here["sizes"] and here["sizes"][2] > 2
+    assert here["minibatches"] == there["minibatches"] == (600 - 100) // 4
+    np.testing.assert_allclose(here["q"], there["q"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(here["target_q"], there["target_q"], rtol=1e-5, atol=1e-5)
+    resumed = child(then, ["run_dqn.py", "--resume", str(run_dir), "--timesteps=900"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Keras backend: {then}" in resumed.stdout
+    assert "resumed from" in resumed.stdout and probe(then, run_dir)["step"] == 900
+    # Evaluate loads the run on the backend it did not start on.
+    evaluated = child(then, ["-m", "fast_dqn.tools.evaluate", str(run_dir), "--episodes=1"])
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+
+
+def episodes(run_dir):
+    lines = (run_dir / "episodes.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    keep = [i for i, name in enumerate(header) if name != "hours"]  # wall-clock: not seeded
+    return [[row.split(",")[i] for i in keep] for row in lines]
+
+
+@pytest.mark.slow  # real runs of both loops and both tools under JAX
+@needs("jax")
+def test_jax_runs_everything_without_tensorflow(tmp_path):
+    """Both loops, evaluation, the evaluate and plot tools, with `import tensorflow` failing
+    (and recorded): TensorBoard's writer and the whole package do without it. The same seed
+    gives the same games twice."""
+    nature, fast = tmp_path / "nature", tmp_path / "fast"
+    for script, run_dir in (("run_dqn.py", nature), ("run_fast_dqn.py", fast)):
+        result = child("jax", [script, *CARTPOLE, f"--logdir={run_dir}"]
+                       + (["--workers=2"] if script == "run_fast_dqn.py" else []),
+                       block_tensorflow=True, tmp_path=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "device: CPU (JAX found no GPU); Keras backend: jax" in result.stdout
+        assert list((run_dir / "tensorboard").iterdir())
+    again = tmp_path / "again"
+    result = child("jax", ["run_dqn.py", *CARTPOLE, f"--logdir={again}"],
+                   block_tensorflow=True, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert episodes(again) == episodes(nature) and len(episodes(nature)) > 10
+    for tool in (["-m", "fast_dqn.tools.evaluate", str(fast), "--episodes=2"],
+                 ["-m", "fast_dqn.tools.plot", str(nature), str(fast),
+                  f"--output={tmp_path / 'curves.png'}"]):
+        result = child("jax", tool, block_tensorflow=True, tmp_path=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    imported = tmp_path / "tensorflow-imported"
+    assert not imported.exists(), imported.read_text()[-3000:]
