@@ -24,6 +24,11 @@ fast loop); min and max are in the CSV.
     python -m benchmarks.speedtest                 # the full grid (about an hour here)
     python -m benchmarks.speedtest --quick         # a one-minute smoke run (CI)
     python -m benchmarks.speedtest --only nature,fast-8-on-on,learner --repeats 3
+    python -m benchmarks.speedtest --workers 8,16 --epsilon 0.1 --repeats 3 \
+        --only nature,fast-8-on-on,fast-16-on-on,learner          # the GPU table: docs/gpu.md
+
+The Keras backend is KERAS_BACKEND's (docs/options.md); the table's header names it and the
+device that trained.
 """
 
 import argparse
@@ -116,11 +121,11 @@ def measure(case, args):
     """Run one configuration in this process; return its figures as a dict."""
     import numpy as np
 
-    from fast_dqn.agent.backend_setup import configure_backend
+    from fast_dqn.agent.backend_setup import configure_backend, device_line
     from fast_dqn.run import components
 
     config = _config(case, args)
-    configure_backend(config.seed, config.threads)
+    args.device = device_line(*configure_backend(config.seed, config.threads))
     kind = case["kind"]
     shape = (config.history_length, 84, 84)
     if kind == "learner":
@@ -211,8 +216,8 @@ def _measure_learner(config, args, shape):
 
 # --------------------------------------------------------------------------- the driving side
 
-def cases(quick):
-    worker_counts = (2,) if quick else (1, 2, 4, 8)
+def cases(quick, worker_counts=(1, 2, 4, 8)):
+    worker_counts = (2,) if quick else worker_counts
     modes = ((True, True), (False, False)) if quick else (
         (False, False), (False, True), (True, False), (True, True))
     out = [{"name": "nature", "kind": "nature", "label": "run_dqn.py (Nature loop)"}]
@@ -226,7 +231,7 @@ def cases(quick):
                                  f"synchronize={flag(synchronize)}"})
     out.append({"name": "learner", "kind": "learner",
                 "label": "ceiling: learner only (updates/s x 4)"})
-    w = 2 if quick else 8
+    w = 2 if quick else max(worker_counts)
     out.append({"name": "samplers", "kind": "samplers", "workers": w, "concurrent": False,
                 "label": f"ceiling: samplers only, W={w}"})
     return out
@@ -259,6 +264,9 @@ def main():
                              "state of a long run)")
     parser.add_argument("--nature-segment", type=int, default=5_000, help=argparse.SUPPRESS)
     parser.add_argument("--samplers-segment", type=int, default=5_000, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", default="1,2,4,8",
+                        help="the W of the fast loop's cases, comma-separated (the samplers' "
+                        "ceiling takes the largest)")
     parser.add_argument("--repeats", type=int, default=1, help="times to run the whole list")
     parser.add_argument("--only", help="comma-separated case names (see the table)")
     parser.add_argument("--csv", default=None, help="CSV path (default benchmarks/results/)")
@@ -267,13 +275,14 @@ def main():
 
     if args.case:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        print(json.dumps(measure(json.loads(args.case), args)))
+        figures = measure(json.loads(args.case), args)
+        print(json.dumps({**figures, "device": args.device}))
         return
     if args.quick:
         args.steps, args.warmup, args.replay, args.period = 1_000, 250, 5_000, 500
         args.nature_segment, args.samplers_segment = 250, 250
 
-    selected = cases(args.quick)
+    selected = cases(args.quick, tuple(int(w) for w in args.workers.split(",")))
     if args.only:
         wanted = set(args.only.split(","))
         selected = [c for c in selected if c["name"] in wanted]
@@ -297,7 +306,8 @@ def print_table(rows, args):
     print(f"\nspeedtest {datetime.date.today()} on {platform.node() or 'this machine'}: "
           f"{os.cpu_count()} CPUs, Pong, replay {args.replay:,}, warm-up {args.warmup:,}, "
           f"{args.steps:,} measured agent steps, repeats {args.repeats}, epsilon "
-          f"{'Nature schedule' if args.epsilon is None else args.epsilon}\n")
+          f"{'Nature schedule' if args.epsilon is None else args.epsilon}; "
+          f"{rows[0].get('device', 'device not recorded')}\n")
     print("| configuration | agent steps/s | × learner ceiling | × run_dqn.py | trainer busy | "
           "CPU % | peak RSS (MB) |")
     print("|---|---|---|---|---|---|---|")

@@ -3,6 +3,8 @@ else kept."""
 
 import os
 
+import pytest
+
 from fast_dqn.agent.backend_setup import without_start_up_noise
 
 
@@ -29,3 +31,39 @@ def test_the_descriptor_is_given_back_even_after_an_error(capfd):
         pass
     os.write(2, b"after\n")
     assert capfd.readouterr().err == "after\n"
+
+
+def test_the_device_line_names_the_gpu_or_says_there_is_none():
+    from fast_dqn.agent.backend_setup import device_line
+    assert device_line("jax", [("GPU:0", "NVIDIA H100 80GB HBM3")]) == \
+        "device: GPU:0 (NVIDIA H100 80GB HBM3); Keras backend: jax"
+    assert device_line("tensorflow", [("GPU:0", "A"), ("GPU:1", "B")]) == \
+        "device: GPU:0 (A), of 2 GPUs; Keras backend: tensorflow"
+    assert device_line("tensorflow", [("CPU", "CPU")]) == \
+        "device: CPU (TensorFlow found no GPU); Keras backend: tensorflow"
+    assert device_line("jax", [("CPU:0", "cpu")]) == \
+        "device: CPU (JAX found no GPU); Keras backend: jax"
+
+
+@pytest.mark.parametrize("name", ["torch", "numpy", "openvino"])
+def test_a_backend_fast_dqn_does_not_run_on_is_one_config_error(monkeypatch, name):
+    import keras
+
+    from fast_dqn.agent import backend_setup
+    from fast_dqn.errors import ConfigError
+    monkeypatch.setattr(keras.backend, "backend", lambda: name)
+    with pytest.raises(ConfigError, match=f"KERAS_BACKEND={name} is not supported; set it "
+                       "to tensorflow or jax"):
+        backend_setup.keras_backend()
+
+
+@pytest.mark.parametrize("backend, expected", [("tensorflow", True), ("jax", False)])
+def test_a_bfloat16_cpu_counts_only_under_tensorflow(monkeypatch, backend, expected):
+    """oneDNN computes bfloat16 on AVX512-BF16 or AMX; XLA's CPU compiler widens it."""
+    from fast_dqn.agent import backend_setup
+    monkeypatch.setattr(backend_setup, "keras_backend", lambda: backend)
+    monkeypatch.setattr(backend_setup, "gpu_compute_capabilities", lambda: [])
+    monkeypatch.setattr(backend_setup, "cpu_computes_bfloat16", lambda: True)
+    assert backend_setup.computes_bfloat16() is expected
+    monkeypatch.setattr(backend_setup, "gpu_compute_capabilities", lambda: [(8, 0)])
+    assert backend_setup.computes_bfloat16()

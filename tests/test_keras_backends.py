@@ -14,6 +14,7 @@ import keras
 import numpy as np
 import pytest
 from helpers import ROOT, TINY_CARTPOLE, code_path_env, flags
+from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 
 BACKENDS = ("tensorflow", "jax")
 THIS = keras.backend.backend()
@@ -29,11 +30,11 @@ def needs(*backends):
                               "(pip install -r requirements-jax.txt)")
 
 
-def child(backend, args, block_tensorflow=False, tmp_path=None, timeout=600):
+def child(backend, args, block_tensorflow=False, tmp_path=None, timeout=600, base_env=None):
     """python ARGS under KERAS_BACKEND=backend. block_tensorflow puts a `tensorflow` first on
     the path that records any import of it in tmp_path/tensorflow-imported and then fails as
-    a missing package does."""
-    env = code_path_env()
+    a missing package does (in every process the child starts, Ray's actors included)."""
+    env = code_path_env(base_env)
     env["KERAS_BACKEND"] = backend
     if block_tensorflow:
         blocker = tmp_path / "blocker" / "tensorflow"
@@ -159,3 +160,25 @@ def test_jax_runs_everything_without_tensorflow(tmp_path):
     assert (tmp_path / "curves.png").stat().st_size > 0
     imported = tmp_path / "tensorflow-imported"
     assert not imported.exists(), imported.read_text()[-3000:]
+
+
+@pytest.mark.slow  # a private Ray cluster, two sampler actors: about a minute
+@needs("jax")
+def test_jax_runs_the_ray_backend_without_tensorflow(tmp_path):
+    before = ray_processes()
+    run_dir = tmp_path / "run"
+    result = child("jax", ["run_fast_dqn.py", "--game=pong", "--backend=ray",
+                           "--num-samplers=2", "--envs-per-sampler=2", "--rollout-steps=64",
+                           "--prepopulate=512", "--replay-capacity=4096",
+                           "--target-update-freq=512", "--max-episode-steps=300",
+                           "--evaluate=0", "--ray-object-store-mb=200", "--timesteps=1536",
+                           f"--logdir={run_dir}"],
+                   block_tensorflow=True, tmp_path=tmp_path,
+                   base_env=dict(environment_without_ray_settings(), HOME=str(tmp_path)))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "Keras backend: jax" in result.stdout
+    assert (run_dir / "checkpoints" / "step-000000001536").is_dir()
+    assert "os.fork() was called" not in result.stderr  # Ray's fork-and-exec start-up
+    imported = tmp_path / "tensorflow-imported"
+    assert not imported.exists(), imported.read_text()[-3000:]
+    assert not wait_until_gone(before)

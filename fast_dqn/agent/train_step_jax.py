@@ -50,6 +50,8 @@ class CompiledSteps:
             return trainable, optimizer_values, loss, mean_q
 
         self._step = jax.jit(step)
+        # One compiled forward pass serves both networks: they share the architecture, and
+        # the values passed in decide whose Q-values come out.
         self._q = jax.jit(_stateless_q(main))
 
     def train(self, *batch):
@@ -57,6 +59,8 @@ class CompiledSteps:
         trainable, optimizer_values, loss, mean_q = self._step(
             _values(main.trainable_variables), _values(main.non_trainable_variables),
             _values(self.target.variables), _values(optimizer.variables), batch)
+        # The networks' non-trainable variables are left as they were: none of ours changes
+        # in training (no batch normalization).
         _assign(main.trainable_variables, trainable)
         _assign(optimizer.variables, optimizer_values)
         return loss, mean_q

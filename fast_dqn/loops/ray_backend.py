@@ -32,6 +32,7 @@ import os
 import secrets
 import signal
 import time
+import warnings
 
 import numpy as np
 import ray
@@ -69,15 +70,20 @@ def connect(config, log):
     # requirements installed.
     runtime_env = {"py_modules": [package_dir()]}
     try:
-        if config.ray_address:  # checked by check_reachable when the flags were validated
-            ray.init(address=config.ray_address, runtime_env=runtime_env,
-                     log_to_driver=True, logging_level="WARNING")
-        else:
-            cores = os.cpu_count() or 1
-            if config.num_samplers > cores:
-                log(f"{config.num_samplers} sampler actors share {cores} cores")
-            start_private_cluster(max(cores, config.num_samplers), config.ray_object_store_mb,
-                                  runtime_env=runtime_env)
+        with warnings.catch_warnings():
+            # JAX warns at every fork once it runs; Ray's start-up forks only to exec its
+            # processes, which inherit none of JAX's threads.
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called",
+                                    category=RuntimeWarning)
+            if config.ray_address:  # checked by check_reachable when the flags were validated
+                ray.init(address=config.ray_address, runtime_env=runtime_env,
+                         log_to_driver=True, logging_level="WARNING")
+            else:
+                cores = os.cpu_count() or 1
+                if config.num_samplers > cores:
+                    log(f"{config.num_samplers} sampler actors share {cores} cores")
+                start_private_cluster(max(cores, config.num_samplers),
+                                      config.ray_object_store_mb, runtime_env=runtime_env)
     finally:
         signal.signal(signal.SIGTERM, handler)
     return True

@@ -123,6 +123,12 @@ def _add_flag(parser, f, default):
     parser.add_argument(flag_name(f.name), type=convert, help=text, **kwargs)
 
 
+BACKEND_HELP = ("The networks run on Keras 3's backend: TensorFlow by default; "
+                "KERAS_BACKEND=jax (after pip install -r requirements-jax.txt) runs them on "
+                "JAX, without TensorFlow. A run resumes on either. See 'The Keras backend' in "
+                "docs/options.md.")
+
+
 def build_parser(prog, description, config_class=hp.Config):
     """Every default is SUPPRESS, so parse_args returns only what the user typed.
 
@@ -130,7 +136,7 @@ def build_parser(prog, description, config_class=hp.Config):
     lets a preset sit between the defaults and the command line, and --resume spot conflicts.
     """
     parser = OneLineParser(prog=prog, description=description, usage="%(prog)s [options]",
-                           argument_default=argparse.SUPPRESS)
+                           argument_default=argparse.SUPPRESS, epilog=BACKEND_HELP)
     run = add_config_flags(parser, config_class)["logdir"]
     run.add_argument("--resume", metavar="RUN_DIR",
                      help="continue the run in RUN_DIR from its latest complete checkpoint, "

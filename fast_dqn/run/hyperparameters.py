@@ -125,7 +125,8 @@ class Config:
                              "so a resumed run continues exactly")
 
     # --- bookkeeping
-    seed: int = _run(0, "seeds numpy, TensorFlow, every env and action sampling; below 2^31",
+    seed: int = _run(0, "seeds numpy, the Keras backend, every env and action sampling; "
+                     "below 2^31",
                      limit="non_negative")
     logdir: str = _run(None, "run directory, new or empty; unset = "
                        "runs/<game>-<loop>-<timestamp>")
