@@ -182,3 +182,24 @@ def test_jax_runs_the_ray_backend_without_tensorflow(tmp_path):
     imported = tmp_path / "tensorflow-imported"
     assert not imported.exists(), imported.read_text()[-3000:]
     assert not wait_until_gone(before)
+
+
+@needs("jax")
+def test_xla_is_told_its_settings_before_the_first_question_to_jax(tmp_path):
+    """Preallocation off (TF's memory growth) and deterministic GPU kernels must be in the
+    environment before XLA's client starts; --precision auto starts it while the flags are
+    validated, before the backend is configured."""
+    script = (
+        "import os\n"
+        "from fast_dqn.agent.backend_setup import computes_bfloat16\n"
+        "computes_bfloat16()\n"  # the first question to JAX, as --precision auto asks it
+        "import jax\n"
+        "assert jax._src.xla_bridge.backends_are_initialized()\n"
+        "print(os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'], os.environ['XLA_FLAGS'])\n")
+    env = dict(os.environ, XLA_FLAGS="--xla_dump_to=" + str(tmp_path / "dump"))
+    env.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)
+    result = child("jax", ["-c", script], base_env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The user's own XLA_FLAGS are kept.
+    assert result.stdout.split() == ["false", f"--xla_dump_to={tmp_path / 'dump'}",
+                                     "--xla_gpu_deterministic_ops=true"]

@@ -18,6 +18,8 @@ def test_speedtest_quick(tmp_path):
         [sys.executable, "-m", "benchmarks.speedtest", "--quick",
          f"--csv={out}"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
+    # The header says which backend and device trained (the figures mean nothing without).
+    assert "device: " in result.stdout and "Keras backend: " in result.stdout
     table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + 5  # header + nature, two fast modes, two ceilings
     with open(out) as f:

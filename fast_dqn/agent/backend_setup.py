@@ -1,8 +1,7 @@
 """Process-wide settings of the Keras backend: seeds, threads, GPU memory, a quiet start-up.
 
 The backend is Keras's own choice (KERAS_BACKEND, else ~/.keras/keras.json, else TensorFlow);
-fast-dqn runs on TensorFlow and JAX. Call `configure_backend` once, before building a model,
-and before any JAX computation: XLA reads its flags when its first client starts.
+fast-dqn runs on TensorFlow and JAX. Call `configure_backend` once, before building a model.
 """
 
 import contextlib
@@ -74,7 +73,20 @@ def keras_backend():
     name = keras.backend.backend()
     if name not in SUPPORTED_BACKENDS:
         raise UnsupportedBackend(f"KERAS_BACKEND={name} is not supported; set it to {choice}")
+    if name == "jax":
+        _tell_xla()
     return name
+
+
+def _tell_xla():
+    """XLA reads these when its first client starts, which the first question to JAX does
+    (even `jax.devices()`, as --precision auto asks): so here, where every path asks for the
+    backend first. Preallocation off is JAX's counterpart of TF's memory growth (by default
+    it takes 75% of the GPU at start); deterministic kernels match TF's op determinism."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + " --xla_gpu_deterministic_ops=true").strip()
 
 
 def configure_backend(seed, threads=0, deterministic=True):
@@ -82,7 +94,7 @@ def configure_backend(seed, threads=0, deterministic=True):
     backend Keras runs. Returns (backend, the devices that will train: [(name, kind)])."""
     name = keras_backend()
     if name == "jax":
-        return name, _configure_jax(seed, deterministic)
+        return name, _configure_jax(seed)
     return name, _configure_tensorflow(seed, threads, deterministic)
 
 
@@ -109,15 +121,9 @@ def _configure_tensorflow(seed, threads, deterministic):
                  for gpu in gpus] or [("CPU", "CPU")])
 
 
-def _configure_jax(seed, deterministic):
-    """XLA's flags are read when its first client starts, so they are set before any JAX
-    computation. Preallocation off is JAX's counterpart of TF's memory growth (by default
-    it takes 75% of the GPU at start). XLA's CPU client sizes its own thread pool: --threads
-    has nothing to bound under JAX."""
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    if deterministic and "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                                   + " --xla_gpu_deterministic_ops=true").strip()
+def _configure_jax(seed):
+    """XLA's flags are already set (keras_backend). XLA's CPU client sizes its own thread
+    pool: --threads has nothing to bound under JAX."""
     import jax
     import keras
 

@@ -76,7 +76,10 @@ def make_optimizer(name, lr, epsilon=None, loss_scaling=False):
 
 
 def _backend_module():
-    if keras.backend.backend() == "jax":
+    from fast_dqn.agent.backend_setup import keras_backend
+    # Through backend_setup: it refuses a backend we do not run on, and tells XLA its
+    # settings if JAX has not started yet.
+    if keras_backend() == "jax":
         from fast_dqn.agent import train_step_jax
         return train_step_jax
     from fast_dqn.agent import train_step_tf
