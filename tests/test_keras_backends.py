@@ -187,15 +187,23 @@ def test_jax_runs_the_ray_backend_without_tensorflow(tmp_path):
 @needs("jax")
 def test_xla_is_told_its_settings_before_the_first_question_to_jax(tmp_path):
     """Preallocation off (TF's memory growth) and deterministic GPU kernels must be in the
-    environment before XLA's client starts; --precision auto starts it while the flags are
-    validated, before the backend is configured."""
+    environment when XLA's client starts; --precision auto starts it while the flags are
+    validated, before the backend is configured. The child checks the environment at the
+    moment JAX starts its clients, and that they did start."""
     script = (
         "import os\n"
+        "import jax._src.xla_bridge as bridge\n"
+        "start = bridge.backends\n"
+        "seen = []\n"
+        "def starting():\n"
+        "    seen.append((os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE'),\n"
+        "                 os.environ.get('XLA_FLAGS')))\n"
+        "    return start()\n"
+        "bridge.backends = starting\n"
         "from fast_dqn.agent.backend_setup import computes_bfloat16\n"
         "computes_bfloat16()\n"  # the first question to JAX, as --precision auto asks it
-        "import jax\n"
-        "assert jax._src.xla_bridge.backends_are_initialized()\n"
-        "print(os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'], os.environ['XLA_FLAGS'])\n")
+        "assert bridge.backends_are_initialized()\n"
+        "print(*seen[0])\n")
     env = dict(os.environ, XLA_FLAGS="--xla_dump_to=" + str(tmp_path / "dump"))
     env.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)
     result = child("jax", ["-c", script], base_env=env)

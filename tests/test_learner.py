@@ -296,3 +296,33 @@ def test_bfloat16_learner_computes_in_bfloat16_and_keeps_float32_q_values():
     first, last = loss_before_and_after(learner, batch)
     assert np.isfinite(last) and last < 0.5 * first
     assert learner.q_values(batch[0]).dtype == np.float32
+
+
+def test_q_values_of_any_number_of_rows_are_those_of_each_row():
+    """Acting batches take every size from 1 to W (JAX pads them to a power of two)."""
+    keras.utils.set_random_seed(0)
+    learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3), make_optimizer("adam", 1e-3))
+    states = random_batch(n=7)[0]
+    every = learner.q_values(states)
+    assert every.shape == (7, 3) and learner.target_q_values(states).shape == (7, 3)
+    for rows in (1, 3, 5):
+        np.testing.assert_allclose(learner.q_values(states[:rows]), every[:rows], rtol=1e-5,
+                                   atol=1e-6)
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_loss_scaling_takes_the_unscaled_step(xla):
+    """A loss-scaling optimizer multiplies the loss by its scale (2^15 at first) and divides
+    the gradients by it: plain SGD's step of test_one_train_step_by_hand, exactly. Without
+    the scaling the gradients would be 2^15 times too small, without the unscaling 2^15 times
+    too large. With TensorFlow's XLA compilation too (JAX always compiles with XLA)."""
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(learning_rate=0.1))
+    learner = DQNLearner(linear_net, optimizer, xla=xla)
+    s = np.array([[1.0, 2.0]], np.float32)
+    s2 = np.array([[0.0, 3.0]], np.float32)
+    loss, _ = learner.train(one_step(s, [0], [1.0], s2, [0.0]))
+    assert loss == pytest.approx(2.2, rel=1e-6)  # reported unscaled
+    np.testing.assert_allclose(learner.main.get_weights()[0], [[1.1, 0.0], [0.2, 1.0]],
+                               rtol=1e-6)
+    assert float(optimizer.dynamic_scale.numpy()) == 2.0 ** 15  # finite grads: kept
+    assert learner.minibatches_trained() == 1

@@ -14,6 +14,7 @@ the next train step still reads while a sampler may be acting with them.
 
 import jax
 import keras
+import numpy as np
 
 
 def _values(variables):
@@ -81,9 +82,22 @@ def _stateless_q(network):
     return q
 
 
+def _padded(states):
+    """The rows padded with zeros to the next power of two. jit compiles once per shape, and
+    an acting batch (the greedy rows of W games) may have any size from 1 to W: so at most
+    log2(W) + 1 compiles, in a run's first rounds, instead of W."""
+    rows = len(states)
+    size = 1 << max(rows - 1, 0).bit_length()
+    if size == rows:
+        return states
+    return np.concatenate([states, np.zeros((size - rows, *states.shape[1:]), states.dtype)])
+
+
 def _q_of(call, network, states):
-    return jax.device_get(call(_values(network.trainable_variables),
-                               _values(network.non_trainable_variables), states))
+    states = np.asarray(states)
+    q = call(_values(network.trainable_variables), _values(network.non_trainable_variables),
+             _padded(states))
+    return jax.device_get(q)[:len(states)]
 
 
 def predictor(network):

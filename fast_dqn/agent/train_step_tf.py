@@ -11,9 +11,9 @@ import tensorflow as tf
 
 class CompiledSteps:
     def __init__(self, main, target, optimizer, train_step, xla):
-        """train_step(q_main, q_target, states, actions, rewards, next_states, dones,
-        discounts) -> (loss, mean Q), with q_*(states, training) calling a network; it is
-        backend-neutral, and here it runs under a GradientTape."""
+        """train_step(main, target, states, actions, rewards, next_states, dones,
+        discounts) -> (loss, the loss to differentiate, mean Q), calling the two networks;
+        it is backend-neutral, and here it runs under a GradientTape."""
         self.main, self.target, self.optimizer = main, target, optimizer
         self._step = train_step
         spec = tf.TensorSpec((None, *main.input_shape[1:]), main.inputs[0].dtype)

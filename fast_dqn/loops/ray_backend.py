@@ -37,6 +37,7 @@ import warnings
 import numpy as np
 import ray
 
+from fast_dqn.agent.backend_setup import keras_backend
 from fast_dqn.envs.environment import game_seed
 from fast_dqn.loops.experience import STEP_FIELDS, LocalBackend, join_chunks
 
@@ -67,8 +68,10 @@ def connect(config, log):
         return False
     handler = signal.getsignal(signal.SIGTERM)
     # Machines that joined the cluster get this package from the driver; they need only the
-    # requirements installed.
-    runtime_env = {"py_modules": [package_dir()]}
+    # requirements installed. Their actors use the driver's Keras backend, whatever their
+    # own environment says.
+    runtime_env = {"py_modules": [package_dir()],
+                   "env_vars": {"KERAS_BACKEND": keras_backend()}}
     try:
         with warnings.catch_warnings():
             # JAX warns at every fork once it runs; Ray's start-up forks only to exec its
@@ -204,7 +207,7 @@ class SamplerActor:
         from fast_dqn.agent.backend_setup import configure_backend
         from fast_dqn.agent.learner import predictor
         # Ray sets only OMP_NUM_THREADS=1 here; TF's own pools would take every core of the
-        # node, once per actor.
+        # node, once per actor. Under JAX no setting bounds XLA's CPU pool (docs/ray.md).
         configure_backend(seed, threads=1)
 
         self.make_samplers = make_samplers

@@ -34,8 +34,6 @@ def validate_and_resolve(config):
     Creates nothing: the caller makes the run directory afterwards. The directory is chosen
     first, so that the config train_* receives is the very one resolved, and is not resolved
     again (see `resolve`)."""
-    from fast_dqn.agent.backend_setup import keras_backend
-    keras_backend()  # an unusable KERAS_BACKEND is refused before the run directory is made
     if not config.logdir:
         from fast_dqn.envs.games import resolve_game
         game = config.env.replace("/", "_") if config.env else resolve_game(config.game)
@@ -90,6 +88,8 @@ def main(kind, description, argv=None, train=None, script=False):
     explicit = explicit_values(args, config_class)
     checkpoint = lock = None
     try:
+        from fast_dqn.agent.backend_setup import keras_backend
+        keras_backend()  # an unusable KERAS_BACKEND is refused before anything is touched
         if getattr(args, "resume", None):
             lock = hold_run(args.resume)
             config, checkpoint = resume_config(args.resume, explicit, kind)
