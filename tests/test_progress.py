@@ -55,6 +55,27 @@ def test_a_resume_without_replay_refills_catches_up_and_trains_its_last_minibatc
     assert progress.phase(4_000) == "training" and progress.eta(4_000) == 0
 
 
+def test_a_refill_that_runs_to_the_last_step_then_catches_up_there():
+    """A resume whose extension is no longer than --prepopulate refills to its last step and
+    trains every minibatch there: that is catching up, timed at the minibatches' own rate."""
+    progress = RunProgress(5_000, train_freq=4, prepopulate=1_000)
+    schedule = MinibatchSchedule(train_start=1_000, train_freq=4)
+    schedule.refill(4_000, prepopulate=1_000)        # resumed at 4,000, --timesteps 5,000
+    progress.follow(schedule)
+    progress.minibatches_done = (4_000 - 1_000) // 4
+    progress.sample(0.0, 4_000)
+    progress.sample(1.0, 4_500)
+    assert progress.phase(4_500) == "refill"
+    progress.sample(2.0, 5_000)                      # the last step: 250 minibatches to go
+    assert progress.phase(5_000) == "catching up" and progress.eta(5_000) is None
+    progress.trained(100)
+    progress.sample(3.0, 5_000)                      # 100 minibatches/s
+    assert progress.phase(5_000) == "catching up"
+    assert progress.eta(5_000) == pytest.approx(150 / 100)
+    progress.trained(150)
+    assert progress.phase(5_000) == "training" and progress.eta(5_000) == 0
+
+
 def test_an_evaluation_says_which_game_and_adds_the_evaluations_left():
     progress = RunProgress(1_000, train_freq=4, prepopulate=0, eval_every=250, eval_games=3)
     progress.follow(MinibatchSchedule(train_start=0, train_freq=4))

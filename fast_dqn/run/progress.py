@@ -61,12 +61,15 @@ class RunProgress:
             game, games = self.evaluating
             return f"evaluating game {game} of {games}"
         schedule = self.schedule
+        # At the last step only minibatches remain, even when a refill ran up to it (a resume
+        # whose extension is no longer than --prepopulate trains everything there).
+        if step >= self.total:
+            return "catching up" if self.minibatches_left() else "training"
         if schedule is not None and step <= schedule.train_start:
             return "warm-up"
         if schedule is not None and step <= schedule.refill_until:
             return "refill"
-        if (schedule is not None and schedule.deferred) or (
-                step >= self.total and self.minibatches_left()):
+        if schedule is not None and schedule.deferred:
             return "catching up"
         return "training"
 
