@@ -17,7 +17,7 @@ from fast_dqn.run import checkpoint as ckpt
 from fast_dqn.run import cli
 from fast_dqn.run.checkpoint import CheckpointStore
 from fast_dqn.run.hyperparameters import TOPICS, FastConfig
-from fast_dqn.run.resume import resume_config
+from fast_dqn.run.resume import describe_kept, resume_config
 from fast_dqn.run.run_directory import create_run_directory
 from fast_dqn.run.run_kinds import FAST, NATURE, RUN_KINDS
 from fast_dqn.run.validation import validate
@@ -173,7 +173,7 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys)
     run_dir = make_run(tmp_path / "run", checkpoints=(100, 200))
     state = run_dir / "checkpoints" / "step-000000000200" / ckpt.STATE_FILE
     state.write_bytes(b"garbage")
-    config, checkpoint = resume_config(str(run_dir), {}, NATURE)
+    config, checkpoint, _ = resume_config(str(run_dir), {}, NATURE)
     assert checkpoint.step == 100
     err = capsys.readouterr().err
     assert "warning: skipping damaged checkpoint step-000000000200" in err
@@ -190,7 +190,10 @@ def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_pat
     make_run(breakout, checkpoints=(), game="breakout")
     shutil.copytree(pong / "checkpoints", breakout / "checkpoints")
     before = snapshot(breakout)
-    result = subprocess.run([sys.executable, "run_dqn.py", f"--resume={breakout}"],
+    # A budget past the copied checkpoint's: the Pong run's plan (600 steps, finished) would
+    # otherwise only be told to go on, with nothing written.
+    result = subprocess.run([sys.executable, "run_dqn.py", f"--resume={breakout}",
+                             "--timesteps=1200"],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
@@ -207,10 +210,42 @@ def test_a_fast_run_that_ended_past_its_budget_resumes(tmp_path):
     # (a stop at the last sync point, before its evaluation) resumes with the same budget.
     run_dir = make_run(tmp_path / "run", loop="fast", checkpoints=(404,), timesteps=401,
                        workers=4)
-    config, checkpoint = resume_config(str(run_dir), {}, FAST)
+    config, checkpoint, _ = resume_config(str(run_dir), {}, FAST)
     assert (config.timesteps, checkpoint.step) == (401, 404)
     with pytest.raises(ConfigError, match="below the checkpoint's step 404"):
         resume_config(str(run_dir), {"timesteps": 400}, FAST)
+
+
+def test_a_plain_resume_keeps_the_budget_and_replay_an_earlier_resume_gave(tmp_path):
+    """`--resume RUN --timesteps 3000 --save-replay`, stopped at 1,500, then `--resume RUN`:
+    it goes on to 3,000 and keeps saving replay, though config.json still says 1,000."""
+    run_dir = make_run(tmp_path / "run", checkpoints=(), timesteps=1000)
+    CheckpointStore(str(run_dir)).save(1500, {"loop": {"step": 1500}}, plan={
+        "timesteps": 3000, "checkpoint_freq": 50_000, "save_replay": True})
+    config, checkpoint, kept = resume_config(str(run_dir), {}, NATURE)
+    assert (config.timesteps, config.save_replay, checkpoint.step) == (3000, True, 1500)
+    assert config.checkpoint_freq == 50_000
+    assert kept == {"timesteps": 3000, "checkpoint_freq": 50_000, "save_replay": True}
+    assert describe_kept(kept) == (
+        "keeping what an earlier --resume gave: --timesteps 3,000, --checkpoint-freq 50,000, "
+        "--save-replay on (config.json keeps the run's first values)")
+    # What is typed now wins, and is not reported as kept.
+    config, _, kept = resume_config(str(run_dir), {"timesteps": 2000, "save_replay": False},
+                                    NATURE)
+    assert (config.timesteps, config.save_replay, kept) == (2000, False,
+                                                           {"checkpoint_freq": 50_000})
+
+
+def test_a_hand_edited_plan_is_ignored_and_a_budget_not_typed_is_named_so(tmp_path):
+    run_dir = make_run(tmp_path / "run", checkpoints=(), timesteps=1000)
+    CheckpointStore(str(run_dir)).save(1500, {"loop": {"step": 1500}}, plan={
+        "timesteps": "3000", "save_replay": 1})
+    with pytest.raises(ConfigError) as error:
+        resume_config(str(run_dir), {}, NATURE)
+    assert error.value.message == ("1,000 (this run's budget) is below the checkpoint's step "
+                                "1,500; give a larger --timesteps")
+    config, _, kept = resume_config(str(run_dir), {"timesteps": 4000}, NATURE)
+    assert (config.timesteps, config.save_replay, kept) == (4000, False, {})
 
 
 # Each option's limit is declared once, beside its type and help: every declared limit is

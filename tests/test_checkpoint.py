@@ -127,7 +127,7 @@ def test_checkpointer_saves_at_the_first_chance_past_each_multiple(tmp_path):
     saved = []
 
     class Store:
-        def save(self, step, state, replay, finished=False):
+        def save(self, step, state, replay, finished=False, plan=None):
             saved.append((step, state["loop"]))
             return f"step-{step}"
 
@@ -291,3 +291,14 @@ def test_a_checkpoint_of_another_format_is_refused_not_skipped(tmp_path, version
         json.dump(manifest, f)
     with pytest.raises(ckpt.UnsupportedFormat, match=f"step-000000000200 {words}"):
         store.latest()
+
+
+def test_each_checkpoint_records_the_run_plan_a_resume_reads_without_loading_it(tmp_path):
+    store = CheckpointStore(str(tmp_path))
+    plan = {"timesteps": 3000, "checkpoint_freq": 500, "save_replay": False}
+    checkpoints = Checkpointer(store, 500, collect=lambda step: {}, message=lambda m: None,
+                               plan=plan)
+    checkpoints.save(500, {"step": 500})
+    assert store.latest().plan == plan
+    store.save(600, {"step": 600})  # a checkpoint written before plans were recorded
+    assert store.latest().step == 600 and store.latest().plan == {}

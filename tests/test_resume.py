@@ -105,3 +105,9 @@ def test_resume_refuses_conflicting_flags_and_accepts_budget_changes(tmp_path):
     result = run("run_dqn.py", [f"--resume={logdir}", "--timesteps=800", "--lr=0.00025"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resumed from" in result.stdout
+    # The larger budget sticks: a plain resume now finds the run finished at 800, where it
+    # used to go back to config.json's 600 and refuse.
+    result = run("run_dqn.py", [f"--resume={logdir}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines() == [
+        f"run_dqn.py: {logdir} finished at step 800; give a larger --timesteps to go on"]

@@ -93,6 +93,13 @@ class Checkpoint:
         """Whether the run ended here, its budget done and its last evaluation made."""
         return self.manifest.get("finished") is True
 
+    @property
+    def plan(self):
+        """The RUN_PLAN settings the run had when it wrote this checkpoint ({} before they
+        were recorded)."""
+        plan = self.manifest.get("plan")
+        return plan if isinstance(plan, dict) else {}
+
     def load_state(self):
         with open(os.path.join(self.path, STATE_FILE)) as f:
             document = json.load(f)
@@ -114,12 +121,13 @@ class CheckpointStore:
 
     # --- writing
 
-    def save(self, step, state, replay_arrays=None, finished=False):
+    def save(self, step, state, replay_arrays=None, finished=False, plan=None):
         """Write a checkpoint for agent step `step`; returns its path.
 
         state: a tree of data (see fast_dqn.run.state_tree); replay_arrays: {name: ndarray}
         or None; finished: the run ended at this checkpoint (kept in the manifest, so that a
-        resume can tell without loading the state). Raises CheckpointError (disk full, unwritable path); older checkpoints stay
+        resume can tell without loading the state); plan: the run's RUN_PLAN settings, kept
+        in the manifest too, for --resume to read before it loads anything. Raises CheckpointError (disk full, unwritable path); older checkpoints stay
         intact.
         """
         # Before any file exists: a state that is not data is a bug, and must not leave a
@@ -147,6 +155,8 @@ class CheckpointStore:
                 files[REPLAY_FILE] = self._write(partial, REPLAY_FILE,
                                                  lambda f: write_arrays(f, replay_arrays))
             manifest = {"format": FORMAT, "step": step, "finished": finished, "files": files}
+            if plan:
+                manifest["plan"] = plan
             with open(os.path.join(partial, MANIFEST_FILE), "w") as f:
                 json.dump(manifest, f, indent=1)
                 f.flush()
@@ -297,8 +307,9 @@ class Checkpointer:
     """
 
     def __init__(self, store, freq, collect, replay=None, stop=None, message=None,
-                 last_saved=None, clock=time.monotonic):
+                 last_saved=None, clock=time.monotonic, plan=None):
         self.store = store
+        self.plan = plan
         self.freq = freq
         self.collect = collect
         self.replay = replay
@@ -328,7 +339,7 @@ class Checkpointer:
         # `is not None`: a replay still empty (a fast-loop stop before its first sync point
         # writes nothing into it) is falsy, and must still be saved as replay.
         arrays = self.replay.arrays() if self.replay is not None else None
-        path = self.store.save(step, state, arrays, finished=finished)
+        path = self.store.save(step, state, arrays, finished=finished, plan=self.plan)
         self.last_saved = step
         self.message(f"checkpoint at step {step:,} in {self.clock() - start:.1f} s: {path}")
 

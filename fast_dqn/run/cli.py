@@ -17,7 +17,7 @@ import traceback
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.flags import build_parser, explicit_values, fail
 from fast_dqn.run.precedence import build_config
-from fast_dqn.run.resume import hold_run, resume_config
+from fast_dqn.run.resume import describe_kept, hold_run, resume_config
 from fast_dqn.run.run_directory import (
     check_logdir,
     create_run_directory,
@@ -92,7 +92,7 @@ def main(kind, description, argv=None, train=None, script=False):
         keras_backend()  # an unusable KERAS_BACKEND is refused before anything is touched
         if getattr(args, "resume", None):
             lock = hold_run(args.resume)
-            config, checkpoint = resume_config(args.resume, explicit, kind)
+            config, checkpoint, kept = resume_config(args.resume, explicit, kind)
             if run_is_finished(config, checkpoint):
                 # Nothing to do, so nothing written: no lock signed, no log, no checkpoint.
                 lock.release()
@@ -100,6 +100,8 @@ def main(kind, description, argv=None, train=None, script=False):
                       "larger --timesteps to go on", flush=True)
                 return 0
             lock.sign()
+            if kept:
+                print(f"{prog}: {describe_kept(kept)}", flush=True)
             if checkpoint is None:
                 # Nobody holds the lock, so no process will ever write that first checkpoint:
                 # the dead start's logs describe steps that are now played again.

@@ -154,6 +154,11 @@ RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "s
                     "xla", "prefetch", "requests_in_flight", "ray_address",
                     "ray_object_store_mb", "eval_workers")
 
+# The overrides that belong to the run rather than the machine it runs on: each checkpoint
+# records them, and a plain --resume keeps the last ones given, so that a run extended with
+# --timesteps and then stopped goes on to that budget (config.json keeps the first values).
+RUN_PLAN = ("timesteps", "checkpoint_freq", "save_replay")
+
 
 def learning_settings(config):
     """The settings a checkpoint's training depends on: all but RESUME_OVERRIDES and logdir."""

@@ -18,9 +18,10 @@ def hold_run(run_dir):
 
 
 def resume_config(run_dir, explicit, kind):
-    """The saved config of RUN_DIR with the allowed overrides, and its latest checkpoint: None
-    when the run stopped before writing its first one, which then starts again at step 0.
-    kind: the RunKind of the script resuming it.
+    """The saved config of RUN_DIR with the allowed overrides, its latest checkpoint (None
+    when the run stopped before writing its first one, which then starts again at step 0),
+    and the RUN_PLAN settings taken from that checkpoint rather than config.json (see
+    kept_plan). kind: the RunKind of the script resuming it.
 
     Raises ConfigError for anything that would make the resumed run not the same run.
     """
@@ -32,12 +33,33 @@ def resume_config(run_dir, explicit, kind):
                           f"with the script that made it, not this one ({kind.loop!r})")
     check_saved_types(saved, run_dir, kind.config_class)
     values = saved_values(saved, kind.config_class)
+    checkpoint = latest_checkpoint(run_dir, "resume", missing_ok=True)
+    kept = kept_plan(checkpoint, values, explicit, kind.config_class)
+    values.update(kept)
     apply_flags(values, explicit, run_dir)
     config = resolve(kind.config_class(**values))
     check_writable(run_dir, "resume")
-    checkpoint = latest_checkpoint(run_dir, "resume", missing_ok=True)
-    check_budget(config, checkpoint)
-    return config, checkpoint
+    check_budget(config, checkpoint, typed="timesteps" in explicit)
+    return config, checkpoint, kept
+
+
+def describe_kept(kept):
+    """The line that says which settings an earlier --resume gave are kept."""
+    return "keeping what an earlier --resume gave: " + ", ".join(
+        f"{flag_name(name)} {'on' if value else 'off'}" if isinstance(value, bool)
+        else f"{flag_name(name)} {value:,}" for name, value in kept.items()) + \
+        " (config.json keeps the run's first values)"
+
+
+def kept_plan(checkpoint, values, explicit, config_class):
+    """The RUN_PLAN settings the checkpoint recorded that differ from config.json and were
+    not typed now. A recorded value of the wrong type (a hand-edited manifest) is ignored."""
+    if checkpoint is None:
+        return {}
+    defaults = config_class()
+    return {name: value for name, value in checkpoint.plan.items()
+            if name in hp.RUN_PLAN and name not in explicit and name in values
+            and type(value) is type(getattr(defaults, name)) and value != values[name]}
 
 
 def saved_values(saved, config_class):

@@ -232,9 +232,12 @@ def run_is_finished(config, checkpoint):
             and budget_end(config.timesteps, chunk_size(config)) <= checkpoint.step)
 
 
-def check_budget(config, checkpoint):
-    """A resume's --timesteps must reach the step its checkpoint was written at."""
+def check_budget(config, checkpoint, typed=True):
+    """A resume's --timesteps must reach the step its checkpoint was written at; typed: the
+    budget was given on this command line, not read from the run."""
     if checkpoint is not None and budget_end(config.timesteps, chunk_size(config)) \
             < checkpoint.step:
-        raise ConfigError("timesteps", f"{config.timesteps:,} is below the checkpoint's step "
-                          f"{checkpoint.step:,}; raise it or drop it")
+        raise ConfigError("timesteps", f"{config.timesteps:,}"
+                          + ("" if typed else " (this run's budget)")
+                          + f" is below the checkpoint's step {checkpoint.step:,}; "
+                          + ("raise it or drop it" if typed else "give a larger --timesteps"))
