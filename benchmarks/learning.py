@@ -2,11 +2,15 @@
 
     python -m benchmarks.learning --preset pong-quick --loop fast --minutes 120 [-- FLAGS...]
     python -m benchmarks.learning --preset pong-fastest --seeds 0 1 2 [--parallel 3]
+    python -m benchmarks.learning --preset pong-fastest --seeds 0 1 2 --resume --minutes 150
     python -m benchmarks.learning --summarize RUN_DIR [RUN_DIR ...] [--plot curve.png]
 
 --seeds runs one seed after another (each with the whole --minutes), or --parallel of them
 side by side where the cores allow; `python -m fast_dqn.tools.plot RUN_DIR... --aggregate`
-then gives their mean with a bootstrap band, and the IQM and optimality gap.
+then gives their mean with a bootstrap band, and the IQM and optimality gap. --resume carries
+each seed's run on from its last checkpoint, for another --minutes (a seed with no run yet
+starts), so seeds too long for one sitting add up over several; without it, a seed whose
+run directory exists is refused before anything runs.
 
 The first form runs run_fast_dqn.py (or run_dqn.py) exactly as a user would, in its own run
 directory, and watches its episodes.csv. It stops the run with SIGINT (which writes a
@@ -110,23 +114,33 @@ def plot(run_dirs, output, thresholds):
     print(f"curve written to {output}")
 
 
-def run(args, extra):
+def training_command(args, extra):
+    """The script's command line: a new run, or with args.resume one that exists carried on.
+    The preset and seed go with --resume too, so that the script refuses a directory of
+    another preset or seed (they must equal its saved values)."""
     script = os.path.join(ROOT, SCRIPTS[args.loop])
-    command = [sys.executable, script, f"--preset={args.preset}", f"--seed={args.seed}",
-               f"--logdir={args.logdir}"]
+    command = [sys.executable, script, f"--preset={args.preset}", f"--seed={args.seed}"]
+    if args.resume and os.path.exists(args.logdir):
+        return command + [f"--resume={args.logdir}"] + extra
+    command.append(f"--logdir={args.logdir}")
     if not any(flag.startswith("--evaluate") for flag in extra):
         command.append("--evaluate=0")
-    command += extra
+    return command + extra
+
+
+def run(args, extra):
+    """Run one seed, watched; its exit status (0, or 130 when the watch stopped it)."""
+    command = training_command(args, extra)
     print("running:", " ".join(command), flush=True)
     parent = os.path.dirname(os.path.abspath(args.logdir))
     os.makedirs(parent, exist_ok=True)  # a fresh clone has no runs/ yet
     # Appended, not truncated: a second call on the same run keeps the first one's output.
-    log = open(os.path.join(parent, os.path.basename(os.path.normpath(args.logdir)) + ".log"),
-               "a")
+    log_path = os.path.join(parent, os.path.basename(os.path.normpath(args.logdir)) + ".log")
+    log = open(log_path, "a")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + args.minutes * 60
     stop_at = max(args.thresholds)
-    reason = "the budget of its own --timesteps ended"
+    reason = None
     try:
         while process.poll() is None:
             time.sleep(POLL_SECONDS)
@@ -145,8 +159,18 @@ def run(args, extra):
             except subprocess.TimeoutExpired:
                 process.kill()
         log.close()
+    if reason is None:
+        # It ended by itself: done, or refused or failed, which its log says in its last line.
+        reason = ("the budget of its own --timesteps ended" if process.returncode == 0
+                  else f"the run failed; its last line: {last_line(log_path)}")
     print(f"stopped: {reason}; exit status {process.returncode}", flush=True)
     return process.returncode
+
+
+def last_line(path):
+    with open(path, errors="replace") as f:
+        lines = [line.strip() for line in f.read().replace("\r", "\n").splitlines()]
+    return next((line for line in reversed(lines) if line), "(empty)")
 
 
 def run_seeds(args, extra):
@@ -161,10 +185,17 @@ def run_seeds(args, extra):
         job.logdir = (f"{args.logdir}-seed{seed}" if args.logdir and args.seeds
                       else args.logdir or default)
         jobs.append(job)
+    taken = [job.logdir for job in jobs if os.path.exists(job.logdir)]
+    if taken and not getattr(args, "resume", False):
+        sys.exit(f"benchmarks.learning: error: {', '.join(taken)} already "
+                 f"{'holds a run' if len(taken) == 1 else 'hold runs'}; add --resume to carry "
+                 "them on, or give another --logdir")
     # Threads only wait on the runs' processes, which do the work.
     with concurrent.futures.ThreadPoolExecutor(max(1, args.parallel)) as pool:
-        list(pool.map(lambda job: run(job, extra), jobs))
-    return [job.logdir for job in jobs]
+        statuses = list(pool.map(lambda job: run(job, extra), jobs))
+    # 130: the watch's own SIGINT at the budget or the threshold, which is success here.
+    failed = [job.logdir for job, status in zip(jobs, statuses) if status not in (0, 130)]
+    return [job.logdir for job in jobs], failed
 
 
 def main(argv=None):
@@ -187,16 +218,26 @@ def main(argv=None):
                         help="default: runs/learning-<preset>-<loop>-seed<seed>")
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.0, 18.0])
     parser.add_argument("--plot", default=None, help="curve PNG (default: RUN_DIR/curve.png)")
+    parser.add_argument("--resume", action="store_true",
+                        help="carry each seed's existing run on for another --minutes (a "
+                             "seed with no run directory yet starts)")
     parser.add_argument("--summarize", nargs="+", metavar="RUN_DIR",
                         help="only print the table (and plot) of finished runs")
     args = parser.parse_args(argv)
+    failed = []
     if args.summarize:
         run_dirs = args.summarize
     else:
-        run_dirs = run_seeds(args, extra)
+        run_dirs, failed = run_seeds(args, extra)
+    run_dirs = [run_dir for run_dir in run_dirs if read_games(run_dir)] if failed else run_dirs
     for run_dir in run_dirs:
         print_summary(run_dir, args.thresholds)
-    plot(run_dirs, args.plot or os.path.join(run_dirs[0], "curve.png"), args.thresholds)
+    if run_dirs:
+        plot(run_dirs, args.plot or os.path.join(run_dirs[0], "curve.png"), args.thresholds)
+    if failed:
+        sys.exit(f"benchmarks.learning: error: {', '.join(failed)} failed; see "
+                 f"{'its log' if len(failed) == 1 else 'their logs'} beside "
+                 f"{'it' if len(failed) == 1 else 'them'} (RUN_DIR.log)")
 
 
 if __name__ == "__main__":

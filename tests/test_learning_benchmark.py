@@ -28,7 +28,8 @@ def test_thresholds_count_only_after_100_games(tmp_path):
     assert last[0] == 259
 
 
-def test_each_seed_gets_its_own_run_directory_and_runs_side_by_side_when_asked(monkeypatch):
+def test_each_seed_gets_its_own_run_directory_and_runs_side_by_side_when_asked(monkeypatch,
+                                                                              tmp_path):
     import argparse
     import threading
     import time
@@ -48,15 +49,85 @@ def test_each_seed_gets_its_own_run_directory_and_runs_side_by_side_when_asked(m
         return 0
 
     monkeypatch.setattr(learning, "run", fake_run)
+    monkeypatch.setattr(learning, "ROOT", str(tmp_path))  # no runs/ of this checkout's
     args = argparse.Namespace(seeds=[0, 1, 2], seed=9, parallel=1, logdir="runs/x",
-                              preset="pong-fastest", loop="fast")
-    dirs = learning.run_seeds(args, ["--lr=1e-4"])
+                              preset="pong-fastest", loop="fast", resume=False)
+    dirs, failed = learning.run_seeds(args, ["--lr=1e-4"])
+    assert failed == []
     assert dirs == ["runs/x-seed0", "runs/x-seed1", "runs/x-seed2"]
     assert sorted(s for s, _, _ in started) == [0, 1, 2] and max(overlap) == 1
     assert all(extra == ["--lr=1e-4"] for _, _, extra in started)
     started.clear(), overlap.clear()
     args.parallel, args.logdir = 3, None
-    dirs = learning.run_seeds(args, [])
+    dirs, _ = learning.run_seeds(args, [])
     assert [d.split("/")[-1] for d in dirs] == [f"learning-pong-fastest-fast-seed{s}"
                                                for s in (0, 1, 2)]
     assert max(overlap) == 3
+
+
+def test_resume_carries_on_the_seeds_that_have_runs_and_starts_the_others(tmp_path):
+    import argparse
+    import sys
+
+    from benchmarks import learning
+    (tmp_path / "x-seed1").mkdir()
+    args = argparse.Namespace(preset="pong-fastest", seed=1, loop="fast", resume=True,
+                              logdir=str(tmp_path / "x-seed1"))
+    script = learning.os.path.join(learning.ROOT, "run_fast_dqn.py")
+    assert learning.training_command(args, ["--save-replay"]) == [
+        sys.executable, script, "--preset=pong-fastest", "--seed=1",
+        f"--resume={tmp_path / 'x-seed1'}", "--save-replay"]
+    args.seed, args.logdir = 2, str(tmp_path / "x-seed2")  # no run yet: it starts
+    assert learning.training_command(args, []) == [
+        sys.executable, script, "--preset=pong-fastest", "--seed=2",
+        f"--logdir={tmp_path / 'x-seed2'}", "--evaluate=0"]
+    args.resume = False
+    assert learning.training_command(args, ["--evaluate=5000"])[-2:] == [
+        f"--logdir={tmp_path / 'x-seed2'}", "--evaluate=5000"]
+
+
+def test_an_existing_seed_is_refused_before_any_seed_runs_unless_resumed(tmp_path,
+                                                                        monkeypatch):
+    import argparse
+
+    import pytest
+
+    from benchmarks import learning
+    (tmp_path / "x-seed1").mkdir()
+    started = []
+    monkeypatch.setattr(learning, "run", lambda job, extra: started.append(job.seed) or 0)
+    args = argparse.Namespace(seeds=[0, 1, 2], seed=0, parallel=1, logdir=str(tmp_path / "x"),
+                              preset="pong-fastest", loop="fast", resume=False)
+    with pytest.raises(SystemExit) as stop:
+        learning.run_seeds(args, [])
+    assert str(stop.value) == (f"benchmarks.learning: error: {tmp_path / 'x-seed1'} already "
+                               "holds a run; add --resume to carry them on, or give another "
+                               "--logdir")
+    assert started == []
+    args.resume = True
+    assert learning.run_seeds(args, [])[1] == [] and sorted(started) == [0, 1, 2]
+
+
+def test_a_run_that_fails_by_itself_is_reported_as_failed_not_as_done(tmp_path, monkeypatch,
+                                                                       capsys):
+    import argparse
+    import sys
+
+    import pytest
+
+    from benchmarks import learning
+    monkeypatch.setattr(learning, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(learning, "training_command", lambda args, extra: [
+        sys.executable, "-c",
+        "import sys; print('step 5/9'); sys.exit('run_fast_dqn.py: error: --lr: too big')"])
+    args = argparse.Namespace(logdir=str(tmp_path / "run"), minutes=1, thresholds=[0.0, 18.0],
+                              seeds=None, seed=0, parallel=1, preset="pong-quick",
+                              loop="fast", resume=False)
+    assert learning.run(args, []) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "stopped: the run failed; its last line: run_fast_dqn.py: error: --lr: too big; "
+        "exit status 1")
+    with pytest.raises(SystemExit) as stop:
+        learning.main(["--logdir", str(tmp_path / "again"), "--minutes", "1"])
+    assert str(stop.value).startswith(f"benchmarks.learning: error: {tmp_path / 'again'} "
+                                      "failed; see its log")
