@@ -13,7 +13,9 @@ Trial i (seed + i) draws a run, each choice from the trial's seed:
 - (3/10) a resume that lowers the budget: at a drawn resume, --timesteps=X with X between
   the newest checkpoint's step (0 if none) and the budget: exactly the checkpoint's step
   (3/10 of these), or a drawn fraction of the way up, half of those moved off a multiple of
-  the workers; every later resume passes the same --timesteps again, as a user must;
+  the workers; a later resume passes --timesteps again only where the newest checkpoint
+  does not record it (the cut resume was stopped before its first one), and must then
+  say it keeps it;
 - (1/3) one or two logs damaged between runs, each before a drawn resume: episodes.csv or
   eval.csv deleted, episodes.csv emptied, or episodes.csv (3/4) or eval.csv (1/4) converted
   by dos2unix ("\r\n" to "\n"), cut by its last 10 bytes, or with a digit of its first row
@@ -424,6 +426,7 @@ class Segments:
         self.unrepayable = False
         self.expected = None  # what the coming resume must say (expected_resume); None: a start
         self.resumes = 0
+        self.kept = False  # the coming resume leaves the cut --timesteps to the checkpoint
 
     def seconds(self):
         """When the coming segment's stop falls: a lowered budget makes a shorter run."""
@@ -458,8 +461,14 @@ class Segments:
                          f"{f' (ckpt {newest.step})' if newest else ''}")
         self.expected = expected_resume(logdir, newest)
         self.command = [self.script, f"--resume={logdir}"]
-        if self.cut_to is not None:
+        # The budget a checkpoint records stays with the run: typed only where the newest
+        # checkpoint was written before the cut, as a user would find it.
+        recorded = newest.plan.get("timesteps") if newest else None
+        self.kept = self.cut_to is not None and recorded == self.cut_to != self.game["budget"]
+        if self.cut_to is not None and not self.kept:
             self.command.append(f"--timesteps={self.cut_to}")
+        elif self.kept:
+            notes.append("kept")
         return notes, None
 
 
@@ -472,6 +481,9 @@ def output_problems(segments, sent, ready, text):
         problems += [f"{problem}:\n{text[-2000:]}"
                      for problem in check_resume_output(segments.expected, text,
                                                         segments.logdir)]
+    said = f"keeping what an earlier --resume gave: --timesteps {segments.cut_to or 0:,}"
+    if segments.kept and ready and said not in text:
+        problems.append(f"a resume without --timesteps did not say '{said}':\n{text[-2000:]}")
     return problems
 
 

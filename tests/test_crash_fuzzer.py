@@ -27,13 +27,17 @@ TRIALS = [
     # past the new end are taken back, and the logs equal a straight run's with that budget.
     fuzzer.Trial(7, "cartpole", "fast", "python", True, 800, [("SIGINT", 0.5)],
                  cut=(1, 0.1, True)),
+    # The budget cut at the first resume, then Ctrl-C: the second resume gives no
+    # --timesteps, goes on to the cut budget its checkpoint recorded, and says so.
+    fuzzer.Trial(9, "cartpole", "nature", "python", True, 96, [("SIGINT", 0.4), ("SIGINT", 0.4)],
+                 cut=(1, 0.8, False)),
     # eval.csv deleted and episodes.csv converted by dos2unix between runs: both rebuilt from
     # the checkpoint's copy, the converted one kept aside, and the logs as a straight run's.
     fuzzer.Trial(8, "cartpole", "nature", "python", True, 96, [("SIGTERM", 0.5)],
                  damage=[(1, "delete", "eval.csv"), (1, "dos2unix", "episodes.csv")]),
 ]
 # What the trial's line must show it did, or the trial did not test what it is here for.
-DONE = {6: ["[from 0]"], 7: ["[timesteps="], 8: ["delete:eval.csv,", "dos2unix:episodes.csv]"]}
+DONE = {6: ["[from 0]"], 7: ["[timesteps="], 9: ["[timesteps=", "kept"], 8: ["delete:eval.csv,", "dos2unix:episodes.csv]"]}
 
 
 @pytest.mark.parametrize("trial", TRIALS, ids=lambda t: t.describe().replace(" ", "-"))
