@@ -37,7 +37,8 @@ TRIALS = [
                  damage=[(1, "delete", "eval.csv"), (1, "dos2unix", "episodes.csv")]),
 ]
 # What the trial's line must show it did, or the trial did not test what it is here for.
-DONE = {6: ["[from 0]"], 7: ["[timesteps="], 9: ["[timesteps=", "kept"], 8: ["delete:eval.csv,", "dos2unix:episodes.csv]"]}
+DONE = {6: ["[from 0]"], 7: ["[timesteps="], 9: ["[timesteps=", "kept"],
+        8: ["delete:eval.csv,", "dos2unix:episodes.csv]"]}
 
 
 @pytest.mark.parametrize("trial", TRIALS, ids=lambda t: t.describe().replace(" ", "-"))

@@ -127,8 +127,8 @@ class CheckpointStore:
         state: a tree of data (see fast_dqn.run.state_tree); replay_arrays: {name: ndarray}
         or None; finished: the run ended at this checkpoint (kept in the manifest, so that a
         resume can tell without loading the state); plan: the run's RUN_PLAN settings, kept
-        in the manifest too, for --resume to read before it loads anything. Raises CheckpointError (disk full, unwritable path); older checkpoints stay
-        intact.
+        in the manifest too, for --resume to read before it loads anything. Raises
+        CheckpointError (disk full, unwritable path); older checkpoints stay intact.
         """
         # Before any file exists: a state that is not data is a bug, and must not leave a
         # half-written directory behind.
