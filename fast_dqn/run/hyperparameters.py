@@ -155,7 +155,7 @@ RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "s
                     "ray_object_store_mb", "eval_workers")
 
 # The overrides that belong to the run rather than the machine it runs on: each checkpoint
-# records them, and a plain --resume keeps the last ones given, so that a run extended with
+# records those a resume changed, and a plain --resume keeps the last ones given, so that a run extended with
 # --timesteps and then stopped goes on to that budget (config.json keeps the first values).
 RUN_PLAN = ("timesteps", "checkpoint_freq", "save_replay")
 

@@ -51,6 +51,18 @@ def describe_kept(kept):
         " (config.json keeps the run's first values)"
 
 
+def plan_given_on_resume(config):
+    """The RUN_PLAN settings of `config` that differ from its config.json: what a resume
+    changed, which its checkpoints record. A run as started records nothing, so a later
+    hand edit of config.json is not overridden by a value nobody gave on a resume."""
+    try:
+        saved = load_run_config(config.logdir, "resume")
+    except ConfigError:  # no config.json (a run driven in process): nothing to compare
+        return {}
+    return {name: getattr(config, name) for name in hp.RUN_PLAN
+            if getattr(config, name) != saved.get(name)}
+
+
 def kept_plan(checkpoint, values, explicit, config_class):
     """The RUN_PLAN settings the checkpoint recorded that differ from config.json and were
     not typed now. A recorded value of the wrong type (a hand-edited manifest) is ignored."""

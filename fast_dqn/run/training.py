@@ -22,9 +22,10 @@ from fast_dqn.run.components import (
     ray_sampler_builders,
     rng_for,
 )
-from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, RUN_PLAN, learning_settings
+from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, learning_settings
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import RunProgress, make_console
+from fast_dqn.run.resume import plan_given_on_resume
 from fast_dqn.run.tensorboard_log import TensorBoardLog
 from fast_dqn.run.validation import resolve
 
@@ -117,7 +118,7 @@ class RunParts:
             CheckpointStore(config.logdir, warn=self.monitor.message), config.checkpoint_freq,
             self.collect, replay=self.replay if config.save_replay else None, stop=stop,
             message=self.monitor.message, last_saved=step if resume else None,
-            plan={name: getattr(config, name) for name in RUN_PLAN})
+            plan=plan_given_on_resume(config))
 
     def collect(self, step):
         return {"identity": self.identity, "settings": learning_settings(self.config),
