@@ -32,18 +32,20 @@ def test_each_seed_gets_its_own_run_directory_and_runs_side_by_side_when_asked(m
                                                                               tmp_path):
     import argparse
     import threading
-    import time
 
     from benchmarks import learning
     started, overlap, lock = [], [], threading.Lock()
     running = [0]
+    together = [threading.Barrier(1)]
 
     def fake_run(job, extra):
         with lock:
             running[0] += 1
             overlap.append(running[0])
             started.append((job.seed, job.logdir, extra))
-        time.sleep(0.05)
+        # Side by side, the seeds meet here, however slowly the threads start; one after
+        # another, the barrier breaks after 5 s and the test fails.
+        together[0].wait(timeout=5)
         with lock:
             running[0] -= 1
         return 0
@@ -59,6 +61,7 @@ def test_each_seed_gets_its_own_run_directory_and_runs_side_by_side_when_asked(m
     assert all(extra == ["--lr=1e-4"] for _, _, extra in started)
     started.clear(), overlap.clear()
     args.parallel, args.logdir = 3, None
+    together[0] = threading.Barrier(3)
     dirs, _ = learning.run_seeds(args, [])
     assert [d.split("/")[-1] for d in dirs] == [f"learning-pong-fastest-fast-seed{s}"
                                                for s in (0, 1, 2)]

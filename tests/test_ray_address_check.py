@@ -65,15 +65,17 @@ def server():
 
 @pytest.mark.parametrize("behaviour,words", [
     (answer_like_http1, "it answered 'HTTP/1.1 400 Bad Request"),
-    (say_nothing, "it said nothing in 0.5 s"),
+    (say_nothing, "it said nothing in 2 s"),
     (hang_up, "it closed the connection"),
 ])
 def test_something_that_is_not_ray_is_refused_in_one_line(server, behaviour, words):
     port = server(behaviour)
     start = time.monotonic()
     with pytest.raises(ConfigError) as refused:
-        check_reachable(f"127.0.0.1:{port}", seconds=0.5)
-    assert time.monotonic() - start < 3
+        # 2 s, not less: the fake server is a thread of this process, and on a loaded CI
+        # machine it may take that long to answer.
+        check_reachable(f"127.0.0.1:{port}", seconds=2)
+    assert time.monotonic() - start < 15  # a bounded wait, not a hang
     message = str(refused.value)
     assert message.startswith("ray_address: what answers at ") and "\n" not in message
     assert f":{port} (from '127.0.0.1:{port}') is not a Ray cluster: " in message
