@@ -259,3 +259,39 @@ def test_only_a_run_that_ends_with_its_last_evaluation_is_marked_finished(
     step, state, final = checkpoints.saved[-1]
     assert step == 960 and final and state["eval_pending"] is stopped_in_last_evaluation
     assert checkpoints.finished == [not stopped_in_last_evaluation]
+
+
+def test_lockstep_keeps_the_console_going_while_the_last_step_trains_what_is_owed():
+    """As the Nature loop does: a refill that reaches the last step leaves every owed
+    minibatch to train there, and the console is ticked between them."""
+    from fake_samplers import MemoryCheckpoints
+    from helpers import through_checkpoint
+
+    from fast_dqn.loops.fast_loop import FastLoopState
+
+    class Ticks(NullMonitor):
+        def __init__(self):
+            super().__init__()
+            self.ticks = []  # (step, minibatches trained by then)
+
+        def tick(self, step, epsilon):
+            self.ticks.append((step, self.losses))
+
+    config = dataclasses.replace(BASE, workers=4, concurrent=False)
+    settings = LoopSettings.from_config(config)
+    learner = FakeLearner()
+    replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
+                          num_shards=config.workers, seed=3)
+    backend = LocalBackend(FakeSamplers(config.workers), batched=True)
+    backend.start(learner.target_q_values, None, np.random.default_rng(0))
+    checkpoints = MemoryCheckpoints(30)
+    step = FastLoop(settings, backend, learner, replay, None, NullMonitor(),
+                    checkpoints=checkpoints).run()
+    state = FastLoopState.from_state_dict(through_checkpoint(checkpoints.saved[-1][1]),
+                                          settings)
+    state.schedule.refill(step, prepopulate=960 - step, owed=10)  # refilling to the end
+    monitor = Ticks()
+    FastLoop(settings, backend, learner, replay, None, monitor,
+             checkpoints=MemoryCheckpoints()).run(state)
+    at_the_end = sorted({trained for at, trained in monitor.ticks if at == 960})
+    assert monitor.losses > 10 and at_the_end == list(range(1, monitor.losses + 1))

@@ -130,3 +130,35 @@ def test_only_a_run_that_ends_with_its_last_evaluation_is_marked_finished():
                     np.random.default_rng(0), StoppedAtTheEnd(), checkpoints)
     step, state, final = checkpoints.saved[-1]
     assert step == 120 and final and state["eval_pending"] and checkpoints.finished[-1] is False
+
+
+def test_the_console_goes_on_while_the_last_step_trains_its_deferred_minibatches():
+    """A resume without replay whose refill reaches the last step trains every owed minibatch
+    there: the console is ticked between them, not left at the refill for minutes."""
+    from helpers import through_checkpoint
+
+    class Ticks(NullMonitor):
+        def __init__(self):
+            super().__init__()
+            self.ticks = []  # (step, minibatches trained by then)
+
+        def tick(self, step, epsilon):
+            self.ticks.append((step, self.losses))
+
+    replay = ReplayMemory(1000, (1,), K, frame_dtype=np.int64, seed=1)
+    learner, checkpoints = Learner(replay), MemoryCheckpoints(100)
+    env, rng = ScriptedEnv(), np.random.default_rng(0)
+    run_nature_loop(SETTINGS, env, learner, replay, NullMonitor(), rng, Evaluations(),
+                    checkpoints)
+    step, state, _ = checkpoints.saved[-1]
+    state = through_checkpoint(state)
+    # As a resume without replay leaves it: 10 owed, refilling up to the run's last step.
+    state["schedule"].update(refill_until=120, deferred=10)
+    monitor = Ticks()
+    run_nature_loop(SETTINGS, env, learner, replay, monitor, rng, Evaluations(),
+                    MemoryCheckpoints(), resume=state)
+    last = [trained for at, trained in monitor.ticks if at == 120]
+    from fast_dqn.loops.minibatch_schedule import minibatches_due
+    owed_and_due = 10 + minibatches_due(step, 120, SETTINGS.prepopulate, SETTINGS.train_freq)
+    assert monitor.losses == owed_and_due
+    assert list(range(1, owed_and_due + 1)) == sorted(set(last))  # a tick after each one

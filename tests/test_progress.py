@@ -126,6 +126,17 @@ def test_the_bar_ends_at_the_step_the_run_ended():
     assert "1.00k/1.00k" in text and "training" in text and "ETA 0m01s" in text
 
 
+def test_the_bar_shows_a_new_phase_even_when_no_step_was_played():
+    """An evaluation plays no agent step; tqdm redraws only when steps are added."""
+    out = io.StringIO()
+    bar = ProgressBar(1_000, out=out)
+    for step in (100, 200, 300):
+        bar.update(step, 10.0, {"eps": "0.1"}, phase="training", eta=70.0)
+    bar.update(300, None, {}, phase="evaluating game 1 of 30", eta=None)
+    assert out.getvalue().rstrip().endswith(", evaluating game 1 of 30, ETA ?]")
+    bar.close()
+
+
 def test_a_phase_not_measured_makes_the_eta_unknown_not_shorter():
     progress = RunProgress(10_000, train_freq=4, prepopulate=2_000)
     progress.follow(MinibatchSchedule(train_start=2_000, train_freq=4))

@@ -51,6 +51,22 @@ def test_tensorboard_gets_every_scalar(tmp_path):
     assert scalars["eval/mean"] == [(400, 2.0)] and scalars["eval/std"] == [(400, 1.0)]
 
 
+def test_the_last_step_ticked_again_and_again_is_one_point(tmp_path):
+    """The last step ticks while its last minibatches train and while the trainer finishes:
+    one point per step, as after a restart."""
+    from fast_dqn.run.tensorboard_log import TensorBoardLog
+    clock = FakeClock()
+    monitor = Monitor(str(tmp_path), 1000, interval=10, clock=clock,
+                      console=ProgressLines(1000, out=io.StringIO()),
+                      scalars=TensorBoardLog(str(tmp_path)))
+    for t in (20.0, 40.0, 60.0):
+        monitor.record_train(1.0, 2.0)
+        clock.t = t
+        monitor.tick(1000, 0.1)
+    monitor.close()
+    assert read_scalars(tmp_path)["train/loss"] == [(1000, 1.0)]
+
+
 def test_tensorboards_own_reader_reads_the_scalars(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -287,9 +287,12 @@ class FastLoop:
         s.sync_pending = s.step // period > previous // period or s.step >= self.total
         if self.trainer is None:
             s.held.flush(self.replay)
-            for _ in range(self._minibatches(previous, s.step, final=s.step >= self.total)):
+            final = s.step >= self.total
+            for _ in range(self._minibatches(previous, s.step, final=final)):
                 self.monitor.record_train(
                     *self.learner.train(self.replay.sample(self.settings.batch_size)))
+                if final:  # the deferred ones all train here: keep the console going
+                    self.monitor.tick(s.step, float(self.settings.epsilon(s.step)))
             if s.sync_pending:
                 self._update_target()
         else:

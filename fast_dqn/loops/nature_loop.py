@@ -123,3 +123,7 @@ class NatureLoop:
                                           replay_ready=self.replay.can_sample)):
             self.monitor.record_train(
                 *self.learner.train(self.replay.sample(self.settings.batch_size)))
+            if final:
+                # Every minibatch still deferred trains here, minutes of them after a resume
+                # that refilled to the end: the console must keep showing them.
+                self.monitor.tick(self.step, float(self.settings.epsilon(self.step)))

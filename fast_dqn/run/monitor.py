@@ -263,7 +263,10 @@ class Monitor:
         self.last_step = step
         if now - self.last_console >= self.console.interval:
             self._show(step, epsilon, now)
-        if self.scalars and now - self.last_scalars >= self.interval:
+        # One point per step: the last step ticks again while its last minibatches train or
+        # the trainer finishes, and TensorBoard would draw each of those as another point.
+        if (self.scalars and now - self.last_scalars >= self.interval
+                and step > self.last_scalars_step):
             with self._lock:
                 n, loss_sum, q_sum = self._num_losses, self._loss_sum, self._q_sum
                 self._loss_sum = self._q_sum = 0.0

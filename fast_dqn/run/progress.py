@@ -193,7 +193,12 @@ class ProgressBar:
         if phase is None and rate:
             eta = (self.bar.total - step) / rate
         self.bar.set_postfix_str(_status(phase, rate, fields, eta, ", "), refresh=False)
-        self.bar.update(step - self.bar.n)
+        if step != self.bar.n:
+            self.bar.update(step - self.bar.n)
+        else:
+            # tqdm redraws on steps only: an evaluation or the last minibatches add none, and
+            # the bar would go on showing the phase before them.
+            self.bar.refresh()
 
     def message(self, line):
         self.bar.write(line, file=self.out)
