@@ -98,6 +98,46 @@ def test_an_evaluation_says_which_game_and_adds_the_evaluations_left():
     assert progress.minibatch_rate.value == 25
 
 
+def test_the_training_eta_shows_before_any_evaluation_game_is_timed(tmp_path):
+    """With the defaults the first evaluation game is timed after 250k agent steps: until
+    then the ETA gives what is measured, and the evaluation games apart."""
+    progress = RunProgress(10_000, train_freq=4, prepopulate=0, eval_every=2_500,
+                           eval_games=30)
+    progress.follow(MinibatchSchedule(train_start=0, train_freq=4))
+    progress.sample(0.0, 100)
+    progress.trained(25)
+    progress.sample(1.0, 200)                        # 25 minibatches/s
+    seconds, untimed = progress.estimate(200)
+    assert seconds == pytest.approx((2_500 - 25) / 25) and untimed == 4 * 30
+    assert progress.eta(200) is None                 # the whole, as before: not known
+    clock, out = FakeClock(), io.StringIO()
+    monitor = Monitor(str(tmp_path), 10_000, interval=10, clock=clock, progress=progress,
+                      console=ProgressLines(10_000, out=out, interval=10))
+    try:
+        progress.trained(225)
+        clock.t = 10.0
+        monitor.tick(200, 1.0)                       # 25 minibatches/s still; 2,250 left
+    finally:
+        monitor.close()
+    assert out.getvalue().splitlines()[0].endswith("| ETA 1m30s + 120 eval games")
+    progress.evaluation_game(100.0, 1, 30)
+    progress.evaluation_game(110.0, 2, 30)           # 10 s per game: now all of it is known
+    assert progress.estimate(200) == (pytest.approx(90 + (29 + 4 * 30) * 10), 0)
+
+
+def test_an_evaluation_during_a_refill_is_still_counted():
+    progress = RunProgress(10_000, train_freq=4, prepopulate=1_000, eval_every=5_000,
+                           eval_games=2)
+    schedule = MinibatchSchedule(train_start=1_000, train_freq=4)
+    schedule.refill(4_000, prepopulate=1_500)        # refilling across the evaluation at 5k
+    progress.follow(schedule)
+    progress.minibatches_done = (4_000 - 1_000) // 4
+    progress.sample(0.0, 4_000)
+    progress.sample(1.0, 4_100)
+    _, untimed = progress.estimate(4_100)
+    assert untimed == 2 * 2                          # at 5,000 and at 10,000
+
+
 def test_the_console_line_names_the_phase_and_shows_no_nan(tmp_path):
     clock, out = FakeClock(), io.StringIO()
     progress = RunProgress(1_000, train_freq=4, prepopulate=500)

@@ -285,9 +285,11 @@ class Monitor:
         played), the agent's figures and the ETA."""
         fields = {}
         phase = eta = None
+        untimed_games = 0
         if self.progress:
             self.progress.sample(now, step)
-            phase, eta = self.progress.phase(step), self.progress.eta(step)
+            phase = self.progress.phase(step)
+            eta, untimed_games = self.progress.estimate(step)
         rate = None
         if not (self.progress and self.progress.evaluating):
             rate = (step - self.last_console_step) / max(now - self.last_console, 1e-9)
@@ -295,7 +297,8 @@ class Monitor:
         fields["games"] = self.num_games
         fields["mean100"] = f"{self.mean_100:.2f}" if self.recent_returns else "-"
         fields["loss"] = "-" if self.last_loss is None else f"{self.last_loss:.4f}"
-        self.console.update(step, rate, fields, phase=phase, eta=eta)
+        self.console.update(step, rate, fields, phase=phase, eta=eta,
+                            untimed_games=untimed_games)
         self.last_console, self.last_console_step = now, step
 
     def state_dict(self, step):

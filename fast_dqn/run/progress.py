@@ -36,7 +36,8 @@ class RunProgress:
     twice the Nature rate, and those left at the last step) and evaluating game k of N. The
     ETA sums the warm-up and refill steps left at their own steps/s, the minibatches left at
     the minibatches/s measured while training, and the evaluations left at the seconds per
-    game measured in evaluations; a part whose rate is not measured yet makes it unknown.
+    game measured in evaluations; a part whose rate is not measured yet makes it unknown,
+    but for the evaluation games, which estimate() counts apart until one has been timed.
     """
 
     def __init__(self, total_steps, train_freq, prepopulate, eval_every=0, eval_games=0):
@@ -107,31 +108,44 @@ class RunProgress:
 
     def eta(self, step):
         """Seconds to the run's end, or None while a rate it needs is unmeasured."""
+        seconds, untimed_games = self.estimate(step)
+        return None if untimed_games else seconds
+
+    def estimate(self, step):
+        """(seconds, untimed games): the time left at the rates measured so far, and the
+        evaluation games left while no game has been timed yet (their seconds are not in
+        it). seconds is None while a rate of the steps or minibatches is unmeasured.
+
+        Split so that the console can give the training's ETA from the start: with the
+        default settings, the first evaluation game is timed only after 250k agent steps."""
         seconds = 0.0
         schedule = self.schedule
         train_start = schedule.train_start if schedule else 0
+        at = step
         for phase, until in (("warm-up", train_start),
                              ("refill", schedule.refill_until if schedule else 0)):
-            steps = max(0, min(until, self.total) - step)
+            steps = max(0, min(until, self.total) - at)
             if steps:
                 rate = self.step_rates[phase].value
                 if not rate:
-                    return None
+                    seconds = None
+                    break
                 seconds += steps / rate
-                step += steps
+                at += steps
         if self.minibatches_left():
             if not self.minibatch_rate.value:
-                return None
-            seconds += self.minibatches_left() / self.minibatch_rate.value
+                seconds = None
+            elif seconds is not None:
+                seconds += self.minibatches_left() / self.minibatch_rate.value
         games = self.evaluations_left(step) * self.eval_games
         if self.evaluating is not None:
             game, total = self.evaluating
             games += total - game + 1
-        if games:
-            if not self.game_seconds.value:
-                return None
+        if games and not self.game_seconds.value:
+            return seconds, games
+        if games and seconds is not None:
             seconds += games * self.game_seconds.value
-        return seconds
+        return seconds, 0
 
 
 def _format_duration(seconds):
@@ -144,13 +158,16 @@ def _format_duration(seconds):
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
 
 
-def _status(phase, rate, fields, eta, separator):
+def _status(phase, rate, fields, eta, separator, untimed_games=0):
     """The parts both consoles show after the step count; eta None is unknown: "?"."""
     parts = [phase] if phase else []
     if rate is not None:
         parts.append(f"{rate:,.0f} steps/s")
     parts += [f"{k} {v}" for k, v in fields.items()]
-    parts.append(f"ETA {'?' if eta is None else _format_duration(eta)}")
+    text = f"ETA {'?' if eta is None else _format_duration(eta)}"
+    if untimed_games and eta is not None:
+        text += f" + {untimed_games:,} eval games"
+    parts.append(text)
     return separator.join(parts)
 
 
@@ -162,13 +179,14 @@ class ProgressLines:
         self.out = out or sys.stdout
         self.interval = interval
 
-    def update(self, step, rate, fields, phase=None, eta=None):
-        """eta: seconds left, None when unknown; without a phase (no RunProgress) the ETA
-        is the steps left at `rate`."""
+    def update(self, step, rate, fields, phase=None, eta=None, untimed_games=0):
+        """eta: seconds left, None when unknown, and besides them `untimed_games` evaluation
+        games whose time is not measured yet; without a phase (no RunProgress) the ETA is
+        the steps left at `rate`."""
         if phase is None and rate:
             eta = (self.total - step) / rate
         self.message(f"step {step:,}/{self.total:,} ({100 * step / self.total:.1f}%) | "
-                     + _status(phase, rate, fields, eta, " | "))
+                     + _status(phase, rate, fields, eta, " | ", untimed_games))
 
     def message(self, line):
         print(line, file=self.out, flush=True)
@@ -189,10 +207,11 @@ class ProgressBar:
                         dynamic_ncols=True, file=self.out,
                         bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
 
-    def update(self, step, rate, fields, phase=None, eta=None):
+    def update(self, step, rate, fields, phase=None, eta=None, untimed_games=0):
         if phase is None and rate:
             eta = (self.bar.total - step) / rate
-        self.bar.set_postfix_str(_status(phase, rate, fields, eta, ", "), refresh=False)
+        self.bar.set_postfix_str(_status(phase, rate, fields, eta, ", ", untimed_games),
+                                 refresh=False)
         if step != self.bar.n:
             self.bar.update(step - self.bar.n)
         else:
