@@ -49,26 +49,45 @@ def test_curves_are_compared_on_the_steps_every_run_covers():
     np.testing.assert_array_equal(aggregate.on_grid([0, 10], [0.0, 1.0], [5]), [0.5])
 
 
-def synthetic_run(path, game, seed, final, loop="fast"):
+def synthetic_run(path, game, seed, final, loop="fast", later=None, threads=None):
+    """Evaluations at 100 and 200 (`final`), and with `later` one more at 300."""
     path.mkdir()
     (path / "config.json").write_text(json.dumps({"loop": loop, "game": game, "seed": seed,
-                                                  "preset": "nature", "logdir": str(path)}))
+                                                  "preset": "nature", "logdir": str(path),
+                                                  "threads": threads}))
     (path / "episodes.csv").write_text("episode,agent_step,mean_100,hours\n"
                                        "1,100,-5.0,0.1\n2,200,-4.0,0.2\n")
     (path / "eval.csv").write_text(f"agent_step,mean,std,episodes,hours\n100,-9.0,0,2,0.1\n"
-                                   f"200,{final!r},0,2,0.2\n")
+                                   f"200,{final!r},0,2,0.2\n"
+                                   + (f"300,{later!r},0,2,0.3\n" if later is not None else ""))
     return str(path)
+
+
+def test_runs_without_evaluations_are_scored_by_the_mean_of_100_at_the_common_step(tmp_path):
+    from fast_dqn.tools.plot import scores_at_common_step
+    runs = []
+    for seed, rows in enumerate(("1,100,-20.0\n2,250,-18.0\n3,400,-10.0\n",
+                                 "1,120,-21.0\n2,300,-17.0\n")):
+        path = tmp_path / f"s{seed}"
+        path.mkdir()
+        (path / "episodes.csv").write_text("episode,agent_step,mean_100\n" + rows)
+        runs.append(str(path))
+    (tmp_path / "s0" / "eval.csv").write_text("agent_step,mean\n400,5.0\n")  # one has evals
+    assert scores_at_common_step(runs) == (300, {runs[0]: -18.0, runs[1]: -17.0})
 
 
 def test_the_aggregates_of_synthetic_runs_are_the_hand_computed_ones(tmp_path, capsys):
     # Human-normalized: pong (random -20.7, human 14.6), breakout (1.7, 30.5).
     finals = {"pong": [-20.7, -20.7 + 0.5 * 35.3, 14.6],            # 0, 0.5, 1
               "breakout": [1.7 + 0.25 * 28.8, 1.7 + 0.75 * 28.8, 1.7 + 2 * 28.8]}  # .25 .75 2
-    runs = [synthetic_run(tmp_path / f"{game}-{seed}", game, seed, final)
+    # Seed 2 of each game ran on, to step 300, on other threads: it is still the same
+    # setting, scored at step 200, the last step every run reached.
+    runs = [synthetic_run(tmp_path / f"{game}-{seed}", game, seed, final,
+                          later=99.0 if seed == 2 else None, threads=2 if seed == 2 else None)
             for game, scores in finals.items() for seed, final in enumerate(scores)]
     assert list(groups(runs)) == ["pong fast nature", "breakout fast nature"]
-    (label, count, games, normalized, stats), = aggregate_rows(runs, reps=200)
-    assert (label, count, games, normalized) == ("fast nature", 6, 2, True)
+    (label, count, games, normalized, step, stats), = aggregate_rows(runs, reps=200)
+    assert (label, count, games, normalized, step) == ("fast nature", 6, 2, True, 200)
     # Sorted: 0, .25, .5, .75, 1, 2; one cut at each end.
     assert stats["IQM"][0] == pytest.approx((0.25 + 0.5 + 0.75 + 1) / 4)
     assert stats["optimality gap"][0] == pytest.approx((1 + 0.5 + 0 + 0.75 + 0.25 + 0) / 6)
@@ -77,5 +96,5 @@ def test_the_aggregates_of_synthetic_runs_are_the_hand_computed_ones(tmp_path, c
         assert low <= point <= high
     assert main([*runs, "--aggregate", "-o", str(tmp_path / "curves.png")]) == 0
     out = capsys.readouterr().out
-    assert "| fast nature | 6 | 2 | human-normalized | 0.625 [" in out
+    assert "| fast nature | 6 | 2 | 200 | human-normalized | 0.625 [" in out
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"

@@ -6,9 +6,10 @@ their directory name and loop, so a fast run and a Nature run of the same game c
 glance: same curve against steps (same protocol), different against hours (the speed-up).
 
 With --aggregate, runs that differ only in their seed are one line: the mean over the seeds
-with a 95% bootstrap band, and a table of the final scores (human-normalized where the game
-has reference scores) gives the IQM, the optimality gap and the mean of each setting over its
-games and seeds, with stratified-bootstrap intervals (fast_dqn.tools.aggregate).
+with a 95% bootstrap band, and a table of the scores at the last step all of a setting's runs
+reached (human-normalized where the game has reference scores) gives the IQM, the
+optimality gap and the mean of each setting over its games and seeds, with
+stratified-bootstrap intervals (fast_dqn.tools.aggregate).
 """
 
 import csv
@@ -18,6 +19,7 @@ import sys
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.flags import OneLineParser, fail
+from fast_dqn.run.hyperparameters import RESUME_OVERRIDES
 
 
 def read_columns(path, names):
@@ -61,8 +63,10 @@ def default_title(run_dirs):
     return ", ".join(games) if games else None
 
 
-# Settings that tell runs of one experiment apart without changing it.
-_NOT_THE_SETTING = ("seed", "logdir")
+# Settings that tell runs of one experiment apart without changing what it learns: the seed,
+# the directory, and what a resume may change (the budget, threads, Ray's and the like).
+# Runs stopped at other budgets still compare, at the step they all reached.
+_NOT_THE_SETTING = ("seed", "logdir") + RESUME_OVERRIDES
 
 
 def groups(run_dirs, also_ignore=()):
@@ -87,29 +91,43 @@ def groups(run_dirs, also_ignore=()):
     return labelled
 
 
-def final_score(run_dir):
-    """The run's last evaluation mean, or without evaluations its last mean of 100 games."""
-    evals = read_columns(os.path.join(run_dir, "eval.csv"), ("mean",))["mean"]
-    if evals:
-        return evals[-1]
-    train = read_columns(os.path.join(run_dir, "episodes.csv"), ("mean_100",))["mean_100"]
-    return train[-1] if train else None
+def scores(run_dir, evaluations):
+    """[(agent step, score)]: the evaluation means, or the mean of 100 at each game's end."""
+    name, column = ("eval.csv", "mean") if evaluations else ("episodes.csv", "mean_100")
+    found = read_columns(os.path.join(run_dir, name), ("agent_step", column))
+    return list(zip(found["agent_step"], found[column]))
+
+
+def scores_at_common_step(members):
+    """(step, {run_dir: score}): each run's score at the last step every run reached.
+
+    Runs of one setting stop at different steps (a benchmark stops each seed at its own
+    threshold or time), and a score taken at each run's own end would compare a seed's
+    400k steps with another's 200k. The score is the last evaluation at or before that
+    step, or where any run has no evaluation, the last mean of 100 at or before it."""
+    evaluations = all(scores(run_dir, True) for run_dir in members)
+    runs = {run_dir: scores(run_dir, evaluations) for run_dir in members}
+    runs = {run_dir: found for run_dir, found in runs.items() if found}
+    if not runs:
+        return None, {}
+    step = min(found[-1][0] for found in runs.values())
+    return int(step), {run_dir: [score for at, score in found if at <= step][-1]
+                       for run_dir, found in runs.items()}
 
 
 def aggregate_rows(run_dirs, reps=2000, seed=0):
-    """[(setting, runs, games, normalized, {aggregate: (point, low, high)})] over the final
-    scores of each setting's runs (all games and seeds), human-normalized when every game of
-    the setting has reference scores, raw otherwise."""
+    """[(setting, runs, games, normalized, step, {aggregate: (point, low, high)})] over the
+    scores of each setting's runs (all games and seeds) at the last step all of them reached,
+    human-normalized when every game of the setting has reference scores, raw otherwise."""
     from fast_dqn.tools.aggregate import AGGREGATES, stratified_bootstrap
     from fast_dqn.tools.atari_scores import human_normalized
     rows = []
     for label, members in groups(run_dirs, also_ignore=("game", "env")).items():
+        step, by_run = scores_at_common_step(members)
         by_game = {}
-        for run_dir in members:
+        for run_dir, score in by_run.items():
             saved = saved_config(run_dir)
-            score = final_score(run_dir)
-            if score is not None:
-                by_game.setdefault(saved.get("game") or saved.get("env"), []).append(score)
+            by_game.setdefault(saved.get("game") or saved.get("env"), []).append(score)
         if not by_game:
             continue
         normalized = all(human_normalized(game, 0.0) is not None for game in by_game)
@@ -118,20 +136,21 @@ def aggregate_rows(run_dirs, reps=2000, seed=0):
                        for game, scores in by_game.items()}
         stats = {name: stratified_bootstrap(by_game, statistic, reps, seed)
                  for name, statistic in AGGREGATES.items()}
-        rows.append((label, sum(map(len, by_game.values())), len(by_game), normalized, stats))
+        rows.append((label, sum(map(len, by_game.values())), len(by_game), normalized, step,
+                     stats))
     return rows
 
 
 def print_aggregates(rows, out=None):
     out = out or sys.stdout
-    print("| setting | runs | games | scores | IQM [95% CI] | optimality gap [95% CI] | "
-          "mean [95% CI] |", file=out)
-    print("|---|---|---|---|---|---|---|", file=out)
-    for label, runs, games, normalized, stats in rows:
+    print("| setting | runs | games | at agent step | scores | IQM [95% CI] | "
+          "optimality gap [95% CI] | mean [95% CI] |", file=out)
+    print("|---|---|---|---|---|---|---|---|", file=out)
+    for label, runs, games, normalized, step, stats in rows:
         cells = " | ".join(f"{point:.3f} [{low:.3f}, {high:.3f}]"
                            for point, low, high in stats.values())
         kind = "human-normalized" if normalized else "raw"
-        print(f"| {label} | {runs} | {games} | {kind} | {cells} |", file=out)
+        print(f"| {label} | {runs} | {games} | {step:,} | {kind} | {cells} |", file=out)
 
 
 def _draw_group(axes, label, members):
