@@ -81,6 +81,35 @@ def test_tensorboards_own_reader_reads_the_scalars(tmp_path):
     assert [(e.step, e.value) for e in reader.Scalars("eval/mean")] == [(100, -20.5), (200, 3.0)]
 
 
+def test_a_tensorboard_left_running_drops_the_points_a_resume_plays_again(tmp_path):
+    """It read them before the cut; the restart marker makes it drop them, of every tag,
+    and keep the checkpoint's own step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from fast_dqn.run.tensorboard_log import TensorBoardLog
+    clock = FakeClock()
+    first = TensorBoardLog(str(tmp_path), clock=clock)
+    first.scalars(100, {"train/loss": 1.0, "eval/mean": -20.0})
+    saved = first.state_dict()                    # the checkpoint of step 100
+    first.scalars(200, {"train/loss": 2.0})
+    first.scalars(210, {"eval/mean": -5.0})       # then a stop without a checkpoint
+    running = EventAccumulator(str(tmp_path / "tensorboard"))
+    running.Reload()
+    assert [e.step for e in running.Scalars("eval/mean")] == [100, 210]
+    clock.t = 5.0
+    second = TensorBoardLog(str(tmp_path), resume=saved, clock=clock, resumed_at=100)
+    second.scalars(150, {"train/loss": 1.5})
+    second.close()
+    running.Reload()
+    assert [(e.step, e.value) for e in running.Scalars("train/loss")] == [(100, 1.0),
+                                                                          (150, 1.5)]
+    assert [e.step for e in running.Scalars("eval/mean")] == [100]
+    fresh = EventAccumulator(str(tmp_path / "tensorboard"))
+    fresh.Reload()
+    assert [e.step for e in fresh.Scalars("train/loss")] == [100, 150]
+    assert [e.step for e in fresh.Scalars("eval/mean")] == [100]
+
+
 def test_a_resume_cuts_the_events_back_to_its_checkpoint(tmp_path):
     """Each step once after any stop: the session that died after the checkpoint wrote more
     to its file (cut back) and a later session's file (removed) never reached one."""

@@ -9,6 +9,10 @@ size (`state_dict`); a resume cuts the files back to those sizes and removes the
 written after the checkpoint, so that every step appears once after any stop, `kill -9`
 included, exactly as the CSV logs are cut back (TensorBoard's own restart convention, a
 purge when the step goes backwards, is not applied by every reader of event files).
+
+A TensorBoard left running has already read what the cut removes, so the resumed session's
+file also opens with TensorBoard's restart marker, a SessionLog START at the first step it
+plays again: TensorBoard then drops every point it holds from that step on, of every tag.
 """
 
 import os
@@ -19,9 +23,10 @@ _MARK = "tfevents"  # how TensorBoard recognises an events file
 
 
 class TensorBoardLog:
-    def __init__(self, run_dir, resume=None, clock=time.time):
+    def __init__(self, run_dir, resume=None, clock=time.time, resumed_at=None):
         """resume: the state_dict of the checkpoint a run resumes from; the events files are
-        cut back to it before this session's file is opened."""
+        cut back to it before this session's file is opened. resumed_at: that checkpoint's
+        agent step."""
         from tensorboard.compat.proto import event_pb2, summary_pb2
         from tensorboard.summary.writer.record_writer import RecordWriter
         self._event, self._summary = event_pb2.Event, summary_pb2.Summary
@@ -40,6 +45,11 @@ class TensorBoardLog:
             self._file = open(self.file_name, "xb")
         self._records = RecordWriter(self._file)
         self._write(self._event(wall_time=clock(), file_version="brain.Event:2"))
+        if resumed_at is not None:
+            # From the step after the checkpoint's: its own points stay, as the cut keeps them.
+            self._write(self._event(wall_time=clock(), step=int(resumed_at) + 1,
+                                    session_log=event_pb2.SessionLog(
+                                        status=event_pb2.SessionLog.START)))
 
     def scalars(self, step, values):
         """Write {tag: value} at agent step `step`; None values are skipped."""

@@ -97,7 +97,8 @@ class RunParts:
                                scalars=TensorBoardLog(
                                    config.logdir,
                                    resume=self.state["monitor"]["tensorboard"] if resume
-                                   else None),
+                                   else None,
+                                   resumed_at=step if resume else None),
                                resume=self.state["monitor"] if resume else None,
                                replay_fill=lambda: len(self.replay) / self.replay.capacity,
                                progress=self.progress)
