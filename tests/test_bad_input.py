@@ -84,6 +84,9 @@ CASES = [
      "--prepopulate warm-up of 50,000 steps; raise --timesteps or lower --prepopulate"),
     ("fast", ["--env=CartPole-v1", "--timesteps=1000", "--prepopulate=2000"], None,
      "--timesteps", "1,000 steps end before training starts"),
+    ("dqn", ["--timesteps=50003"], None, "--timesteps", "50,003 steps end before the first "
+     "minibatch, at step 50,004 (one every --train-freq 4 steps after the --prepopulate "
+     "warm-up of 50,000); raise --timesteps to 50,004 or more"),
     ("dqn", ["--eps-end=1.5"], None, "--eps-end", "must be in [0, 1]"),
     ("dqn", ["--sticky-actions=-0.1"], None, "--sticky-actions", "must be in [0, 1]"),
     ("dqn", ["--batch-size=64", "--replay-capacity=32"], None, "--batch-size",

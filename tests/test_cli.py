@@ -151,6 +151,14 @@ def test_help_lists_every_option_with_its_default():
         assert flags.flag_name(name) in out
     assert "(default: 50_000_000 agent steps)" in flat
     assert "(default: 10_000 agent steps)" in flat
+    assert "Counts may be written 50_000_000, 5e7, 50M or 100k." in flat
+    assert flags.parse_count("100k") == 100_000 and flags.parse_count("50M") == 50_000_000
+
+
+def test_the_resume_hint_is_a_command_to_paste():
+    from fast_dqn.run.cli import resume_command
+    assert resume_command("run_dqn.py", "runs/pong dqn") == ("python run_dqn.py --resume "
+                                                            "'runs/pong dqn'")
 
 
 def test_a_library_error_is_worded_with_the_flags_on_the_command_line(capsys):

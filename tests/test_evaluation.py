@@ -2,6 +2,8 @@
 stopped evaluation is played again identically), and the same games whether they are played
 one after another in Python or W at once on ale-py's vector env (a real ROM)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from fake_env import QValues, ScriptedEnv
@@ -123,3 +125,39 @@ def test_w_games_at_once_are_the_games_played_one_after_another(game, sticky):
         games.close()
     assert at_once == one_at_a_time
     assert len(set(one_at_a_time)) > 1  # games that differ, or the check would be weak
+
+
+class CountedSteps:
+    """Evaluation games whose steps are counted."""
+
+    def __init__(self, games):
+        self.games, self.steps = games, 0
+
+    def __getattr__(self, name):
+        return getattr(self.games, name)
+
+    def step(self, actions):
+        self.steps += 1
+        return self.games.step(actions)
+
+
+@pytest.mark.parametrize("eval_workers", [1, 2])
+def test_evaluation_games_end_at_their_own_time_limit(eval_workers):
+    """--eval-max-episode-steps caps each evaluation game (the 2015 paper's 5 minutes is
+    4,500 agent steps), on the vector env and on the Python one, and training keeps its own;
+    0 leaves the evaluation at training's limit."""
+    from fast_dqn.run.components import build_evaluation_games
+    from fast_dqn.run.hyperparameters import Config, evaluation_protocol
+    config = Config(game="pong", max_episode_steps=60, eval_max_episode_steps=40,
+                    eval_workers=eval_workers)
+    assert evaluation_protocol(config).max_episode_steps == 40
+    assert evaluation_protocol(Config(max_episode_steps=60)).max_episode_steps == 60
+    for cap, limit in ((40, 40), (0, 60)):
+        games = CountedSteps(build_evaluation_games(
+            dataclasses.replace(config, eval_max_episode_steps=cap)))
+        try:
+            # A game of Pong lasts far longer than 60 agent steps: each lasts its time limit.
+            returns = play(games, pixel_q_values, game_seeds((3, 1), 0, 2), 0.0)
+        finally:
+            games.close()
+        assert len(returns) == 2 and games.steps == limit * 2 // eval_workers

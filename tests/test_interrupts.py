@@ -78,6 +78,7 @@ def test_two_sigints_at_once_stop_a_real_run_with_a_checkpoint(tmp_path):
     stderr = (tmp_path / "err.txt").read_text()
     assert code == 128 + signal.SIGINT, stderr[-3000:]
     assert "aborted" not in stderr and "Traceback" not in stderr, stderr[-3000:]
-    assert "stopped after a checkpoint" in stderr
+    assert "stopped after a checkpoint; continue with: python run_" in stderr
+    assert f" --resume {logdir}\n" in stderr  # as it can be pasted
     assert [name for name in os.listdir(logdir / "checkpoints")
             if name.startswith("step-")], stderr[-3000:]

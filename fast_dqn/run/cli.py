@@ -15,6 +15,7 @@ import sys
 import traceback
 
 from fast_dqn.errors import ConfigError
+from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.flags import build_parser, explicit_values, fail
 from fast_dqn.run.precedence import build_config
 from fast_dqn.run.resume import describe_kept, hold_run, resume_config
@@ -46,6 +47,12 @@ def validate_and_resolve(config):
         raise ConfigError("timesteps", f"{config.timesteps:,} steps end before training "
                           f"starts, after the --prepopulate warm-up of {config.prepopulate:,} "
                           "steps; raise --timesteps or lower --prepopulate")
+    if not minibatches_due(0, config.timesteps, config.prepopulate, config.train_freq):
+        first = (config.prepopulate // config.train_freq + 1) * config.train_freq
+        raise ConfigError("timesteps", f"{config.timesteps:,} steps end before the first "
+                          f"minibatch, at step {first:,} (one every --train-freq "
+                          f"{config.train_freq} steps after the --prepopulate warm-up of "
+                          f"{config.prepopulate:,}); raise --timesteps to {first:,} or more")
     check_logdir(config.logdir)
     return config
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from fast_dqn.agent.replay_memory import ReplayMemory
 from fast_dqn.envs.environment import game_seed, make_env
+from fast_dqn.run import hyperparameters as hp
 from fast_dqn.run.validation import check_resolved
 
 # Streams keep every random stream of a run distinct yet derived from the one --seed (the
@@ -71,6 +72,7 @@ def build_evaluation_games(config):
     on ale-py's vector env, or one game at a time on a Python env (--env, one worker, or an
     --interp the vector env cannot honour)."""
     from fast_dqn.loops.evaluation import AtOnce, OneAtATime
+    config = hp.evaluation_protocol(config)
     if config.env is None and config.eval_workers > 1 and config.interp == "area":
         from fast_dqn.envs.samplers import VectorSamplers
         # Threads of the samplers' own size: they run only while an evaluation plays.

@@ -123,7 +123,8 @@ def _add_flag(parser, f, default):
     parser.add_argument(flag_name(f.name), type=convert, help=text, **kwargs)
 
 
-BACKEND_HELP = ("The networks run on Keras 3's backend: TensorFlow by default; "
+BACKEND_HELP = ("Counts may be written 50_000_000, 5e7, 50M or 100k. "
+                "The networks run on Keras 3's backend: TensorFlow by default; "
                 "KERAS_BACKEND=jax (after pip install -r requirements-jax.txt) runs them on "
                 "JAX, without TensorFlow. A run resumes on either. See 'The Keras backend' in "
                 "docs/options.md.")

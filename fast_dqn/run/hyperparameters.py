@@ -76,6 +76,10 @@ class Config:
                             "agent steps", limit="non_negative")
     eval_episodes: int = _budget(30, "full games per evaluation", "games", limit="positive")
     eval_epsilon: float = _budget(0.05, "epsilon of the evaluation policy", limit="probability")
+    eval_max_episode_steps: int = _budget(0, "time limit per evaluation game (Atari); 0: the "
+                                          "training's --max-episode-steps. 4500 (18k frames) "
+                                          "is the 2015 paper's 5-minute cap", "agent steps",
+                                          limit="non_negative")
     eval_workers: int = _budget(8, "evaluation games played at once on ale-py's vector env "
                                 "(Atari); 1 plays them one after another in Python. The same "
                                 "games either way: each is seeded by the run's seed, the "
@@ -158,6 +162,13 @@ RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "s
 # records those a resume changed, and a plain --resume keeps the last ones given, so that a run extended with
 # --timesteps and then stopped goes on to that budget (config.json keeps the first values).
 RUN_PLAN = ("timesteps", "checkpoint_freq", "save_replay")
+
+
+def evaluation_protocol(config):
+    """The config an evaluation game is played with: training's, under its own time limit."""
+    if not config.eval_max_episode_steps:
+        return config
+    return dataclasses.replace(config, max_episode_steps=config.eval_max_episode_steps)
 
 
 def learning_settings(config):

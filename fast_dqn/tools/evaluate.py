@@ -94,6 +94,8 @@ def build_eval_env(config, seed, recorder):
     """The run's evaluation env, with the recorder on its raw frames."""
     from fast_dqn.envs import atari_wrappers as w
     from fast_dqn.envs.environment import SeedOnFirstReset, make_raw_atari_env, wrap_atari
+    from fast_dqn.run.hyperparameters import evaluation_protocol
+    config = evaluation_protocol(config)
     if config.env is None:
         raw = make_raw_atari_env(config.game, config.sticky_actions, config.full_action_space)
         env = wrap_atari(RecordFrames(raw, recorder, True), config, training=False)
