@@ -98,3 +98,22 @@ def test_the_aggregates_of_synthetic_runs_are_the_hand_computed_ones(tmp_path, c
     out = capsys.readouterr().out
     assert "| fast nature | 6 | 2 | 200 | human-normalized | 0.625 [" in out
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_shorter_window_follows_the_agents_current_play(tmp_path, capsys):
+    """In Pong a hundred games of a learning agent span 500k agent steps: --window gives the
+    mean of the last few, computed from each game's return, by hand here."""
+    from fast_dqn.tools.plot import scores_at_common_step, training_curve
+    path = tmp_path / "run"
+    path.mkdir()
+    (path / "episodes.csv").write_text("episode,agent_step,return,mean_100,hours\n"
+                                       "1,100,-21.0,-21.0,0.1\n2,300,-15.0,-18.0,0.2\n"
+                                       "3,700,-9.0,-15.0,0.3\n")
+    curve = training_curve(str(path), window=2)
+    assert curve["mean"] == [-21.0, -18.0, -12.0] and curve["agent_step"] == [100, 300, 700]
+    assert training_curve(str(path))["mean"] == [-21.0, -18.0, -15.0]  # the logged mean_100
+    assert scores_at_common_step([str(path)], window=2) == (700, {str(path): -12.0})
+    assert main([str(path), "--window", "2", "-o", str(tmp_path / "c.png")]) == 0
+    assert main([str(path), "--window", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--window: must be a positive whole number, got 0" in err

@@ -36,6 +36,23 @@ def read_columns(path, names):
     return columns
 
 
+def training_curve(run_dir, window=100):
+    """{"agent_step", "hours", "mean"}: at each game's end, the mean of the last `window`
+    games (100: the logged mean_100). A shorter window follows the agent's current play
+    where games are long: in Pong, a hundred games of a learning agent span 500k steps."""
+    found = read_columns(os.path.join(run_dir, "episodes.csv"),
+                         ("agent_step", "hours", "return", "mean_100"))
+    if window == 100:
+        means = found["mean_100"]
+    else:
+        import numpy as np
+        total = np.cumsum(np.concatenate([[0.0], found["return"]]))
+        ends = np.arange(1, len(found["return"]) + 1)
+        starts = np.maximum(ends - window, 0)
+        means = list((total[ends] - total[starts]) / (ends - starts))
+    return {"agent_step": found["agent_step"], "hours": found["hours"], "mean": means}
+
+
 def saved_config(run_dir):
     """The run's config.json, or {} when it is missing or unreadable (a plot still draws)."""
     try:
@@ -91,22 +108,24 @@ def groups(run_dirs, also_ignore=()):
     return labelled
 
 
-def scores(run_dir, evaluations):
-    """[(agent step, score)]: the evaluation means, or the mean of 100 at each game's end."""
-    name, column = ("eval.csv", "mean") if evaluations else ("episodes.csv", "mean_100")
-    found = read_columns(os.path.join(run_dir, name), ("agent_step", column))
-    return list(zip(found["agent_step"], found[column]))
+def scores(run_dir, evaluations, window=100):
+    """[(agent step, score)]: the evaluation means, or the mean of the last `window` games
+    at each game's end."""
+    found = (read_columns(os.path.join(run_dir, "eval.csv"), ("agent_step", "mean"))
+             if evaluations else training_curve(run_dir, window))
+    return list(zip(found["agent_step"], found["mean"]))
 
 
-def scores_at_common_step(members):
+def scores_at_common_step(members, window=100):
     """(step, {run_dir: score}): each run's score at the last step every run reached.
 
     Runs of one setting stop at different steps (a benchmark stops each seed at its own
     threshold or time), and a score taken at each run's own end would compare a seed's
     400k steps with another's 200k. The score is the last evaluation at or before that
-    step, or where any run has no evaluation, the last mean of 100 at or before it."""
+    step, or where any run has no evaluation, the last mean of `window` games at or before
+    it."""
     evaluations = all(scores(run_dir, True) for run_dir in members)
-    runs = {run_dir: scores(run_dir, evaluations) for run_dir in members}
+    runs = {run_dir: scores(run_dir, evaluations, window) for run_dir in members}
     runs = {run_dir: found for run_dir, found in runs.items() if found}
     if not runs:
         return None, {}
@@ -115,7 +134,7 @@ def scores_at_common_step(members):
                        for run_dir, found in runs.items()}
 
 
-def aggregate_rows(run_dirs, reps=2000, seed=0):
+def aggregate_rows(run_dirs, reps=2000, seed=0, window=100):
     """[(setting, runs, games, normalized, step, {aggregate: (point, low, high)})] over the
     scores of each setting's runs (all games and seeds) at the last step all of them reached,
     human-normalized when every game of the setting has reference scores, raw otherwise."""
@@ -123,7 +142,7 @@ def aggregate_rows(run_dirs, reps=2000, seed=0):
     from fast_dqn.tools.atari_scores import human_normalized
     rows = []
     for label, members in groups(run_dirs, also_ignore=("game", "env")).items():
-        step, by_run = scores_at_common_step(members)
+        step, by_run = scores_at_common_step(members, window)
         by_game = {}
         for run_dir, score in by_run.items():
             saved = saved_config(run_dir)
@@ -153,14 +172,16 @@ def print_aggregates(rows, out=None):
         print(f"| {label} | {runs} | {games} | {step:,} | {kind} | {cells} |", file=out)
 
 
-def _draw_group(axes, label, members):
+def _draw_group(axes, label, members, window=100):
     """One setting's runs as their mean and 95% bootstrap band, against steps and hours."""
     from fast_dqn.tools.aggregate import bootstrap_band, common_grid, on_grid
     panels = []
-    for row, (name, columns, y) in enumerate((
-            ("episodes.csv", ("agent_step", "mean_100", "hours"), "mean_100"),
-            ("eval.csv", ("agent_step", "mean", "hours"), "mean"))):
-        runs = [read_columns(os.path.join(run_dir, name), columns) for run_dir in members]
+    y = "mean"
+    for row, read in enumerate((
+            lambda run_dir: training_curve(run_dir, window),
+            lambda run_dir: read_columns(os.path.join(run_dir, "eval.csv"),
+                                         ("agent_step", "mean", "hours")))):
+        runs = [read(run_dir) for run_dir in members]
         runs = [run for run in runs if run[y]]
         for column, x in enumerate(("agent_step", "hours")):
             usable = [run for run in runs if len(run[x]) == len(run[y])]
@@ -177,9 +198,10 @@ def _draw_group(axes, label, members):
         ax.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
 
 
-def make_figure(run_dirs, title=None, aggregate=False):
+def make_figure(run_dirs, title=None, aggregate=False, window=100):
     """The four panels of the runs, as a matplotlib figure (the caller closes it); with
-    `aggregate`, one mean line and band per group of seeds."""
+    `aggregate`, one mean line and band per group of seeds; the training return as the mean
+    of the last `window` games."""
     import matplotlib
     matplotlib.use("Agg")  # files only: no display is needed or wanted
     import matplotlib.pyplot as plt
@@ -190,20 +212,19 @@ def make_figure(run_dirs, title=None, aggregate=False):
                               "directories made by run_dqn.py or run_fast_dqn.py")
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="row")
     for label, members in (groups(run_dirs).items() if aggregate else ()):
-        _draw_group(axes, label, members)
+        _draw_group(axes, label, members, window)
     for run_dir in (() if aggregate else run_dirs):
         label = run_label(run_dir)
-        train = read_columns(os.path.join(run_dir, "episodes.csv"),
-                             ("agent_step", "mean_100", "hours"))
+        train = training_curve(run_dir, window)
         evals = read_columns(os.path.join(run_dir, "eval.csv"), ("agent_step", "mean", "hours"))
-        line, = axes[0, 0].plot(train["agent_step"], train["mean_100"], label=label)
-        axes[0, 1].plot(train["hours"], train["mean_100"], color=line.get_color())
+        line, = axes[0, 0].plot(train["agent_step"], train["mean"], label=label)
+        axes[0, 1].plot(train["hours"], train["mean"], color=line.get_color())
         axes[1, 0].plot(evals["agent_step"], evals["mean"], "o-", color=line.get_color(),
                         markersize=3)
         if len(evals["hours"]) == len(evals["mean"]):  # older eval.csv files have no hours
             axes[1, 1].plot(evals["hours"], evals["mean"], "o-", color=line.get_color(),
                             markersize=3)
-    axes[0, 0].set_ylabel("training return (mean of last 100 games)")
+    axes[0, 0].set_ylabel(f"training return (mean of last {window} games)")
     axes[1, 0].set_ylabel("evaluation mean return")
     for row in axes:
         row[0].set_xlabel("agent steps")
@@ -218,8 +239,8 @@ def make_figure(run_dirs, title=None, aggregate=False):
     return fig, plt
 
 
-def plot_runs(run_dirs, output, title=None, aggregate=False):
-    fig, plt = make_figure(run_dirs, title, aggregate)
+def plot_runs(run_dirs, output, title=None, aggregate=False, window=100):
+    fig, plt = make_figure(run_dirs, title, aggregate, window)
     try:
         fig.savefig(output, dpi=120)
     except OSError as error:
@@ -242,14 +263,21 @@ def main(argv=None):
                         help="runs that differ only in their seed as one mean line with a 95%% "
                         "bootstrap band, and a table of IQM, optimality gap and mean with "
                         "stratified-bootstrap intervals")
+    parser.add_argument("--window", type=int, default=100, metavar="GAMES",
+                        help="the training return is the mean of the last GAMES games "
+                        "(default: 100, the logged mean_100); fewer follow the agent's "
+                        "current play where games are long")
     args = parser.parse_args(argv)
+    if args.window < 1:
+        return fail(parser.prog, ConfigError("--window", f"must be a positive whole number, "
+                                             f"got {args.window}"))
     try:
-        path = plot_runs(args.run_dirs, args.output, args.title, args.aggregate)
+        path = plot_runs(args.run_dirs, args.output, args.title, args.aggregate, args.window)
     except ConfigError as error:
         return fail(parser.prog, error)
     print(f"wrote {path}")
     if args.aggregate:
-        print_aggregates(aggregate_rows(args.run_dirs))
+        print_aggregates(aggregate_rows(args.run_dirs, window=args.window))
     return 0
 
 
