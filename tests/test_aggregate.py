@@ -85,6 +85,11 @@ def test_the_aggregates_of_synthetic_runs_are_the_hand_computed_ones(tmp_path, c
     runs = [synthetic_run(tmp_path / f"{game}-{seed}", game, seed, final,
                           later=99.0 if seed == 2 else None, threads=2 if seed == 2 else None)
             for game, scores in finals.items() for seed, final in enumerate(scores)]
+    # Seed 1's config.json names a setting at its default that the others, written before
+    # it existed, lack: the same setting.
+    seed1 = tmp_path / "pong-1" / "config.json"
+    seed1.write_text(json.dumps({**json.loads(seed1.read_text()),
+                                 "eval_max_episode_steps": 0}))
     assert list(groups(runs)) == ["pong fast nature", "breakout fast nature"]
     (label, count, games, normalized, step, stats), = aggregate_rows(runs, reps=200)
     assert (label, count, games, normalized, step) == ("fast nature", 6, 2, True, 200)
@@ -117,3 +122,18 @@ def test_a_shorter_window_follows_the_agents_current_play(tmp_path, capsys):
     assert main([str(path), "--window", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--window: must be a positive whole number, got 0" in err
+
+
+def test_runs_that_share_no_step_are_refused_in_one_line_before_anything_is_written(
+        tmp_path, capsys):
+    """A smoke run that ended at 100k beside a run whose first evaluation is at 250k."""
+    short = synthetic_run(tmp_path / "short", "pong", 0, 1.0)
+    late = tmp_path / "late"
+    synthetic_run(late, "pong", 1, 2.0)
+    (late / "eval.csv").write_text("agent_step,mean,std,episodes,hours\n300,5.0,0,2,0.3\n")
+    output = tmp_path / "curves.png"
+    assert main([short, str(late), "--aggregate", "-o", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"'{late}' has its first score at agent step 300, " \
+        f"after the last of '{short}' (200)" in err
+    assert not output.exists()

@@ -182,6 +182,20 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys)
     assert "warning: skipping damaged checkpoint step-000000000200" in err
 
 
+def test_a_run_from_before_a_setting_existed_resumes_with_its_default_typed(tmp_path):
+    """config.json written before --eval-max-episode-steps existed: that run used 0, so 0
+    typed on resume agrees, and another value is refused as any protocol change is."""
+    import json
+    run_dir = make_run(tmp_path / "run", checkpoints=(100,), timesteps=60_000)
+    saved = json.loads((run_dir / "config.json").read_text())
+    del saved["eval_max_episode_steps"]
+    (run_dir / "config.json").write_text(json.dumps(saved))
+    config, _, _ = resume_config(str(run_dir), {"eval_max_episode_steps": 0}, NATURE)
+    assert config.eval_max_episode_steps == 0
+    with pytest.raises(ConfigError, match="4500 conflicts with this run's saved 0"):
+        resume_config(str(run_dir), {"eval_max_episode_steps": 4500}, NATURE)
+
+
 @pytest.mark.slow  # a real run
 def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_path):
     # A real checkpoint of a Pong run, copied into a Breakout run: action counts differ.

@@ -51,20 +51,23 @@ def test_tensorboard_gets_every_scalar(tmp_path):
     assert scalars["eval/mean"] == [(400, 2.0)] and scalars["eval/std"] == [(400, 1.0)]
 
 
-def test_the_last_step_ticked_again_and_again_is_one_point(tmp_path):
+def test_the_last_step_ticked_again_and_again_is_one_point_of_all_its_minibatches(tmp_path):
     """The last step ticks while its last minibatches train and while the trainer finishes:
-    one point per step, as after a restart."""
+    one point, written at the end, with the mean of every minibatch since the one before."""
     from fast_dqn.run.tensorboard_log import TensorBoardLog
     clock = FakeClock()
     monitor = Monitor(str(tmp_path), 1000, interval=10, clock=clock,
                       console=ProgressLines(1000, out=io.StringIO()),
                       scalars=TensorBoardLog(str(tmp_path)))
-    for t in (20.0, 40.0, 60.0):
-        monitor.record_train(1.0, 2.0)
+    monitor.record_train(4.0, 1.0)
+    clock.t = 20.0
+    monitor.tick(900, 0.1)                        # an ordinary point
+    for t, loss in ((40.0, 1.0), (60.0, 2.0), (80.0, 3.0)):
+        monitor.record_train(loss, 2.0)
         clock.t = t
         monitor.tick(1000, 0.1)
     monitor.close()
-    assert read_scalars(tmp_path)["train/loss"] == [(1000, 1.0)]
+    assert read_scalars(tmp_path)["train/loss"] == [(900, 4.0), (1000, 2.0)]
 
 
 def test_tensorboards_own_reader_reads_the_scalars(tmp_path):

@@ -181,6 +181,7 @@ class Monitor:
         self.start = clock()
         self.last_console = self.last_scalars = self.start
         self.last_console_step = self.last_scalars_step = resume["step"] if resume else 0
+        self.last_epsilon = None
         self._lock = threading.Lock()
         self._loss_sum = self._q_sum = 0.0
         self._num_losses = 0
@@ -260,25 +261,30 @@ class Monitor:
         """Called every step (and while the last minibatches train): updates the console
         and the scalars when they are due."""
         now = self.clock()
-        self.last_step = step
+        self.last_step, self.last_epsilon = step, epsilon
         if now - self.last_console >= self.console.interval:
             self._show(step, epsilon, now)
-        # One point per step: the last step ticks again while its last minibatches train or
-        # the trainer finishes, and TensorBoard would draw each of those as another point.
+        # The last step's point waits for close(): that step ticks again while its last
+        # minibatches train or the trainer finishes, and one point must hold all of them
+        # (TensorBoard would draw each write as another point).
         if (self.scalars and now - self.last_scalars >= self.interval
-                and step > self.last_scalars_step):
-            with self._lock:
-                n, loss_sum, q_sum = self._num_losses, self._loss_sum, self._q_sum
-                self._loss_sum = self._q_sum = 0.0
-                self._num_losses = 0
-            rate = (step - self.last_scalars_step) / (now - self.last_scalars)
-            self.scalars.scalars(step, {
-                "train/loss": loss_sum / n if n else None,
-                "train/mean_q": q_sum / n if n else None,
-                "progress/epsilon": epsilon,
-                "progress/steps_per_second": rate,
-                "progress/replay_fill": self.replay_fill() if self.replay_fill else None})
-            self.last_scalars, self.last_scalars_step = now, step
+                and self.last_scalars_step < step < self.total_steps):
+            self._write_scalars(step, epsilon, now)
+
+    def _write_scalars(self, step, epsilon, now):
+        """The point of `step`: the minibatches' means since the last point, and progress."""
+        with self._lock:
+            n, loss_sum, q_sum = self._num_losses, self._loss_sum, self._q_sum
+            self._loss_sum = self._q_sum = 0.0
+            self._num_losses = 0
+        rate = (step - self.last_scalars_step) / max(now - self.last_scalars, 1e-9)
+        self.scalars.scalars(step, {
+            "train/loss": loss_sum / n if n else None,
+            "train/mean_q": q_sum / n if n else None,
+            "progress/epsilon": epsilon,
+            "progress/steps_per_second": rate,
+            "progress/replay_fill": self.replay_fill() if self.replay_fill else None})
+        self.last_scalars, self.last_scalars_step = now, step
 
     def _show(self, step, epsilon, now):
         """The console's status: the phase, steps/s (not while evaluating: no step is
@@ -312,6 +318,11 @@ class Monitor:
     def close(self):
         self.console.close(self.last_step)
         if self.scalars:
+            if self.last_epsilon is not None and self.last_step > self.last_scalars_step:
+                try:
+                    self._write_scalars(self.last_step, self.last_epsilon, self.clock())
+                except OSError:
+                    pass  # a failing disk at the end: the run's own error says so
             self.scalars.close()
         self.episodes.close()
         self.evals.close()

@@ -75,9 +75,11 @@ def kept_plan(checkpoint, values, explicit, config_class):
 
 
 def saved_values(saved, config_class):
-    """config.json's settings, as the run used them."""
-    names = {f.name for f in dataclasses.fields(config_class)}
-    return {k: v for k, v in saved.items() if k in names}
+    """config.json's settings, as the run used them: a setting added since it was written
+    has its default, which is what that run used, so typing that value on resume agrees."""
+    defaults = config_class()
+    return {f.name: saved.get(f.name, getattr(defaults, f.name))
+            for f in dataclasses.fields(config_class)}
 
 
 def apply_flags(values, explicit, run_dir):

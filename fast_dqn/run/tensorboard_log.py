@@ -10,9 +10,13 @@ written after the checkpoint, so that every step appears once after any stop, `k
 included, exactly as the CSV logs are cut back (TensorBoard's own restart convention, a
 purge when the step goes backwards, is not applied by every reader of event files).
 
-A TensorBoard left running has already read what the cut removes, so the resumed session's
-file also opens with TensorBoard's restart marker, a SessionLog START at the first step it
-plays again: TensorBoard then drops every point it holds from that step on, of every tag.
+A TensorBoard left running has already read what the cut removes. So each session's file
+opens with TensorBoard's restart marker, a SessionLog START at the first step the session
+plays (a new run's too: a run restarted before its first checkpoint plays from step 1 again).
+TensorBoard's Python loader (`--load_fast=false`) then drops every point it holds from that
+step on, of every tag; its default Rust loader ignores the marker and drops a tag's points
+only when that tag is written again at an earlier step, so a point past the checkpoint of a
+tag not written again stays on screen until TensorBoard restarts.
 """
 
 import os
@@ -23,10 +27,10 @@ _MARK = "tfevents"  # how TensorBoard recognises an events file
 
 
 class TensorBoardLog:
-    def __init__(self, run_dir, resume=None, clock=time.time, resumed_at=None):
+    def __init__(self, run_dir, resume=None, clock=time.time, resumed_at=0):
         """resume: the state_dict of the checkpoint a run resumes from; the events files are
         cut back to it before this session's file is opened. resumed_at: that checkpoint's
-        agent step."""
+        agent step (0 for a run that starts)."""
         from tensorboard.compat.proto import event_pb2, summary_pb2
         from tensorboard.summary.writer.record_writer import RecordWriter
         self._event, self._summary = event_pb2.Event, summary_pb2.Summary
@@ -45,11 +49,10 @@ class TensorBoardLog:
             self._file = open(self.file_name, "xb")
         self._records = RecordWriter(self._file)
         self._write(self._event(wall_time=clock(), file_version="brain.Event:2"))
-        if resumed_at is not None:
-            # From the step after the checkpoint's: its own points stay, as the cut keeps them.
-            self._write(self._event(wall_time=clock(), step=int(resumed_at) + 1,
-                                    session_log=event_pb2.SessionLog(
-                                        status=event_pb2.SessionLog.START)))
+        # From the step after the checkpoint's: its own points stay, as the cut keeps them.
+        self._write(self._event(wall_time=clock(), step=int(resumed_at) + 1,
+                                session_log=event_pb2.SessionLog(
+                                    status=event_pb2.SessionLog.START)))
 
     def scalars(self, step, values):
         """Write {tag: value} at agent step `step`; None values are skipped."""

@@ -98,7 +98,7 @@ class RunParts:
                                    config.logdir,
                                    resume=self.state["monitor"]["tensorboard"] if resume
                                    else None,
-                                   resumed_at=step if resume else None),
+                                   resumed_at=step),
                                resume=self.state["monitor"] if resume else None,
                                replay_fill=lambda: len(self.replay) / self.replay.capacity,
                                progress=self.progress)

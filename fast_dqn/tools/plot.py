@@ -89,11 +89,17 @@ _NOT_THE_SETTING = ("seed", "logdir") + RESUME_OVERRIDES
 def groups(run_dirs, also_ignore=()):
     """{label: [run_dir]}: runs whose config.json differ only in their seed (and in
     `also_ignore`) form a group, in the order first given."""
+    import dataclasses
+
+    from fast_dqn.run.hyperparameters import FastConfig
+    # A setting added since a run was written has its default there: that is what it used.
+    defaults = dataclasses.asdict(FastConfig())
     found = {}
     for run_dir in run_dirs:
         saved = saved_config(run_dir)
-        key = json.dumps({k: v for k, v in saved.items()
-                          if k not in _NOT_THE_SETTING + tuple(also_ignore)}, sort_keys=True)
+        key = json.dumps({k: v for k, v in {**defaults, **saved}.items()
+                          if k not in _NOT_THE_SETTING + tuple(also_ignore)}, sort_keys=True,
+                         default=str)
         found.setdefault(key, []).append(run_dir)
     labelled = {}
     for members in found.values():
@@ -129,7 +135,15 @@ def scores_at_common_step(members, window=100):
     runs = {run_dir: found for run_dir, found in runs.items() if found}
     if not runs:
         return None, {}
-    step = min(found[-1][0] for found in runs.values())
+    last = min(runs, key=lambda run_dir: runs[run_dir][-1][0])
+    step = runs[last][-1][0]
+    for run_dir, found in runs.items():
+        if found[0][0] > step:
+            raise ConfigError("RUN_DIR", f"'{run_dir}' has its first score at agent step "
+                              f"{int(found[0][0]):,}, after the last of '{last}' "
+                              f"({int(step):,}): runs of one setting are compared at a step "
+                              "all of them reached; leave out the shorter run, or plot "
+                              "without --aggregate")
     return int(step), {run_dir: [score for at, score in found if at <= step][-1]
                        for run_dir, found in runs.items()}
 
@@ -272,12 +286,14 @@ def main(argv=None):
         return fail(parser.prog, ConfigError("--window", f"must be a positive whole number, "
                                              f"got {args.window}"))
     try:
+        # The table first: runs it cannot compare are refused before anything is written.
+        rows = aggregate_rows(args.run_dirs, window=args.window) if args.aggregate else None
         path = plot_runs(args.run_dirs, args.output, args.title, args.aggregate, args.window)
     except ConfigError as error:
         return fail(parser.prog, error)
     print(f"wrote {path}")
-    if args.aggregate:
-        print_aggregates(aggregate_rows(args.run_dirs, window=args.window))
+    if rows is not None:
+        print_aggregates(rows)
     return 0
 
 
