@@ -114,6 +114,17 @@ class NullMonitor:
         pass
 
 
+class TickRecorder(NullMonitor):
+    """A NullMonitor that records each tick as (step, minibatches trained by then)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ticks = []
+
+    def tick(self, step, epsilon):
+        self.ticks.append((step, self.losses))
+
+
 class MemoryCheckpoints:
     """A Checkpointer that keeps the loop states in memory; stop_requested() turns true at
     its call `stop_at` and stays true."""

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 import pytest
-from fake_samplers import FakeLearner, FakeSamplers, K, NullMonitor
+from fake_samplers import FakeLearner, FakeSamplers, K, NullMonitor, TickRecorder
 from helpers import TINY_FAKE
 
 from fast_dqn.agent.replay_memory import ReplayMemory
@@ -269,14 +269,6 @@ def test_lockstep_keeps_the_console_going_while_the_last_step_trains_what_is_owe
 
     from fast_dqn.loops.fast_loop import FastLoopState
 
-    class Ticks(NullMonitor):
-        def __init__(self):
-            super().__init__()
-            self.ticks = []  # (step, minibatches trained by then)
-
-        def tick(self, step, epsilon):
-            self.ticks.append((step, self.losses))
-
     config = dataclasses.replace(BASE, workers=4, concurrent=False)
     settings = LoopSettings.from_config(config)
     learner = FakeLearner()
@@ -290,7 +282,7 @@ def test_lockstep_keeps_the_console_going_while_the_last_step_trains_what_is_owe
     state = FastLoopState.from_state_dict(through_checkpoint(checkpoints.saved[-1][1]),
                                           settings)
     state.schedule.refill(step, prepopulate=960 - step, owed=10)  # refilling to the end
-    monitor = Ticks()
+    monitor = TickRecorder()
     FastLoop(settings, backend, learner, replay, None, monitor,
              checkpoints=MemoryCheckpoints()).run(state)
     at_the_end = sorted({trained for at, trained in monitor.ticks if at == 960})

@@ -4,7 +4,7 @@ checkpoints, what it stores, and that a stop and resume change none of it."""
 import numpy as np
 import pytest
 from fake_env import K, QValues, ScriptedEnv
-from fake_samplers import MemoryCheckpoints, NullMonitor
+from fake_samplers import MemoryCheckpoints, NullMonitor, TickRecorder
 
 from fast_dqn.agent.replay_memory import ReplayMemory
 from fast_dqn.agent.schedules import LinearSchedule
@@ -137,14 +137,6 @@ def test_the_console_goes_on_while_the_last_step_trains_its_deferred_minibatches
     there: the console is ticked between them, not left at the refill for minutes."""
     from helpers import through_checkpoint
 
-    class Ticks(NullMonitor):
-        def __init__(self):
-            super().__init__()
-            self.ticks = []  # (step, minibatches trained by then)
-
-        def tick(self, step, epsilon):
-            self.ticks.append((step, self.losses))
-
     replay = ReplayMemory(1000, (1,), K, frame_dtype=np.int64, seed=1)
     learner, checkpoints = Learner(replay), MemoryCheckpoints(100)
     env, rng = ScriptedEnv(), np.random.default_rng(0)
@@ -154,7 +146,7 @@ def test_the_console_goes_on_while_the_last_step_trains_its_deferred_minibatches
     state = through_checkpoint(state)
     # As a resume without replay leaves it: 10 owed, refilling up to the run's last step.
     state["schedule"].update(refill_until=120, deferred=10)
-    monitor = Ticks()
+    monitor = TickRecorder()
     run_nature_loop(SETTINGS, env, learner, replay, monitor, rng, Evaluations(),
                     MemoryCheckpoints(), resume=state)
     last = [trained for at, trained in monitor.ticks if at == 120]
