@@ -22,7 +22,7 @@ median over the window's segments (5k steps for the Nature loop, one 10k target 
 fast loop); min and max are in the CSV.
 
     python -m benchmarks.speedtest                 # the full grid (about an hour here)
-    python -m benchmarks.speedtest --quick         # a one-minute smoke run (CI)
+    python -m benchmarks.speedtest --quick         # a smoke run of about a minute (CI)
     python -m benchmarks.speedtest --only nature,fast-8-on-on,learner --repeats 3
     python -m benchmarks.speedtest --workers 8,16 --epsilon 0.1 --repeats 3 \
         --only nature,fast-8-on-on,fast-16-on-on,learner          # the GPU table: docs/gpu.md
@@ -279,7 +279,9 @@ def main():
         print(json.dumps({**figures, "device": args.device}))
         return
     if args.quick:
-        args.steps, args.warmup, args.replay, args.period = 1_000, 250, 5_000, 500
+        # One measured target period per fast case, two segments of the Nature loop: enough
+        # to show every case runs and reports, in about half the time of the full windows.
+        args.steps, args.warmup, args.replay, args.period = 500, 250, 5_000, 500
         args.nature_segment, args.samplers_segment = 250, 250
 
     selected = cases(args.quick, tuple(int(w) for w in args.workers.split(",")))

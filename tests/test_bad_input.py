@@ -10,7 +10,7 @@ import sys
 import zlib
 
 import pytest
-from helpers import ROOT, TINY
+from helpers import ROOT
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run import checkpoint as ckpt
@@ -197,20 +197,17 @@ def test_a_run_from_before_a_setting_existed_resumes_with_its_default_typed(tmp_
 
 
 @pytest.mark.slow  # a real run
-def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_path):
+def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_path,
+                                                                     tiny_pong_run):
     # A real checkpoint of a Pong run, copied into a Breakout run: action counts differ.
-    pong, breakout = tmp_path / "pong", tmp_path / "breakout"
-    result = subprocess.run([sys.executable, "run_dqn.py", *TINY, "--timesteps=600",
-                             "--evaluate=0", f"--logdir={pong}"],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
+    breakout = tmp_path / "breakout"
     make_run(breakout, checkpoints=(), game="breakout")
-    shutil.copytree(pong / "checkpoints", breakout / "checkpoints")
+    shutil.copytree(tiny_pong_run / "checkpoints", breakout / "checkpoints")
     before = snapshot(breakout)
-    # A budget past the copied checkpoint's: the Pong run's plan (600 steps, finished) would
+    # A budget past the copied checkpoint's: the Pong run's plan (1600 steps, finished) would
     # otherwise only be told to go on, with nothing written.
     result = subprocess.run([sys.executable, "run_dqn.py", f"--resume={breakout}",
-                             "--timesteps=1200"],
+                             "--timesteps=3200"],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]

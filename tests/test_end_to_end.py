@@ -3,15 +3,13 @@
 import json
 
 import pytest
-from helpers import TINY, logs, rows, run, run_together
+from helpers import TINY, logs, rows, run_together
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
 
-def test_run_dqn_tiny_pong_writes_both_csvs(tmp_path):
-    logdir = tmp_path / "run"
-    result = run("run_dqn.py", TINY + ["--seed=1", f"--logdir={logdir}"])
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_run_dqn_tiny_pong_writes_both_csvs(tiny_pong_run):
+    logdir = tiny_pong_run
     config = json.loads((logdir / "config.json").read_text())
     assert config["game"] == "pong" and config["timesteps"] == 1600
     episodes = rows(logdir / "episodes.csv")

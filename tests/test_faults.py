@@ -176,7 +176,7 @@ def test_kill_9_then_resume_loses_nothing_logged(tmp_path, background):
     args = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=800",
             "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",
             "--eps-decay-steps=600", "--eps-end=0.05", "--seed=3", "--save-replay",
-            "--checkpoint-freq=400", "--timesteps=2400"]
+            "--checkpoint-freq=400", "--timesteps=2400", "--batch-size=8"]
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     straight_run = background("run_dqn.py", args + [f"--logdir={straight}"])
     process = subprocess.Popen([sys.executable, "run_dqn.py", *args, f"--logdir={killed}"],

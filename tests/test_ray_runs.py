@@ -85,7 +85,7 @@ def test_samplers_run_on_the_second_node_of_a_two_node_cluster(tmp_path):
 TINY_RAY = ["--game=pong", "--backend=ray", "--num-samplers=2", "--envs-per-sampler=2",
             "--rollout-steps=64", "--prepopulate=512", "--replay-capacity=4096",
             "--target-update-freq=512", "--max-episode-steps=300", "--evaluate=0",
-            "--ray-object-store-mb=200"]
+            "--ray-object-store-mb=200", "--batch-size=8"]
 
 
 def start(argv, home, log):

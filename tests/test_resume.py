@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's
 
 SPLIT = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=1000",
          "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",
-         "--eps-decay-steps=600", "--eps-end=0.05", "--seed=3", "--save-replay"]
+         "--eps-decay-steps=600", "--eps-end=0.05", "--seed=3", "--save-replay",
+         "--batch-size=8"]  # helpers.TINY_PONG says why 8
 FAST = ["--workers=4", "--env-backend=python"]
 
 
@@ -68,7 +69,8 @@ def test_ctrl_c_mid_period_checkpoints_and_the_resume_is_exact(tmp_path, backgro
 def test_the_vector_backend_resumes_with_new_games(tmp_path):
     logdir = tmp_path / "run"
     args = ["--game=pong", "--workers=4", "--prepopulate=400", "--replay-capacity=2000",
-            "--evaluate=0", "--max-episode-steps=300", "--target-update-freq=400"]
+            "--evaluate=0", "--max-episode-steps=300", "--target-update-freq=400",
+            "--batch-size=8"]
     result = run("run_fast_dqn.py", args + ["--timesteps=1600", f"--logdir={logdir}"])
     assert result.returncode == 0, result.stderr[-3000:]
     before = rows(logdir / "episodes.csv")

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import ROOT, TINY, FakeClock, run
+from helpers import ROOT, FakeClock, run
 
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import ProgressBar, ProgressLines, make_console
@@ -158,27 +158,19 @@ def test_human_normalized_score():
     assert len(SCORES) == 57
 
 
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    logdir = tmp_path_factory.mktemp("runs") / "pong"
-    result = run("run_dqn.py", TINY + ["--seed=1", f"--logdir={logdir}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    return logdir
-
-
 @pytest.mark.slow  # a real run
-def test_a_real_run_writes_tensorboard_events(trained_run):
-    scalars = read_scalars(trained_run)
+def test_a_real_run_writes_tensorboard_events(tiny_pong_run):
+    scalars = read_scalars(tiny_pong_run)
     assert len(scalars["train/episode_return"]) >= 5
     assert [step for step, _ in scalars["eval/mean"]] == [800, 1600]
 
 
 @pytest.mark.slow  # a real run
-def test_evaluate_prints_scores_and_writes_a_playable_mp4(trained_run, tmp_path):
+def test_evaluate_prints_scores_and_writes_a_playable_mp4(tiny_pong_run, tmp_path):
     import cv2
     video = tmp_path / "agent.mp4"
     result = subprocess.run(
-        [sys.executable, "-m", "fast_dqn.tools.evaluate", str(trained_run), "--episodes=2",
+        [sys.executable, "-m", "fast_dqn.tools.evaluate", str(tiny_pong_run), "--episodes=2",
          "--epsilon=0.05", f"--video={video}"],
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -197,29 +189,29 @@ def test_evaluate_prints_scores_and_writes_a_playable_mp4(trained_run, tmp_path)
     assert b"moov" in head and b"avc1" in head  # H.264: what browsers and VS Code play
     # The run cuts games at 300 agent steps of 4 frames, after 0..30 no-op frames and FIRE.
     assert 1200 <= frames <= 1200 + 30 + 8
-    again = subprocess.run([sys.executable, "-m", "fast_dqn.tools.evaluate", str(trained_run),
+    again = subprocess.run([sys.executable, "-m", "fast_dqn.tools.evaluate", str(tiny_pong_run),
                             f"--video={video}"], capture_output=True, text=True, cwd=ROOT,
                            timeout=300)
     assert again.returncode == 2 and "would be overwritten" in again.stderr
 
 
 @pytest.mark.slow  # a real run
-def test_evaluate_best_plays_the_best_evaluations_weights(trained_run, capsys):
+def test_evaluate_best_plays_the_best_evaluations_weights(tiny_pong_run, capsys):
     from helpers import rows
 
     from fast_dqn.run.best_weights import best_store
     from fast_dqn.run.checkpoint import CheckpointStore
     from fast_dqn.tools.evaluate import main
     evaluations = [(int(row["agent_step"]), float(row["mean"]))
-                   for row in rows(trained_run / "eval.csv")]
+                   for row in rows(tiny_pong_run / "eval.csv")]
     best_step, best_mean = max(evaluations, key=lambda e: (e[1], -e[0]))  # the first best
-    best = best_store(str(trained_run)).latest()
+    best = best_store(str(tiny_pong_run)).latest()
     assert best.step == best_step and best.load_state()["mean"] == best_mean
-    checkpoint = CheckpointStore(str(trained_run)).latest().load_state()
+    checkpoint = CheckpointStore(str(tiny_pong_run)).latest().load_state()
     assert checkpoint["best"]["step"] == best_step
     for saved, exported in zip(checkpoint["best"]["weights"], best.load_state()["weights"]):
         np.testing.assert_array_equal(saved, exported)
-    assert main([str(trained_run), "--best", "--episodes=1"]) == 0
+    assert main([str(tiny_pong_run), "--best", "--episodes=1"]) == 0
     out = capsys.readouterr().out
     assert f"(the best evaluation: agent step {best_step:,}, mean {best_mean:.2f})" in out
 
@@ -240,12 +232,12 @@ def test_evaluate_refuses_a_directory_that_is_not_a_run(tmp_path):
 
 
 @pytest.mark.slow  # a real run
-def test_plot_writes_a_png(trained_run, tmp_path):
+def test_plot_writes_a_png(tiny_pong_run, tmp_path):
     import cv2
 
     from fast_dqn.tools.plot import main
     output = tmp_path / "curves.png"
-    assert main([str(trained_run), str(trained_run), "-o", str(output)]) == 0
+    assert main([str(tiny_pong_run), str(tiny_pong_run), "-o", str(output)]) == 0
     assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     image = cv2.imread(str(output))
     assert image.shape[0] > 500 and image.shape[1] > 800
