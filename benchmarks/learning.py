@@ -35,6 +35,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {"fast": "run_fast_dqn.py", "nature": "run_dqn.py"}
 POLL_SECONDS = 10
+# The scripts' exit statuses after a stop by SIGINT (the watch's own included) or SIGTERM:
+# a checkpoint was written, so it is a stop, not a failure.
+STOPPED_BY_SIGNAL = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 
 def read_games(run_dir):
@@ -160,9 +163,15 @@ def run(args, extra):
                 process.kill()
         log.close()
     if reason is None:
-        # It ended by itself: done, or refused or failed, which its log says in its last line.
-        reason = ("the budget of its own --timesteps ended" if process.returncode == 0
-                  else f"the run failed; its last line: {last_line(log_path)}")
+        # It ended without the watch: done; stopped by a signal from outside (Ctrl-C, kill
+        # -INT or -TERM), which checkpoints, so --resume carries it on; or refused or failed.
+        # Its log's last line says which.
+        if process.returncode == 0:
+            reason = "the budget of its own --timesteps ended"
+        elif process.returncode in STOPPED_BY_SIGNAL:
+            reason = f"a signal from outside stopped it; its last line: {last_line(log_path)}"
+        else:
+            reason = f"the run failed; its last line: {last_line(log_path)}"
     print(f"stopped: {reason}; exit status {process.returncode}", flush=True)
     return process.returncode
 
@@ -193,8 +202,8 @@ def run_seeds(args, extra):
     # Threads only wait on the runs' processes, which do the work.
     with concurrent.futures.ThreadPoolExecutor(max(1, args.parallel)) as pool:
         statuses = list(pool.map(lambda job: run(job, extra), jobs))
-    # 130: the watch's own SIGINT at the budget or the threshold, which is success here.
-    failed = [job.logdir for job, status in zip(jobs, statuses) if status not in (0, 130)]
+    failed = [job.logdir for job, status in zip(jobs, statuses)
+              if status != 0 and status not in STOPPED_BY_SIGNAL]
     return [job.logdir for job in jobs], failed
 
 

@@ -3,6 +3,8 @@ have ended, and minutes are the run's own training hours."""
 
 import csv
 
+import pytest
+
 
 def load_benchmark():
     from benchmarks import learning
@@ -116,8 +118,6 @@ def test_a_run_that_fails_by_itself_is_reported_as_failed_not_as_done(tmp_path, 
     import argparse
     import sys
 
-    import pytest
-
     from benchmarks import learning
     monkeypatch.setattr(learning, "POLL_SECONDS", 0.01)
     monkeypatch.setattr(learning, "training_command", lambda args, extra: [
@@ -134,3 +134,28 @@ def test_a_run_that_fails_by_itself_is_reported_as_failed_not_as_done(tmp_path, 
         learning.main(["--logdir", str(tmp_path / "again"), "--minutes", "1"])
     assert str(stop.value).startswith(f"benchmarks.learning: error: {tmp_path / 'again'} "
                                       "failed; see its log")
+
+
+
+@pytest.mark.parametrize("status", [130, 143])
+def test_a_run_stopped_from_outside_is_a_stop_not_a_failure(tmp_path, monkeypatch, capsys,
+                                                            status):
+    # A Ctrl-C or kill -INT / -TERM sent to the training script, not by the watch: the run
+    # checkpointed and exits 130 or 143, and --resume carries it on.
+    import argparse
+    import sys
+
+    from benchmarks import learning
+    monkeypatch.setattr(learning, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(learning, "training_command", lambda args, extra: [
+        sys.executable, "-c", "import sys; print('run_fast_dqn.py: stopped after a "
+        f"checkpoint; continue with: --resume'); sys.exit({status})"])
+    args = argparse.Namespace(logdir=str(tmp_path / "run"), minutes=1, thresholds=[0.0],
+                              seeds=None, seed=0, parallel=1, preset="pong-quick",
+                              loop="fast", resume=False)
+    assert learning.run(args, []) == status
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "stopped: a signal from outside stopped it; its last line: run_fast_dqn.py: stopped "
+        f"after a checkpoint; continue with: --resume; exit status {status}")
+    monkeypatch.setattr(learning, "run", lambda job, extra: status)
+    assert learning.run_seeds(args, [])[1] == []
