@@ -279,8 +279,8 @@ def main():
         print(json.dumps({**figures, "device": args.device}))
         return
     if args.quick:
-        # One measured target period per fast case, two segments of the Nature loop: enough
-        # to show every case runs and reports, in about half the time of the full windows.
+        # One measured target period per fast case and two segments of the Nature loop:
+        # enough to show that every case runs and reports its figures.
         args.steps, args.warmup, args.replay, args.period = 500, 250, 5_000, 500
         args.nature_segment, args.samplers_segment = 250, 250
 

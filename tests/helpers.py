@@ -15,9 +15,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tests need changed. Budgets are small multiples of the periods, so the tests' counts of
 # minibatches, sync points and evaluations are exact.
 # A real Pong run of either script: warm-up, two target periods per evaluation, two of those.
-# Minibatches of 8, not 32: a third of the Nature CNN's CPU time per update, which was most
-# of a tiny run's time, and what these runs prove (logs, counts, resumes) is the same at any
-# batch size.
+# Minibatches of 8, not 32: less than half the Nature CNN's CPU time per update, which was
+# most of a tiny run's time, and what these runs prove (logs, counts, resumes) is the same at
+# any batch size.
 TINY_PONG = dict(game="pong", timesteps=1600, prepopulate=400, replay_capacity=1000,
                  evaluate=800, eval_episodes=1, max_episode_steps=300, target_update_freq=200,
                  batch_size=8)

@@ -136,7 +136,6 @@ def test_a_run_that_fails_by_itself_is_reported_as_failed_not_as_done(tmp_path, 
                                       "failed; see its log")
 
 
-
 @pytest.mark.parametrize("status", [130, 143])
 def test_a_run_stopped_from_outside_is_a_stop_not_a_failure(tmp_path, monkeypatch, capsys,
                                                             status):
