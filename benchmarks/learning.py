@@ -30,6 +30,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,6 +39,9 @@ POLL_SECONDS = 10
 # The scripts' exit statuses after a stop by SIGINT (the watch's own included) or SIGTERM:
 # a checkpoint was written, so it is a stop, not a failure.
 STOPPED_BY_SIGNAL = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+# Set when the benchmark itself is asked to stop (Ctrl-C, SIGTERM, a closed terminal): each
+# watch then stops its run with one SIGINT, and no seed that has not started starts.
+STOPPING = threading.Event()
 
 
 def read_games(run_dir):
@@ -132,7 +136,10 @@ def training_command(args, extra):
 
 
 def run(args, extra):
-    """Run one seed, watched; its exit status (0, or 130 when the watch stopped it)."""
+    """Run one seed, watched; its exit status (0, or 130 when the watch stopped it), or None
+    when the benchmark was asked to stop before this seed started."""
+    if STOPPING.is_set():
+        return None
     command = training_command(args, extra)
     print("running:", " ".join(command), flush=True)
     parent = os.path.dirname(os.path.abspath(args.logdir))
@@ -140,13 +147,18 @@ def run(args, extra):
     # Appended, not truncated: a second call on the same run keeps the first one's output.
     log_path = os.path.join(parent, os.path.basename(os.path.normpath(args.logdir)) + ".log")
     log = open(log_path, "a")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    # Its own session: a Ctrl-C at the terminal reaches only the benchmark, which passes on
+    # exactly one SIGINT. Reaching both, a late second one would abort the run's checkpoint.
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                               start_new_session=True)
     deadline = time.monotonic() + args.minutes * 60
     stop_at = max(args.thresholds)
     reason = None
     try:
         while process.poll() is None:
-            time.sleep(POLL_SECONDS)
+            if STOPPING.wait(POLL_SECONDS):
+                reason = "the benchmark was asked to stop"
+                break
             games = read_games(args.logdir)
             if first_reaching(games, stop_at) is not None:
                 reason = f"mean-of-100 reached {stop_at:g}"
@@ -203,8 +215,24 @@ def run_seeds(args, extra):
     with concurrent.futures.ThreadPoolExecutor(max(1, args.parallel)) as pool:
         statuses = list(pool.map(lambda job: run(job, extra), jobs))
     failed = [job.logdir for job, status in zip(jobs, statuses)
-              if status != 0 and status not in STOPPED_BY_SIGNAL]
-    return [job.logdir for job in jobs], failed
+              if status not in (0, None) and status not in STOPPED_BY_SIGNAL]
+    return [job.logdir for job, status in zip(jobs, statuses) if status is not None], failed
+
+
+def stop_on_signals():
+    """Turn Ctrl-C, SIGTERM and a closed terminal into STOPPING (the watches stop their runs
+    with a checkpoint) instead of a traceback that leaves the runs unwatched. Only the main
+    thread may set handlers; elsewhere (a test's thread) the signals keep their own."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    def stop(received, frame):
+        if not STOPPING.is_set():
+            print(f"benchmarks.learning: {signal.Signals(received).name}: stopping each run "
+                  "after its checkpoint", file=sys.stderr, flush=True)
+        STOPPING.set()
+
+    return {signum: signal.signal(signum, stop)
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
 
 def main(argv=None):
@@ -233,12 +261,19 @@ def main(argv=None):
     parser.add_argument("--summarize", nargs="+", metavar="RUN_DIR",
                         help="only print the table (and plot) of finished runs")
     args = parser.parse_args(argv)
+    STOPPING.clear()
     failed = []
     if args.summarize:
         run_dirs = args.summarize
     else:
-        run_dirs, failed = run_seeds(args, extra)
-    run_dirs = [run_dir for run_dir in run_dirs if read_games(run_dir)] if failed else run_dirs
+        previous = stop_on_signals()
+        try:
+            run_dirs, failed = run_seeds(args, extra)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    if failed or STOPPING.is_set():
+        run_dirs = [run_dir for run_dir in run_dirs if read_games(run_dir)]
     for run_dir in run_dirs:
         print_summary(run_dir, args.thresholds)
     if run_dirs:
@@ -247,6 +282,11 @@ def main(argv=None):
         sys.exit(f"benchmarks.learning: error: {', '.join(failed)} failed; see "
                  f"{'its log' if len(failed) == 1 else 'their logs'} beside "
                  f"{'it' if len(failed) == 1 else 'them'} (RUN_DIR.log)")
+    if STOPPING.is_set():
+        print("benchmarks.learning: stopped by a signal; each run stopped with a checkpoint and "
+              "no new seed started; the same command with --resume carries them on",
+              file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
 
 
 if __name__ == "__main__":

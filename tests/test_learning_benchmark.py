@@ -158,3 +158,59 @@ def test_a_run_stopped_from_outside_is_a_stop_not_a_failure(tmp_path, monkeypatc
         f"after a checkpoint; continue with: --resume; exit status {status}")
     monkeypatch.setattr(learning, "run", lambda job, extra: status)
     assert learning.run_seeds(args, [])[1] == []
+
+
+# A stand-in for the training script: counts the SIGINTs it gets, as the real one would take
+# a second within a second for the same request and a later one as "abort without a checkpoint".
+FAKE_TRAINING = """
+import os, signal, sys, time
+run_dir = sys.argv[1]
+os.makedirs(run_dir, exist_ok=True)
+received = []
+signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+open(os.path.join(run_dir, "started"), "w").close()
+deadline = time.monotonic() + 60
+while not received and time.monotonic() < deadline:
+    time.sleep(0.01)
+time.sleep(1.0)  # a second SIGINT, if one comes, lands here
+with open(os.path.join(run_dir, "sigints"), "w") as f:
+    f.write(str(len(received)))
+sys.exit(130 if received else 0)
+"""
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_stopping_the_benchmark_stops_its_run_once_and_starts_no_other_seed(tmp_path, signum):
+    # Ctrl-C at the terminal reaches the whole foreground process group: here the benchmark's.
+    # Before, it printed a KeyboardInterrupt traceback, and the run got the terminal's SIGINT
+    # beside any the benchmark sent.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from benchmarks import learning
+    driver = (
+        "import sys; from benchmarks import learning; learning.POLL_SECONDS = 0.05; "
+        f"learning.training_command = lambda args, extra: [sys.executable, '-c', "
+        f"{FAKE_TRAINING!r}, args.logdir]; "
+        f"learning.main(['--seeds', '0', '1', '2', '--logdir', {str(tmp_path / 'run')!r}, "
+        "'--minutes', '1'])")
+    benchmark = subprocess.Popen([sys.executable, "-c", driver], cwd=learning.ROOT,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+    started = tmp_path / "run-seed0" / "started"
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline and benchmark.poll() is None:
+        time.sleep(0.02)
+    assert started.exists(), benchmark.communicate(timeout=60)
+    os.killpg(benchmark.pid, getattr(signal, signum))
+    out, err = benchmark.communicate(timeout=60)
+    assert benchmark.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith("benchmarks.learning: stopped by a signal; each run "
+                                           "stopped with a checkpoint")
+    assert (tmp_path / "run-seed0" / "sigints").read_text() == "1"
+    assert not (tmp_path / "run-seed1").exists() and not (tmp_path / "run-seed2").exists()
+    assert "stopped: the benchmark was asked to stop; exit status 130" in out
