@@ -306,12 +306,21 @@ def test_a_plot_names_its_games_and_labels_every_axis(tmp_path):
         (run_dir / "config.json").write_text(json.dumps({"loop": "fast", "game": game}))
         (run_dir / "episodes.csv").write_text("agent_step,mean_100,hours\n10,1.0,0.1\n")
         runs.append(str(run_dir))
+    (tmp_path / "b" / "eval.csv").write_text("agent_step,mean,hours\n10,2.0,0.1\n")
     fig, plt = make_figure(runs)
     try:
         assert fig.get_suptitle() == "pong, breakout"
         assert [ax.get_xlabel() for ax in fig.axes] == ["agent steps", "wall-clock hours"] * 2
+        assert fig.axes[2].get_ylabel() == "evaluation mean return"
     finally:
         plt.close(fig)
-    fig, plt = make_figure(runs[:1], title="mine")
-    assert fig.get_suptitle() == "mine"
-    plt.close(fig)
+    # Runs that never evaluated (--evaluate 0, as benchmarks.learning runs them) get the
+    # training row only, alone or aggregated, instead of two empty panels.
+    for aggregate in (False, True):
+        fig, plt = make_figure([runs[0], runs[2]], title="mine", aggregate=aggregate)
+        try:
+            assert fig.get_suptitle() == "mine"
+            assert [ax.get_xlabel() for ax in fig.axes] == ["agent steps", "wall-clock hours"]
+            assert all(ax.lines for ax in fig.axes)
+        finally:
+            plt.close(fig)

@@ -191,10 +191,8 @@ def _draw_group(axes, label, members, window=100):
     from fast_dqn.tools.aggregate import bootstrap_band, common_grid, on_grid
     panels = []
     y = "mean"
-    for row, read in enumerate((
-            lambda run_dir: training_curve(run_dir, window),
-            lambda run_dir: read_columns(os.path.join(run_dir, "eval.csv"),
-                                         ("agent_step", "mean", "hours")))):
+    readers = (lambda run_dir: training_curve(run_dir, window), evaluations)
+    for row, read in enumerate(readers[:len(axes)]):
         runs = [read(run_dir) for run_dir in members]
         runs = [run for run in runs if run[y]]
         for column, x in enumerate(("agent_step", "hours")):
@@ -212,10 +210,15 @@ def _draw_group(axes, label, members, window=100):
         ax.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
 
 
+def evaluations(run_dir):
+    return read_columns(os.path.join(run_dir, "eval.csv"), ("agent_step", "mean", "hours"))
+
+
 def make_figure(run_dirs, title=None, aggregate=False, window=100):
     """The four panels of the runs, as a matplotlib figure (the caller closes it); with
     `aggregate`, one mean line and band per group of seeds; the training return as the mean
-    of the last `window` games."""
+    of the last `window` games. Runs that never evaluated (`--evaluate 0`) get only the
+    training row: two empty panels would read as a plot that failed."""
     import matplotlib
     matplotlib.use("Agg")  # files only: no display is needed or wanted
     import matplotlib.pyplot as plt
@@ -224,22 +227,27 @@ def make_figure(run_dirs, title=None, aggregate=False, window=100):
         if not os.path.isfile(os.path.join(run_dir, "episodes.csv")):
             raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
                               "directories made by run_dqn.py or run_fast_dqn.py")
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="row")
+    evaluated = any(evaluations(run_dir)["mean"] for run_dir in run_dirs)
+    fig, axes = plt.subplots(2 if evaluated else 1, 2, figsize=(12, 8 if evaluated else 4.5),
+                             sharey="row", squeeze=False)
     for label, members in (groups(run_dirs).items() if aggregate else ()):
         _draw_group(axes, label, members, window)
     for run_dir in (() if aggregate else run_dirs):
         label = run_label(run_dir)
         train = training_curve(run_dir, window)
-        evals = read_columns(os.path.join(run_dir, "eval.csv"), ("agent_step", "mean", "hours"))
+        evals = evaluations(run_dir)
         line, = axes[0, 0].plot(train["agent_step"], train["mean"], label=label)
         axes[0, 1].plot(train["hours"], train["mean"], color=line.get_color())
+        if not evaluated:
+            continue
         axes[1, 0].plot(evals["agent_step"], evals["mean"], "o-", color=line.get_color(),
                         markersize=3)
         if len(evals["hours"]) == len(evals["mean"]):  # older eval.csv files have no hours
             axes[1, 1].plot(evals["hours"], evals["mean"], "o-", color=line.get_color(),
                             markersize=3)
     axes[0, 0].set_ylabel(f"training return (mean of last {window} games)")
-    axes[1, 0].set_ylabel("evaluation mean return")
+    if evaluated:
+        axes[1, 0].set_ylabel("evaluation mean return")
     for row in axes:
         row[0].set_xlabel("agent steps")
         row[1].set_xlabel("wall-clock hours")
