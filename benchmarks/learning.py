@@ -40,8 +40,12 @@ POLL_SECONDS = 10
 # a checkpoint was written, so it is a stop, not a failure.
 STOPPED_BY_SIGNAL = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 # Set when the benchmark itself is asked to stop (Ctrl-C, SIGTERM, a closed terminal): each
-# watch then stops its run with one SIGINT, and no seed that has not started starts.
+# watch then stops its run with SIGTERM, and no seed that has not started starts. SIGTERM,
+# because the run may have had the terminal's SIGINT already (it is in the benchmark's
+# process group): a second SIGINT a second later would abort its checkpoint, a SIGTERM never
+# does. STOP_SIGNAL[0] is the signal the benchmark got.
 STOPPING = threading.Event()
+STOP_SIGNAL = [signal.SIGINT]
 
 
 def read_games(run_dir):
@@ -147,10 +151,7 @@ def run(args, extra):
     # Appended, not truncated: a second call on the same run keeps the first one's output.
     log_path = os.path.join(parent, os.path.basename(os.path.normpath(args.logdir)) + ".log")
     log = open(log_path, "a")
-    # Its own session: a Ctrl-C at the terminal reaches only the benchmark, which passes on
-    # exactly one SIGINT. Reaching both, a late second one would abort the run's checkpoint.
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                               start_new_session=True)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + args.minutes * 60
     stop_at = max(args.thresholds)
     reason = None
@@ -168,24 +169,30 @@ def run(args, extra):
                 break
     finally:
         if process.poll() is None:
-            process.send_signal(signal.SIGINT)  # checkpoint, then exit: resumable
+            # Either checkpoints, then exits: resumable.
+            process.send_signal(signal.SIGTERM if STOPPING.is_set() else signal.SIGINT)
             try:
                 process.wait(timeout=300)
             except subprocess.TimeoutExpired:
                 process.kill()
         log.close()
+    status = process.returncode
+    if status in (-signal.SIGINT, -signal.SIGTERM):
+        # Killed by the signal before its handler was set (still importing): nothing to save,
+        # and --resume starts it again. A stop, as the shell would count it.
+        status = 128 - status
     if reason is None:
         # It ended without the watch: done; stopped by a signal from outside (Ctrl-C, kill
         # -INT or -TERM), which checkpoints, so --resume carries it on; or refused or failed.
         # Its log's last line says which.
-        if process.returncode == 0:
+        if status == 0:
             reason = "the budget of its own --timesteps ended"
-        elif process.returncode in STOPPED_BY_SIGNAL:
+        elif status in STOPPED_BY_SIGNAL:
             reason = f"a signal from outside stopped it; its last line: {last_line(log_path)}"
         else:
             reason = f"the run failed; its last line: {last_line(log_path)}"
-    print(f"stopped: {reason}; exit status {process.returncode}", flush=True)
-    return process.returncode
+    print(f"stopped: {reason}; exit status {status}", flush=True)
+    return status
 
 
 def last_line(path):
@@ -221,18 +228,26 @@ def run_seeds(args, extra):
 
 def stop_on_signals():
     """Turn Ctrl-C, SIGTERM and a closed terminal into STOPPING (the watches stop their runs
-    with a checkpoint) instead of a traceback that leaves the runs unwatched. Only the main
-    thread may set handlers; elsewhere (a test's thread) the signals keep their own."""
+    with a checkpoint) instead of a traceback that leaves the runs unwatched. A signal
+    already ignored stays ignored (SIGHUP under nohup). Only the main thread may set
+    handlers; elsewhere (a test's thread) the signals keep their own."""
     if threading.current_thread() is not threading.main_thread():
         return {}
+
     def stop(received, frame):
-        if not STOPPING.is_set():
-            print(f"benchmarks.learning: {signal.Signals(received).name}: stopping each run "
-                  "after its checkpoint", file=sys.stderr, flush=True)
-        STOPPING.set()
+        if STOPPING.is_set():
+            return
+        STOP_SIGNAL[0] = received
+        STOPPING.set()  # first: the write below fails on a terminal that is gone
+        try:
+            os.write(2, f"benchmarks.learning: {signal.Signals(received).name}: stopping each "
+                        "run after its checkpoint\n".encode())
+        except OSError:
+            pass
 
     return {signum: signal.signal(signum, stop)
-            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+            if signal.getsignal(signum) is not signal.SIG_IGN}
 
 
 def main(argv=None):
@@ -283,10 +298,10 @@ def main(argv=None):
                  f"{'its log' if len(failed) == 1 else 'their logs'} beside "
                  f"{'it' if len(failed) == 1 else 'them'} (RUN_DIR.log)")
     if STOPPING.is_set():
-        print("benchmarks.learning: stopped by a signal; each run stopped with a checkpoint and "
-              "no new seed started; the same command with --resume carries them on",
-              file=sys.stderr)
-        sys.exit(128 + signal.SIGINT)
+        print(f"benchmarks.learning: stopped by {signal.Signals(STOP_SIGNAL[0]).name}; each "
+              "run it watched was asked to checkpoint and no new seed started; the same "
+              "command with --resume carries them on", file=sys.stderr)
+        sys.exit(128 + STOP_SIGNAL[0])
 
 
 if __name__ == "__main__":

@@ -160,30 +160,33 @@ def test_a_run_stopped_from_outside_is_a_stop_not_a_failure(tmp_path, monkeypatc
     assert learning.run_seeds(args, [])[1] == []
 
 
-# A stand-in for the training script: counts the SIGINTs it gets, as the real one would take
-# a second within a second for the same request and a later one as "abort without a checkpoint".
+
+# A stand-in for the training script: records the stop signals it gets. The real one takes a
+# second SIGINT more than a second after the first as "abort without a checkpoint"; SIGTERM
+# never aborts. argv: run directory, seconds before its handlers are set (imports).
 FAKE_TRAINING = """
 import os, signal, sys, time
-run_dir = sys.argv[1]
+run_dir, delay = sys.argv[1], float(sys.argv[2])
 os.makedirs(run_dir, exist_ok=True)
+open(os.path.join(run_dir, "spawned"), "w").close()
+time.sleep(delay)
 received = []
-signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+for signum in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(signum, lambda signum, frame: received.append(signal.Signals(signum).name))
 open(os.path.join(run_dir, "started"), "w").close()
 deadline = time.monotonic() + 60
 while not received and time.monotonic() < deadline:
     time.sleep(0.01)
-time.sleep(1.0)  # a second SIGINT, if one comes, lands here
-with open(os.path.join(run_dir, "sigints"), "w") as f:
-    f.write(str(len(received)))
-sys.exit(130 if received else 0)
+time.sleep(2.5)  # later signals, if any come, land here
+with open(os.path.join(run_dir, "signals"), "w") as f:
+    f.write(" ".join(received))
+sys.exit(128 + getattr(signal, received[0]) if received else 0)
 """
 
 
-@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
-def test_stopping_the_benchmark_stops_its_run_once_and_starts_no_other_seed(tmp_path, signum):
-    # Ctrl-C at the terminal reaches the whole foreground process group: here the benchmark's.
-    # Before, it printed a KeyboardInterrupt traceback, and the run got the terminal's SIGINT
-    # beside any the benchmark sent.
+def stop_benchmark(tmp_path, signum, to_group, delay=0.0, wait_for="started"):
+    """Run benchmarks.learning on seeds 0 1 2 with the stand-in, signal it once seed 0 has
+    reached `wait_for`, and return (exit status, stdout, stderr)."""
     import os
     import signal
     import subprocess
@@ -194,23 +197,72 @@ def test_stopping_the_benchmark_stops_its_run_once_and_starts_no_other_seed(tmp_
     driver = (
         "import sys; from benchmarks import learning; learning.POLL_SECONDS = 0.05; "
         f"learning.training_command = lambda args, extra: [sys.executable, '-c', "
-        f"{FAKE_TRAINING!r}, args.logdir]; "
+        f"{FAKE_TRAINING!r}, args.logdir, '{delay}']; "
         f"learning.main(['--seeds', '0', '1', '2', '--logdir', {str(tmp_path / 'run')!r}, "
         "'--minutes', '1'])")
+    # Its own process group, as a shell gives a job: a terminal's Ctrl-C signals that group.
     benchmark = subprocess.Popen([sys.executable, "-c", driver], cwd=learning.ROOT,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  start_new_session=True)
-    started = tmp_path / "run-seed0" / "started"
-    deadline = time.monotonic() + 60
-    while not started.exists() and time.monotonic() < deadline and benchmark.poll() is None:
-        time.sleep(0.02)
-    assert started.exists(), benchmark.communicate(timeout=60)
-    os.killpg(benchmark.pid, getattr(signal, signum))
-    out, err = benchmark.communicate(timeout=60)
-    assert benchmark.returncode == 130, err
+    try:
+        reached = tmp_path / "run-seed0" / wait_for
+        deadline = time.monotonic() + 60
+        while not reached.exists() and time.monotonic() < deadline and benchmark.poll() is None:
+            time.sleep(0.02)
+        assert reached.exists(), benchmark.communicate(timeout=60)
+        if to_group:
+            os.killpg(benchmark.pid, getattr(signal, signum))
+        else:
+            os.kill(benchmark.pid, getattr(signal, signum))
+        out, err = benchmark.communicate(timeout=60)
+    finally:
+        if benchmark.poll() is None:
+            os.killpg(benchmark.pid, signal.SIGKILL)
+            benchmark.wait()
+    return benchmark.returncode, out, err
+
+
+@pytest.mark.parametrize("signum, to_group, signals_seen", [
+    ("SIGINT", True, "SIGINT SIGTERM"),  # Ctrl-C at the terminal: the run gets it too
+    ("SIGINT", False, "SIGTERM"),        # kill -INT of the benchmark alone
+    ("SIGTERM", False, "SIGTERM"),
+])
+def test_stopping_the_benchmark_stops_its_run_with_a_checkpoint_and_starts_no_other_seed(
+        tmp_path, signum, to_group, signals_seen):
+    # Before, Ctrl-C gave a KeyboardInterrupt traceback. A second SIGINT from the watch, late,
+    # would have aborted the run's checkpoint; SIGTERM never does.
+    status, out, err = stop_benchmark(tmp_path, signum, to_group)
+    assert status == 128 + {"SIGINT": 2, "SIGTERM": 15}[signum], err
     assert "Traceback" not in err
-    assert err.splitlines()[-1].startswith("benchmarks.learning: stopped by a signal; each run "
-                                           "stopped with a checkpoint")
-    assert (tmp_path / "run-seed0" / "sigints").read_text() == "1"
-    assert not (tmp_path / "run-seed1").exists() and not (tmp_path / "run-seed2").exists()
-    assert "stopped: the benchmark was asked to stop; exit status 130" in out
+    assert err.splitlines()[-1].startswith(f"benchmarks.learning: stopped by {signum}; each "
+                                           "run it watched was asked to checkpoint")
+    assert (tmp_path / "run-seed0" / "signals").read_text() == signals_seen
+    assert out.count("running:") == 1 and "seed0" in out.split("running:")[1]
+    assert "stopped: the benchmark was asked to stop; exit status 1" in out  # 130 or 143
+
+
+def test_a_run_stopped_while_it_starts_up_is_a_stop_not_a_failure(tmp_path):
+    # Ctrl-C right after the launch: the run has no handler yet and dies of the signal itself
+    # (Popen's -15), with nothing to save. Counted as a failure before.
+    status, out, err = stop_benchmark(tmp_path, "SIGINT", False, delay=30, wait_for="spawned")
+    assert status == 130, err
+    assert "stopped: the benchmark was asked to stop; exit status 143" in out
+    assert "failed" not in err and not (tmp_path / "run-seed0" / "started").exists()
+
+
+def test_a_signal_ignored_before_stays_ignored():
+    # Under nohup SIGHUP is ignored: a closed terminal must not stop the seeds then.
+    import signal
+
+    from benchmarks import learning
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        saved = learning.stop_on_signals()
+        try:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert sorted(saved) == [signal.SIGINT, signal.SIGTERM]
+        finally:
+            for signum, handler in saved.items():
+                signal.signal(signum, handler)
+    finally:
+        signal.signal(signal.SIGHUP, before)
