@@ -228,9 +228,11 @@ def run_seeds(args, extra):
 
 def stop_on_signals():
     """Turn Ctrl-C, SIGTERM and a closed terminal into STOPPING (the watches stop their runs
-    with a checkpoint) instead of a traceback that leaves the runs unwatched. A signal
-    already ignored stays ignored (SIGHUP under nohup). Only the main thread may set
-    handlers; elsewhere (a test's thread) the signals keep their own."""
+    with a checkpoint) instead of a traceback that leaves the runs unwatched. SIGHUP
+    ignored stays ignored (nohup); SIGINT is taken even where the shell ignored it (a job
+    started with `&`), as the training scripts take it, so `kill -INT` stops both alike.
+    Only the main thread may set handlers; elsewhere (a test's thread) the signals keep
+    their own."""
     if threading.current_thread() is not threading.main_thread():
         return {}
 
@@ -247,7 +249,7 @@ def stop_on_signals():
 
     return {signum: signal.signal(signum, stop)
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-            if signal.getsignal(signum) is not signal.SIG_IGN}
+            if signum != signal.SIGHUP or signal.getsignal(signum) is not signal.SIG_IGN}
 
 
 def main(argv=None):
