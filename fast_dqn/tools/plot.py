@@ -215,7 +215,7 @@ def evaluations(run_dir):
 
 
 def make_figure(run_dirs, title=None, aggregate=False, window=100):
-    """The four panels of the runs, as a matplotlib figure (the caller closes it); with
+    """The panels of the runs, as a matplotlib figure (the caller closes it); with
     `aggregate`, one mean line and band per group of seeds; the training return as the mean
     of the last `window` games. Runs that never evaluated (`--evaluate 0`) get only the
     training row: two empty panels would read as a plot that failed."""
