@@ -210,6 +210,21 @@ def _draw_group(axes, label, members, window=100):
         ax.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
 
 
+def _draw_run(axes, run_dir, window=100):
+    """One run's curves, against steps and hours; its evaluations where axes has their row."""
+    train = training_curve(run_dir, window)
+    line, = axes[0, 0].plot(train["agent_step"], train["mean"], label=run_label(run_dir))
+    axes[0, 1].plot(train["hours"], train["mean"], color=line.get_color())
+    if len(axes) < 2:
+        return
+    evals = evaluations(run_dir)
+    axes[1, 0].plot(evals["agent_step"], evals["mean"], "o-", color=line.get_color(),
+                    markersize=3)
+    if len(evals["hours"]) == len(evals["mean"]):  # older eval.csv files have no hours
+        axes[1, 1].plot(evals["hours"], evals["mean"], "o-", color=line.get_color(),
+                        markersize=3)
+
+
 def evaluations(run_dir):
     return read_columns(os.path.join(run_dir, "eval.csv"), ("agent_step", "mean", "hours"))
 
@@ -233,18 +248,7 @@ def make_figure(run_dirs, title=None, aggregate=False, window=100):
     for label, members in (groups(run_dirs).items() if aggregate else ()):
         _draw_group(axes, label, members, window)
     for run_dir in (() if aggregate else run_dirs):
-        label = run_label(run_dir)
-        train = training_curve(run_dir, window)
-        evals = evaluations(run_dir)
-        line, = axes[0, 0].plot(train["agent_step"], train["mean"], label=label)
-        axes[0, 1].plot(train["hours"], train["mean"], color=line.get_color())
-        if not evaluated:
-            continue
-        axes[1, 0].plot(evals["agent_step"], evals["mean"], "o-", color=line.get_color(),
-                        markersize=3)
-        if len(evals["hours"]) == len(evals["mean"]):  # older eval.csv files have no hours
-            axes[1, 1].plot(evals["hours"], evals["mean"], "o-", color=line.get_color(),
-                            markersize=3)
+        _draw_run(axes, run_dir, window)
     axes[0, 0].set_ylabel(f"training return (mean of last {window} games)")
     if evaluated:
         axes[1, 0].set_ylabel("evaluation mean return")
