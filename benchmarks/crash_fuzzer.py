@@ -8,8 +8,12 @@ Trial i (seed + i) draws a run, each choice from the trial's seed:
   96 or 800 steps (1/2 each);
 - a checkpoint every 400 steps (3/4), or every 100,000 (1/4: more than the budget, so only
   a signal stop and the end write one, and a kill -9 before the end leaves none);
-- one to three stops, each SIGINT, SIGTERM or SIGKILL at a random moment (some in the
-  startup, most during the run, some after it has ended);
+- one to three stops, each SIGINT, SIGTERM or SIGKILL at a drawn fraction f of its segment
+  (some in the startup, most during the run, some after it has ended): when episodes.csv
+  first logs a game at or past f of the way from the step the segment starts at to its
+  budget, or f of the time such a segment takes here, whichever comes first (the log keeps
+  the stop inside the run on a fast machine, the clock on a slow one or in Pong's long
+  games);
 - (3/10) a resume that lowers the budget: at a drawn resume, --timesteps=X with X between
   the newest checkpoint's step (0 if none) and the budget: exactly the checkpoint's step
   (3/10 of these), or a drawn fraction of the way up, half of those moved off a multiple of
@@ -219,19 +223,53 @@ class Process:
         return "".join(self.out) + "".join(self.err)
 
 
-def run_segment(command, stop, seconds):
-    """Run `command`; with stop = (signal name, fraction), signal it that far into the run.
+def logged_step(path, since):
+    """The agent step of the newest game in the episodes.csv at `path`, or None while the
+    file is missing, holds no game, or was last written before `since` (time.time()): a
+    resume cuts the rows a stopped run logged past its checkpoint, and they must not count
+    as the new process's progress."""
+    try:
+        if os.stat(path).st_mtime < since:
+            return None
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            # The last whole line: a row being written is not read half.
+            last = f.read().split(b"\n")[-2].split(b",")
+        return int(last[1])
+    except (OSError, IndexError, ValueError):  # gone, no whole line, or only the header
+        return None
+
+
+def wait_for_stop(process, fraction, seconds, watch):
+    """Wait until the run is `fraction` of the way through its segment (see the module's
+    docstring): `watch` = (episodes.csv, the step that is that far, the segment's start
+    time), or None to go by the clock alone."""
+    if fraction < 0:
+        time.sleep(-fraction * 10)  # somewhere in the startup
+        return
+    while not process.started.wait(0.1) and process.popen.poll() is None:
+        pass
+    deadline = time.monotonic() + fraction * seconds
+    while process.popen.poll() is None and time.monotonic() < deadline:
+        step = logged_step(watch[0], watch[2]) if watch else None
+        if step is not None and step >= watch[1]:
+            return
+        time.sleep(0.02)
+
+
+def run_segment(command, stop, seconds, watch=None):
+    """Run `command`; with stop = (signal name, fraction), signal it that far into its
+    segment (wait_for_stop; `watch` = (episodes.csv, the segment's first and last step)).
     Returns (exit code or None for a hang, signal sent or None, output, started)."""
+    since = time.time()
     process = Process(command)
     sent = None
     if stop:
         name, fraction = stop
-        if fraction < 0:
-            time.sleep(-fraction * 10)  # somewhere in the startup
-        else:
-            while not process.started.wait(0.1) and process.popen.poll() is None:
-                pass
-            time.sleep(fraction * seconds)
+        if watch:
+            log, first, last = watch
+            watch = (log, first + fraction * (last - first), since)
+        wait_for_stop(process, fraction, seconds, watch)
         if process.popen.poll() is None:
             process.popen.send_signal(SIGNALS[name])
             sent = name
@@ -420,6 +458,7 @@ class Segments:
         self.script = os.path.join(ROOT, trial.script)
         self.command = [self.script, *trial.args(self.logdir)]
         self.budget, self.cut_to = self.game["budget"], None  # cut_to: the cut --timesteps
+        self.start = 0  # the step the coming segment starts from: its checkpoint's
         # A budget cut to the very step of a checkpoint without replay leaves no step to
         # refill replay: minibatches still deferred there cannot be trained, and the run must
         # say so (the one case the Nature count cannot hold).
@@ -429,8 +468,13 @@ class Segments:
         self.kept = False  # the coming resume leaves the cut --timesteps to the checkpoint
 
     def seconds(self):
-        """When the coming segment's stop falls: a lowered budget makes a shorter run."""
-        return self.game["seconds"] * (0.4 + 0.6 * self.budget / self.game["budget"])
+        """About how long the coming segment runs: less for a resume or a lowered budget."""
+        return self.game["seconds"] * (0.4 + 0.6 * (self.budget - self.start)
+                                       / self.game["budget"])
+
+    def watch(self):
+        """What run_segment watches to time the coming segment's stop."""
+        return os.path.join(self.logdir, "episodes.csv"), self.start, self.budget
 
     def next(self):
         """Prepare the segment after a stop; returns (notes, problem or None)."""
@@ -439,7 +483,7 @@ class Segments:
         if not os.path.isfile(os.path.join(logdir, "config.json")):
             # Stopped while its directory was created (only run.lock, if anything, is in
             # it): no run to resume; the user runs the same command again.
-            self.expected = None
+            self.expected, self.start = None, 0
             self.command = [self.script, *self.trial.args(logdir)]
             return ["anew"], None
         # A run to resume, from its newest checkpoint or, with none, from step 0.
@@ -451,6 +495,7 @@ class Segments:
             return notes, f"no usable checkpoint to resume from: {error}"
         if newest is None:
             notes.append("from 0")
+        self.start = newest.step if newest else 0
         cut = self.trial.cut
         if cut and self.cut_to is None and self.resumes >= cut[0]:
             self.cut_to = self.budget = self.trial.cut_budget(newest.step if newest else 0,
@@ -504,7 +549,8 @@ def run_segments(trial, segments, events):
     while True:
         stop = stops.pop(0) if stops else None
         command = segments.command
-        code, sent, text, ready = run_segment(command, stop, segments.seconds())
+        code, sent, text, ready = run_segment(command, stop, segments.seconds(),
+                                              segments.watch())
         if code is None:
             return [f"a process hung ({'after ' + sent if sent else 'running'}) and was "
                     f"killed: {os.path.basename(command[0])} {' '.join(command[1:3])} ..."

@@ -4,6 +4,8 @@ a lowered budget, one with logs damaged between runs), then checked as the fuzze
 The 100+ random trials are run with the script itself (see the README's Reliability)."""
 
 
+import os
+
 import pytest
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
@@ -94,3 +96,21 @@ def test_the_damage_a_log_gets_and_the_budget_a_resume_cuts_to(tmp_path):
         [800, 1600, 1804]
     # A seed draws the same trial every time.
     assert fuzzer.Trial.draw(3007) == fuzzer.Trial.draw(3007)
+
+
+def test_a_stop_is_timed_by_the_games_the_new_process_logs(tmp_path):
+    log = tmp_path / "episodes.csv"
+    assert fuzzer.logged_step(str(log), 0) is None
+    log.write_bytes(b"episode,agent_step,length\r\n")
+    assert fuzzer.logged_step(str(log), 0) is None
+    log.write_bytes(b"episode,agent_step,length\r\n1,37,9\r\n2,80,11\r\n")
+    assert fuzzer.logged_step(str(log), 0) == 80
+    # Rows a stopped run left past its checkpoint are not the new process's progress: the
+    # resume cuts them, and only a log written since the segment began counts.
+    since = log.stat().st_mtime + 1
+    assert fuzzer.logged_step(str(log), since) is None
+    os.utime(log, (since, since))
+    assert fuzzer.logged_step(str(log), since) == 80
+    with open(log, "ab") as f:
+        f.write(b"3,1")  # a row half written: the last whole one counts
+    assert fuzzer.logged_step(str(log), 0) == 80
