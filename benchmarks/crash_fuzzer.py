@@ -240,9 +240,9 @@ def logged_step(path, since):
         return None
 
 
-def wait_for_stop(process, fraction, seconds, watch):
+def wait_for_stop(process, fraction, seconds, progress):
     """Wait until the run is `fraction` of the way through its segment (see the module's
-    docstring): `watch` = (episodes.csv, the step that is that far, the segment's start
+    docstring): `progress` = (episodes.csv, the step that is that far, the segment's start
     time), or None to go by the clock alone."""
     if fraction < 0:
         time.sleep(-fraction * 10)  # somewhere in the startup
@@ -251,8 +251,8 @@ def wait_for_stop(process, fraction, seconds, watch):
         pass
     deadline = time.monotonic() + fraction * seconds
     while process.popen.poll() is None and time.monotonic() < deadline:
-        step = logged_step(watch[0], watch[2]) if watch else None
-        if step is not None and step >= watch[1]:
+        step = logged_step(progress[0], progress[2]) if progress else None
+        if step is not None and step >= progress[1]:
             return
         time.sleep(0.02)
 
@@ -266,10 +266,11 @@ def run_segment(command, stop, seconds, watch=None):
     sent = None
     if stop:
         name, fraction = stop
+        progress = None
         if watch:
             log, first, last = watch
-            watch = (log, first + fraction * (last - first), since)
-        wait_for_stop(process, fraction, seconds, watch)
+            progress = (log, first + fraction * (last - first), since)
+        wait_for_stop(process, fraction, seconds, progress)
         if process.popen.poll() is None:
             process.popen.send_signal(SIGNALS[name])
             sent = name

@@ -2,6 +2,11 @@
 have ended, and minutes are the run's own training hours."""
 
 import csv
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -160,7 +165,6 @@ def test_a_run_stopped_from_outside_is_a_stop_not_a_failure(tmp_path, monkeypatc
     assert learning.run_seeds(args, [])[1] == []
 
 
-
 # A stand-in for the training script: records the stop signals it gets. The real one takes a
 # second SIGINT more than a second after the first as "abort without a checkpoint"; SIGTERM
 # never aborts. argv: run directory, seconds before its handlers are set (imports).
@@ -187,13 +191,7 @@ sys.exit(128 + getattr(signal, received[0]) if received else 0)
 def stop_benchmark(tmp_path, signum, to_group, delay=0.0, wait_for="started"):
     """Run benchmarks.learning on seeds 0 1 2 with the stand-in, signal it once seed 0 has
     reached `wait_for`, and return (exit status, stdout, stderr)."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from benchmarks import learning
+    learning = load_benchmark()
     driver = (
         "import sys; from benchmarks import learning; learning.POLL_SECONDS = 0.05; "
         f"learning.training_command = lambda args, extra: [sys.executable, '-c', "
@@ -254,9 +252,7 @@ def test_sighup_ignored_by_nohup_stays_ignored_and_sigint_ignored_by_the_shell_i
     # Under nohup SIGHUP is ignored: a closed terminal must not stop the seeds then. A job
     # started with `&` by a script has SIGINT ignored, yet `kill -INT` must stop it (found by
     # doing so: the benchmark went on to the next seed).
-    import signal
-
-    from benchmarks import learning
+    learning = load_benchmark()
     before = {signum: signal.signal(signum, signal.SIG_IGN)
               for signum in (signal.SIGHUP, signal.SIGINT)}
     try:
