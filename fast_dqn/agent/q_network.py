@@ -45,20 +45,29 @@ def _q_head(x, num_actions, hidden, dueling, init, kw):
     return DuelingCombine(dtype="float32")(v, a)
 
 
-def nature_cnn(input_shape, num_actions, dtype_policy=None, dueling=False):
+# The two codes' versions of the one architecture: (padding, weight initialiser). Biases start
+# at zero in both. Dopamine's DQN (dopamine/discrete_domains/atari_lib.py, nature_dqn_network)
+# uses slim.conv2d and slim.fully_connected with their defaults: 'SAME' padding and Xavier
+# (Glorot-uniform) weights; 'same' makes the last conv 11x11x64 where 'valid' gives 7x7x64.
+CNN_STYLES = {"nature": ("valid", _torch_default_init),
+              "dopamine": ("same", keras.initializers.GlorotUniform)}
+
+
+def nature_cnn(input_shape, num_actions, dtype_policy=None, dueling=False, style="nature"):
     """conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512, dense |A|; ReLU between.
 
     dtype_policy "mixed_float16" or "mixed_bfloat16" computes in that type with float32
     weights; the Q-value layers stay float32. dueling: two 512-unit streams (Wang et al.
-    2016), value and mean-centred advantages.
+    2016), value and mean-centred advantages. style: a key of CNN_STYLES.
     """
-    init = _torch_default_init
+    padding, init = CNN_STYLES[style]
     kw = {"dtype": dtype_policy} if dtype_policy else {}
+    conv = {"activation": "relu", "padding": padding, **kw}
     inputs = keras.Input(shape=input_shape, dtype="uint8")
     x = ScaleFrames()(inputs)
-    x = layers.Conv2D(32, 8, strides=4, activation="relu", kernel_initializer=init(), **kw)(x)
-    x = layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init(), **kw)(x)
-    x = layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init(), **kw)(x)
+    x = layers.Conv2D(32, 8, strides=4, kernel_initializer=init(), **conv)(x)
+    x = layers.Conv2D(64, 4, strides=2, kernel_initializer=init(), **conv)(x)
+    x = layers.Conv2D(64, 3, strides=1, kernel_initializer=init(), **conv)(x)
     x = layers.Flatten(**kw)(x)
     outputs = _q_head(x, num_actions, 512, dueling, init, kw)
     return keras.Model(inputs, outputs, name="nature_cnn")

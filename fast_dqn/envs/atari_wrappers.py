@@ -66,14 +66,15 @@ class GameStart(gymnasium.Wrapper):
     without plays U no-ops. A game that ends during them restarts. The draw follows the
     vector env's generator (vector_env_uniform), seeded by reset(seed=...), so both backends
     start the same games. Only at a new game: a lost life presses nothing (see EpisodicLife).
+    fire=False presses no FIRE (Dopamine's protocol: the agent must learn to serve).
     """
 
-    def __init__(self, env, noop_max=30, noop_action=0):
+    def __init__(self, env, noop_max=30, noop_action=0, fire=True):
         super().__init__(env)
         self.noop_max = noop_max
         self.noop_action = noop_action
         meanings = env.unwrapped.get_action_meanings()
-        self.fire_action = meanings.index("FIRE") if "FIRE" in meanings else None
+        self.fire_action = meanings.index("FIRE") if fire and "FIRE" in meanings else None
         self.generator = None
 
     def reset(self, **kwargs):

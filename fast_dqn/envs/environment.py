@@ -29,7 +29,7 @@ def make_raw_atari_env(game, sticky_actions, full_action_space):
 
 def wrap_atari(env, config, training):
     """Apply the preprocessing stack (see fast_dqn.envs.atari_wrappers) to a raw emulator env."""
-    env = w.GameStart(env, noop_max=config.noop_max)
+    env = w.GameStart(env, noop_max=config.noop_max, fire=config.fire_start)
     env = w.MaxAndSkip(env, skip=config.action_repeat)
     env = w.TimeLimit(env, max_episode_steps=config.max_episode_steps)
     env = w.FullGameStats(env)

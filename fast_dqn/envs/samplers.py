@@ -95,7 +95,7 @@ class VectorSamplers:
             autoreset_mode="SameStep",
             frameskip=config.action_repeat, stack_num=config.history_length,
             img_height=84, img_width=84, grayscale=True, maxpool=True,
-            noop_max=config.noop_max, use_fire_reset=True,
+            noop_max=config.noop_max, use_fire_reset=config.fire_start,
             episodic_life=False, life_loss_info=config.episodic_life, reward_clipping=False,
             max_num_frames_per_episode=config.max_episode_steps * config.action_repeat,
             repeat_action_probability=config.sticky_actions,

@@ -22,7 +22,8 @@ class LoopSettings:
         """From a fast_dqn.run Config (or anything with its field names)."""
         return cls(config.timesteps, config.prepopulate, config.train_freq,
                    config.target_update_freq, config.batch_size, config.evaluate,
-                   LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps))
+                   LinearSchedule(config.eps_start, config.eps_end, config.eps_decay_steps,
+                                  config.eps_decay_start))
 
     def epsilon(self, steps):
         """Epsilon at agent step(s) `steps`: 1 during warm-up, then the exploration schedule."""

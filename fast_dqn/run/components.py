@@ -31,9 +31,10 @@ def network_builder(config, observation_shape, num_actions):
     check_resolved(config)
     policy = {"float32": None, "bfloat16": "mixed_bfloat16",
               "float16": "mixed_float16"}[config.precision]
-    dueling = config.dueling
+    dueling, style = config.dueling, config.network
     if config.env is None:
-        return lambda: nature_cnn(observation_shape, num_actions, policy, dueling=dueling)
+        return lambda: nature_cnn(observation_shape, num_actions, policy, dueling=dueling,
+                                  style=style)
     return lambda: mlp(observation_shape, num_actions, dtype_policy=policy, dueling=dueling)
 
 

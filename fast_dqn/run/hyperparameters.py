@@ -45,7 +45,8 @@ class Config:
     # --- what to play
     preset: str = _protocol("nature", "protocol whose values replace the defaults below; explicit "
                             "flags still win (see docs/protocol.md)",
-                            choices=("nature", "machado", "pong-quick", "pong-fastest", "classic"))
+                            choices=("nature", "machado", "dopamine", "pong-quick", "pong-fastest",
+                                     "classic"))
     game: str = _protocol("pong", "Atari game, snake_case (space_invaders) or CamelCase "
                           "(SpaceInvaders)")
     env: str = _protocol(None, "any gymnasium env id with discrete actions and vector observations "
@@ -65,6 +66,9 @@ class Config:
     noop_max: int = _protocol(30, "each game starts with FIRE (in games that have it) then no-ops, "
                               "0..noop_max-1 frames in all, drawn as ale-py's vector env draws "
                               "them", "frames", limit="non_negative")
+    fire_start: bool = _protocol(True, "press FIRE to start each game in games that have it, as "
+                                 "ale-py's vector env does; Dopamine does not, so its agent "
+                                 "learns to serve")
     action_repeat: int = _protocol(4, "frames per agent step; the last two are max-pooled",
                                    "frames", limit="positive")
     history_length: int = _protocol(4, "frames stacked into one state", "frames", limit="positive")
@@ -110,7 +114,17 @@ class Config:
     eps_start: float = _training(1.0, "initial exploration epsilon", limit="probability")
     eps_end: float = _training(0.1, "final exploration epsilon", limit="probability")
     eps_decay_steps: int = _training(1_000_000, "epsilon decays linearly over this many steps, "
-                                     "counted from step 0", "agent steps", limit="positive")
+                                     "counted from --eps-decay-start", "agent steps",
+                                     limit="positive")
+    eps_decay_start: int = _training(0, "agent step where the epsilon decay begins; before it "
+                                     "epsilon is --eps-start. 0 as in Nature; Dopamine starts "
+                                     "it at its warm-up's end", "agent steps",
+                                     limit="non_negative")
+
+    network: str = _training("nature", "the Atari CNN's details: nature = 'valid' padding and "
+                             "Torch's uniform(+-1/sqrt(fan_in)) weights, as the Nature code; "
+                             "dopamine = 'same' padding and Glorot-uniform weights, as "
+                             "Dopamine's network", choices=("nature", "dopamine"))
 
     # --- DQN extensions (all off: the Nature DQN)
     double: bool = _extension(False, "Double DQN (van Hasselt et al. 2016): the main network picks "

@@ -25,6 +25,41 @@ PONG_QUICK = {
     "checkpoint_freq": 50_000,
 }
 
+# Dopamine's dqn.gin, atari_lib.py and dqn_agent.py, constant for constant (agent steps).
+DOPAMINE = {
+    # the environment: Machado et al.'s protocol with the minimal action set
+    "sticky_actions": 0.25,
+    "full_action_space": False,
+    "episodic_life": False,
+    "noop_max": 0,
+    "fire_start": False,
+    "max_episode_steps": 27_000,
+    # the agent
+    "replay_capacity": 1_000_000,
+    "prepopulate": 20_000,
+    "batch_size": 32,
+    "train_freq": 4,
+    "target_update_freq": 8_000,
+    "discount": 0.99,
+    "n_step": 1,
+    "eps_start": 1.0,
+    "eps_end": 0.01,
+    "eps_decay_steps": 250_000,
+    "eps_decay_start": 20_000,
+    "eval_epsilon": 0.001,
+    "optimizer": "rmsprop",
+    "lr": 0.00025,
+    "optimizer_epsilon": 0.00001,
+    "loss_reduction": "mean",
+    "network": "dopamine",
+    "precision": "float32",
+    # the schedule: 200 iterations of 250k steps; the published values are the training
+    # games' returns, so no separate evaluation phase by default
+    "timesteps": 50_000_000,
+    "evaluate": 0,
+    "checkpoint_freq": 250_000,
+}
+
 PRESETS = {
     # Mnih et al. 2015: the Config defaults themselves.
     "nature": {},
@@ -38,6 +73,11 @@ PRESETS = {
         "noop_max": 0,
         "evaluate": 0,
     },
+    # Dopamine's DQN (Castro et al. 2018), whose published training curves
+    # (plot --reference dopamine) a run can be drawn against. Each value and the file it
+    # comes from: docs/protocol.md, "Nature, Machado and Dopamine";
+    # tests/test_presets_and_env.py pins them.
+    "dopamine": DOPAMINE,
     "pong-quick": PONG_QUICK,
     # pong-quick's protocol with the extensions that cut agent steps, and a learner that costs
     # less per sample, so that one command solves Pong soonest on 2 CPU cores
