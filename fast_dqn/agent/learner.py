@@ -60,16 +60,39 @@ def dqn_loss(q_values, actions, targets, reduction="sum"):
     raise ValueError(f"unknown loss reduction {reduction!r}")
 
 
-def make_optimizer(name, lr, epsilon=None, loss_scaling=False):
+class RMSpropFromMeanSquare(keras.optimizers.RMSprop):
+    """Keras's RMSprop whose running mean square starts at `initial_mean_square`.
+
+    Keras, like the Nature code, starts it at 0. TensorFlow 1's tf.train.RMSPropOptimizer,
+    which Dopamine trains with, starts it at 1 (its "rms" slot has a ones initializer), so
+    its first few hundred updates are smaller. The update rule is otherwise the same:
+    epsilon inside the square root, the mean gradient subtracted when centered.
+    """
+
+    def __init__(self, initial_mean_square=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.initial_mean_square = float(initial_mean_square)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        for velocity in self._velocities:
+            velocity.assign(keras.ops.full(velocity.shape, self.initial_mean_square,
+                                           velocity.dtype))
+
+
+def make_optimizer(name, lr, epsilon=None, loss_scaling=False, rmsprop_init=0.0):
     """epsilon None takes the source's value (OPTIMIZER_DEFAULTS); loss_scaling wraps it for
-    mixed precision, so small float16 gradients do not vanish."""
+    mixed precision, so small float16 gradients do not vanish; rmsprop_init: RMSProp's
+    starting mean square (RMSpropFromMeanSquare)."""
     if name not in OPTIMIZER_DEFAULTS:
         raise ValueError(f"unknown optimizer {name!r}")
     if epsilon is None:
         epsilon = OPTIMIZER_DEFAULTS[name]["epsilon"]
     if name == "rmsprop":
-        optimizer = keras.optimizers.RMSprop(learning_rate=lr, rho=0.95, epsilon=epsilon,
-                                             centered=True)
+        optimizer = RMSpropFromMeanSquare(rmsprop_init, learning_rate=lr, rho=0.95,
+                                          epsilon=epsilon, centered=True)
     else:
         optimizer = keras.optimizers.Adam(learning_rate=lr, epsilon=epsilon)
     return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scaling else optimizer

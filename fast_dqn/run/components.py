@@ -43,7 +43,7 @@ def build_learner(config, observation_shape, num_actions):
     return DQNLearner(network_builder(config, observation_shape, num_actions),
                       # float16 needs loss scaling; bfloat16 has float32's range and does not.
                       make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
-                                     config.precision == "float16"),
+                                     config.precision == "float16", config.rmsprop_init),
                       xla=config.xla, loss_reduction=config.loss_reduction,
                       double=config.double)
 

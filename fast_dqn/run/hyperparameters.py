@@ -107,6 +107,10 @@ class Config:
     optimizer_epsilon: float = _training(None, "the optimizer's epsilon; unset = its source's "
                                          "value: 0.01 (inside the square root) for rmsprop as "
                                          "in Nature, 1e-8 for adam as in Lapan, CleanRL and SB3")
+    rmsprop_init: float = _training(0.0, "rmsprop: the running mean square's starting value; 0 "
+                                    "as the Nature code and Keras, 1 as TensorFlow 1's "
+                                    "RMSPropOptimizer, which Dopamine uses",
+                                    limit="non_negative")
     loss_reduction: str = _training(None, "how the minibatch's Huber losses combine; unset = "
                                     "sum for rmsprop (the Nature code sums), mean for adam",
                                     choices=("sum", "mean"))

@@ -50,6 +50,7 @@ DOPAMINE = {
     "optimizer": "rmsprop",
     "lr": 0.00025,
     "optimizer_epsilon": 0.00001,
+    "rmsprop_init": 1.0,
     "loss_reduction": "mean",
     "network": "dopamine",
     "precision": "float32",

@@ -10,6 +10,11 @@ with a 95% bootstrap band, and a table of the scores at the last step all of a s
 reached (human-normalized where the game has reference scores) gives the IQM, the
 optimality gap and the mean of each setting over its games and seeds, with
 stratified-bootstrap intervals (fast_dqn.tools.aggregate).
+
+With --reference dopamine, the runs are drawn beside a published curve instead: each
+setting's mean training return per 250k-step iteration over the published runs' range, one
+panel per game, and a table says per iteration whether ours lies inside it
+(fast_dqn.tools.reference).
 """
 
 import csv
@@ -267,6 +272,48 @@ def make_figure(run_dirs, title=None, aggregate=False, window=100):
 
 def plot_runs(run_dirs, output, title=None, aggregate=False, window=100):
     fig, plt = make_figure(run_dirs, title, aggregate, window)
+    return save_figure(fig, plt, output)
+
+
+def reference_figure(run_dirs, name, title=None):
+    """(figure, plt, [(label, runs, rows)]): one panel per game, each setting's runs per
+    iteration beside the reference's band."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fast_dqn.tools.reference import compare, draw_comparison
+    by_game = {}
+    for label, members in groups(run_dirs).items():
+        saved = saved_config(members[0])
+        if saved.get("env") or not saved.get("game"):
+            raise ConfigError("RUN_DIR", f"'{members[0]}' has no Atari game in its "
+                              "config.json; --reference compares Atari runs")
+        by_game.setdefault(saved["game"], []).append((label, members))
+    tables = []
+    fig, axes = plt.subplots(1, len(by_game), figsize=(6.5 * len(by_game), 4.5),
+                             squeeze=False)
+    for ax, (game, settings) in zip(axes[0], by_game.items()):
+        for label, members in settings:
+            rows = compare(members, name, game)
+            if not rows:
+                raise ConfigError("RUN_DIR", f"'{members[0]}' has no finished game to "
+                                  "compare; its episodes.csv holds no games yet")
+            draw_comparison(ax, rows, f"{label} ({len(members)} run"
+                            f"{'s' if len(members) > 1 else ''})")
+            tables.append((label, len(members), rows))
+        ax.set_title(game)
+        ax.set_xlabel("agent steps")
+        ax.set_ylabel("mean training return per iteration")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig, plt, tables
+
+
+def save_figure(fig, plt, output):
     try:
         fig.savefig(output, dpi=120)
     except OSError as error:
@@ -293,7 +340,17 @@ def main(argv=None):
                         help="the training return is the mean of the last GAMES games "
                         "(default: 100, the logged mean_100); fewer follow the agent's "
                         "current play where games are long")
+    parser.add_argument("--reference", metavar="NAME",
+                        help="draw each setting's mean training return per iteration (250k "
+                        "agent steps) over a published curve's band and print, per "
+                        "iteration, whether it lies inside; NAME: dopamine (Dopamine's DQN, "
+                        "5 runs; games: breakout, pong, space_invaders)")
     args = parser.parse_args(argv)
+    if args.reference is not None and args.aggregate:
+        return fail(parser.prog, ConfigError("--reference", "draws its own figure; give it "
+                                             "or --aggregate, not both"))
+    if args.reference is not None:
+        return _main_reference(parser.prog, args)
     if args.window < 1:
         return fail(parser.prog, ConfigError("--window", f"must be a positive whole number, "
                                              f"got {args.window}"))
@@ -306,6 +363,19 @@ def main(argv=None):
     print(f"wrote {path}")
     if rows is not None:
         print_aggregates(rows)
+    return 0
+
+
+def _main_reference(prog, args):
+    from fast_dqn.tools.reference import print_comparison
+    try:
+        fig, plt, tables = reference_figure(args.run_dirs, args.reference, args.title)
+        path = save_figure(fig, plt, args.output)
+    except ConfigError as error:
+        return fail(prog, error)
+    print(f"wrote {path}")
+    for label, runs, rows in tables:
+        print_comparison(rows, label, runs)
     return 0
 
 

@@ -1,0 +1,198 @@
+"""Runs beside published curves: `plot RUN --reference dopamine`.
+
+A reference is a folder of fast_dqn/reference_data/ with one CSV per game (snake_case name):
+`iteration,agent_steps_end,run_returns`, one row per iteration, the published runs' values
+separated by spaces. Dopamine's iteration is 250,000 agent steps of training, and its value
+is the mean return of the training games of that iteration (epsilon-greedy, as trained, whole
+games, unclipped). Ours is counted the same way from episodes.csv: the mean return of the
+games that ended in (k * 250k, (k + 1) * 250k].
+
+A run's value is judged only for iterations it finished; one it is still in is shown as
+partial. A run finished an iteration when its newest checkpoint is at or past the iteration's
+end, or, for logs copied without their checkpoints, when a game ended in its last tenth.
+"""
+
+import csv
+import os
+from dataclasses import dataclass
+from importlib import resources
+
+from fast_dqn.errors import ConfigError
+from fast_dqn.run.checkpoint import CheckpointStore
+
+REFERENCE_PACKAGE = "fast_dqn.reference_data"
+
+
+@dataclass(frozen=True)
+class ReferenceIteration:
+    iteration: int
+    agent_steps_end: int
+    returns: tuple  # the published runs' values
+
+    @property
+    def mean(self):
+        return sum(self.returns) / len(self.returns)
+
+    def inside(self, value):
+        return min(self.returns) <= value <= max(self.returns)
+
+
+def available_references():
+    root = resources.files(REFERENCE_PACKAGE)
+    return sorted(entry.name for entry in root.iterdir()
+                  if entry.is_dir() and not entry.name.startswith("_"))
+
+
+def reference_games(name):
+    root = resources.files(REFERENCE_PACKAGE) / name
+    return sorted(entry.name[:-4] for entry in root.iterdir() if entry.name.endswith(".csv"))
+
+
+def load_reference(name, game):
+    """[ReferenceIteration] of `game` in the reference `name`, in iteration order."""
+    if name not in available_references():
+        raise ConfigError("--reference", f"no reference named '{name}'; the references are: "
+                          f"{', '.join(available_references())}")
+    path = resources.files(REFERENCE_PACKAGE) / name / f"{game}.csv"
+    if not path.is_file():
+        raise ConfigError("--reference", f"'{name}' has no data for {game}; it has "
+                          f"{', '.join(reference_games(name))} (fast_dqn/reference_data/"
+                          f"{name}/README.md says how to add a game)")
+    rows = []
+    with path.open(newline="") as f:
+        for line, row in enumerate(csv.DictReader(f), start=2):
+            try:
+                rows.append(ReferenceIteration(
+                    int(row["iteration"]), int(row["agent_steps_end"]),
+                    tuple(float(v) for v in row["run_returns"].split())))
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise ConfigError("--reference", f"{path}, line {line}: not an "
+                                  "'iteration,agent_steps_end,run_returns' row") from None
+    return rows
+
+
+def iteration_length(reference):
+    return reference[0].agent_steps_end // (reference[0].iteration + 1)
+
+
+def read_games(run_dir):
+    """[(end agent step, return)] of the run's training games, from episodes.csv."""
+    path = os.path.join(run_dir, "episodes.csv")
+    games = []
+    try:
+        with open(path, newline="") as f:
+            for line, row in enumerate(csv.DictReader(f), start=2):
+                try:
+                    games.append((int(float(row["agent_step"])), float(row["return"])))
+                except (KeyError, TypeError, ValueError):
+                    raise ConfigError("RUN_DIR", f"{path}, line {line}: not an episodes.csv "
+                                      "row (agent_step and return are numbers); remove the "
+                                      "line") from None
+    except OSError as error:
+        raise ConfigError("RUN_DIR", f"cannot read {path} ({error.strerror}); give a run "
+                          "directory made by run_dqn.py or run_fast_dqn.py") from None
+    return games
+
+
+def steps_reached(run_dir, games, length):
+    """The agent steps the run is known to have finished (see the module's docstring)."""
+    last_game = max((step for step, _ in games), default=0)
+    # The names are enough: a checkpoint is renamed into place only once it is whole.
+    checkpoints = CheckpointStore(run_dir).steps()
+    if checkpoints:
+        return max(last_game, checkpoints[-1])
+    # Logs without checkpoints: a game that ended in an iteration's last tenth stands for
+    # the iteration's end, since a game in progress at a stop is never logged.
+    tenth = length // 10
+    return (last_game + tenth) // length * length if last_game % length >= length - tenth \
+        else last_game
+
+
+def run_iterations(run_dir, length):
+    """{iteration: (mean return, games, finished)} of the run's training games."""
+    games = read_games(run_dir)
+    reached = steps_reached(run_dir, games, length)
+    found = {}
+    for step, value in games:
+        found.setdefault(max(step - 1, 0) // length, []).append(value)
+    return {k: (sum(v) / len(v), len(v), (k + 1) * length <= reached)
+            for k, v in sorted(found.items())}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    iteration: int
+    agent_steps_end: int
+    ours: tuple       # one value per run that has games in this iteration
+    finished: bool    # every one of those runs finished the iteration
+    reference: ReferenceIteration
+
+    @property
+    def mean(self):
+        return sum(self.ours) / len(self.ours)
+
+    @property
+    def inside(self):
+        """How many of our runs lie within the published runs' range."""
+        return sum(self.reference.inside(value) for value in self.ours)
+
+
+def compare(run_dirs, name, game):
+    """[Comparison] per iteration in which any of the runs (all of `game`) ended a game."""
+    reference = load_reference(name, game)
+    length = iteration_length(reference)
+    by_run = [run_iterations(run_dir, length) for run_dir in run_dirs]
+    rows = []
+    for published in reference:
+        k = published.iteration
+        present = [found[k] for found in by_run if k in found]
+        if not present:
+            continue
+        rows.append(Comparison(k, published.agent_steps_end,
+                               tuple(value for value, _, _ in present),
+                               all(done for _, _, done in present), published))
+    return rows
+
+
+def print_comparison(rows, label, runs, out=None):
+    import sys
+    out = out or sys.stdout
+    many = runs > 1
+    ours = f"ours, mean of {runs} runs" if many else "ours"
+    print(f"{label}: the mean training return of each 250k-step iteration", file=out)
+    print(f"| iteration | agent steps | {ours} | Dopamine mean | Dopamine range | inside |",
+          file=out)
+    print("|---|---|---|---|---|---|", file=out)
+    for row in rows:
+        ref = row.reference
+        if not row.finished:
+            verdict = "partial: not judged"
+        elif many:
+            verdict = f"{row.inside} of {len(row.ours)} runs"
+        else:
+            verdict = "yes" if row.inside else "no"
+        value = f"{row.mean:.2f}"
+        if many:
+            value += f" [{min(row.ours):.2f}, {max(row.ours):.2f}]"
+        print(f"| {row.iteration} | {row.agent_steps_end:,} | {value} | {ref.mean:.2f} | "
+              f"{min(ref.returns):.2f} – {max(ref.returns):.2f} | {verdict} |", file=out)
+
+
+def draw_comparison(ax, rows, label, color=None):
+    """Ours (mean, with the runs' range where there are several) over the published band."""
+    import numpy as np
+    x = np.array([row.agent_steps_end for row in rows], np.float64)
+    ref = [row.reference for row in rows]
+    ax.fill_between(x, [min(r.returns) for r in ref], [max(r.returns) for r in ref],
+                    color="0.6", alpha=0.35, linewidth=0, label="Dopamine DQN, 5 runs (range)")
+    ax.plot(x, [r.mean for r in ref], color="0.3", linestyle="--", label="Dopamine DQN, mean")
+    line, = ax.plot(x, [row.mean for row in rows], "o-", color=color, markersize=4,
+                    label=label)
+    if any(len(row.ours) > 1 for row in rows):
+        ax.fill_between(x, [min(row.ours) for row in rows], [max(row.ours) for row in rows],
+                        color=line.get_color(), alpha=0.2, linewidth=0)
+    partial = [i for i, row in enumerate(rows) if not row.finished]
+    if partial:
+        ax.plot(x[partial], [rows[i].mean for i in partial], "o", color="white",
+                markeredgecolor=line.get_color(), label="partial iteration")
+    return line
