@@ -2,14 +2,15 @@
 
 A reference is a folder of fast_dqn/reference_data/ with one CSV per game (snake_case name):
 `iteration,agent_steps_end,run_returns`, one row per iteration, the published runs' values
-separated by spaces. Dopamine's iteration is 250,000 agent steps of training, and its value
-is the mean return of the training games of that iteration (epsilon-greedy, as trained, whole
-games, unclipped). Ours is counted the same way from episodes.csv: the mean return of the
-games that ended in (k * 250k, (k + 1) * 250k].
+separated by spaces. Dopamine's iteration is 250,000 agent steps of training, played as
+whole games (run_experiment.py, _run_one_phase: the game that reaches 250k is finished and
+counted), and its value is the mean return of those games (epsilon-greedy, as trained, whole
+games, unclipped). Ours is counted the same way from episodes.csv (run_iterations).
 
 A run's value is judged only for iterations it finished; one it is still in is shown as
-partial. A run finished an iteration when its newest checkpoint is at or past the iteration's
-end, or, for logs copied without their checkpoints, when a game ended in its last tenth.
+partial. The run's progress is its newest checkpoint's step, or, for logs copied without
+their checkpoints, its last game's step, taken as the iteration's end when that game ended
+in the iteration's last tenth.
 """
 
 import csv
@@ -95,7 +96,7 @@ def read_games(run_dir):
 
 
 def steps_reached(run_dir, games, length):
-    """The agent steps the run is known to have finished (see the module's docstring)."""
+    """The agent steps the run is known to have played (see the module's docstring)."""
     last_game = max((step for step, _ in games), default=0)
     # The names are enough: a checkpoint is renamed into place only once it is whole.
     checkpoints = CheckpointStore(run_dir).steps()
@@ -109,14 +110,24 @@ def steps_reached(run_dir, games, length):
 
 
 def run_iterations(run_dir, length):
-    """{iteration: (mean return, games, finished)} of the run's training games."""
+    """[(mean return, games, finished)] of the run's iterations, as Dopamine's Runner cuts
+    them: an iteration plays whole games until it has played `length` agent steps, so the
+    game that reaches its length is its last, and the next one starts where that game ended.
+    The run's last iteration, which no game has closed yet, is finished when the run reached
+    the iteration's nominal end ((k + 1) x length): a run stopped at 1M has finished four,
+    its last short of the few steps Dopamine's would have run on to end its game."""
     games = read_games(run_dir)
     reached = steps_reached(run_dir, games, length)
-    found = {}
+    iterations, start, current = [], 0, []
     for step, value in games:
-        found.setdefault(max(step - 1, 0) // length, []).append(value)
-    return {k: (sum(v) / len(v), len(v), (k + 1) * length <= reached)
-            for k, v in sorted(found.items())}
+        current.append(value)
+        if step >= start + length:
+            iterations.append((current, True))
+            start, current = step, []
+    if current:
+        iterations.append((current, reached >= (len(iterations) + 1) * length))
+    return {k: (sum(values) / len(values), len(values), finished)
+            for k, (values, finished) in enumerate(iterations)}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""Published learning curves, one folder per source, read by fast_dqn.tools.reference."""
