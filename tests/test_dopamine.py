@@ -8,6 +8,7 @@ checked on logs whose answer is known.
 """
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -178,7 +179,6 @@ def test_the_shipped_references_have_five_runs_an_iteration():
 def write_run(run_dir, games, game="breakout", loop="fast", seed=0, checkpoint=None):
     """A run directory with a config.json and the given (end step, return) games."""
     os.makedirs(run_dir)
-    import json
     config = {**FastConfig(**PRESETS["dopamine"], preset="dopamine", game=game).to_dict(),
               "loop": loop, "seed": seed}
     with open(os.path.join(run_dir, "config.json"), "w") as f:
@@ -288,6 +288,21 @@ def test_what_plot_reference_cannot_compare_is_one_line(tmp_path, edit, referenc
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_row_being_written_is_left_for_later_and_another_protocol_is_named(tmp_path):
+    """plot beside a training run: the run may be halfway through writing a row."""
+    write_run(tmp_path / "r", [(1000, 1.0), (2000, 2.0)])
+    with open(tmp_path / "r" / "episodes.csv", "a") as f:
+        f.write("3,24")
+    assert compare([str(tmp_path / "r")], "dopamine", "breakout")[0].ours == (1.5,)
+    with open(tmp_path / "r" / "config.json") as f:
+        saved = json.load(f)
+    with open(tmp_path / "r" / "config.json", "w") as f:
+        json.dump({**saved, "preset": "machado"}, f)
+    result = plot(tmp_path / "r", "--reference", "dopamine", "-o", tmp_path / "x.png")
+    assert result.returncode == 0 and "| 0 | 250,000 | 1.50 |" in result.stdout
+    assert "ran --preset machado, not dopamine" in result.stderr
 
 
 def test_load_reference_names_a_damaged_row(tmp_path, monkeypatch):

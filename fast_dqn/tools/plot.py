@@ -282,13 +282,18 @@ def reference_figure(run_dirs, name, title=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fast_dqn.tools.reference import compare, draw_comparison
+    from fast_dqn.tools.reference import check_reference, compare, draw_comparison
+    check_reference(name)
     by_game = {}
     for label, members in groups(run_dirs).items():
         saved = saved_config(members[0])
         if saved.get("env") or not saved.get("game"):
             raise ConfigError("RUN_DIR", f"'{members[0]}' has no Atari game in its "
                               "config.json; --reference compares Atari runs")
+        if saved.get("preset") != name:
+            print(f"note: '{members[0]}' ran --preset {saved.get('preset')}, not {name}: "
+                  "its curve and the reference's come from different protocols",
+                  file=sys.stderr)
         by_game.setdefault(saved["game"], []).append((label, members))
     tables = []
     fig, axes = plt.subplots(1, len(by_game), figsize=(6.5 * len(by_game), 4.5),

@@ -49,11 +49,15 @@ def reference_games(name):
     return sorted(entry.name[:-4] for entry in root.iterdir() if entry.name.endswith(".csv"))
 
 
-def load_reference(name, game):
-    """[ReferenceIteration] of `game` in the reference `name`, in iteration order."""
+def check_reference(name):
     if name not in available_references():
         raise ConfigError("--reference", f"no reference named '{name}'; the references are: "
                           f"{', '.join(available_references())}")
+
+
+def load_reference(name, game):
+    """[ReferenceIteration] of `game` in the reference `name`, in iteration order."""
+    check_reference(name)
     path = resources.files(REFERENCE_PACKAGE) / name / f"{game}.csv"
     if not path.is_file():
         raise ConfigError("--reference", f"'{name}' has no data for {game}; it has "
@@ -77,21 +81,24 @@ def iteration_length(reference):
 
 
 def read_games(run_dir):
-    """[(end agent step, return)] of the run's training games, from episodes.csv."""
+    """[(end agent step, return)] of the run's training games, from episodes.csv. A last
+    line without its newline is a row the run is writing now, and is left for later."""
     path = os.path.join(run_dir, "episodes.csv")
-    games = []
     try:
         with open(path, newline="") as f:
-            for line, row in enumerate(csv.DictReader(f), start=2):
-                try:
-                    games.append((int(float(row["agent_step"])), float(row["return"])))
-                except (KeyError, TypeError, ValueError):
-                    raise ConfigError("RUN_DIR", f"{path}, line {line}: not an episodes.csv "
-                                      "row (agent_step and return are numbers); remove the "
-                                      "line") from None
+            lines = f.read().splitlines(keepends=True)
     except OSError as error:
         raise ConfigError("RUN_DIR", f"cannot read {path} ({error.strerror}); give a run "
                           "directory made by run_dqn.py or run_fast_dqn.py") from None
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines.pop()
+    games = []
+    for line, row in enumerate(csv.DictReader(lines), start=2):
+        try:
+            games.append((int(float(row["agent_step"])), float(row["return"])))
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError("RUN_DIR", f"{path}, line {line}: not an episodes.csv row "
+                              "(agent_step and return are numbers); remove the line") from None
     return games
 
 
