@@ -2,8 +2,11 @@
 else kept."""
 
 import os
+import subprocess
+import sys
 
 import pytest
+from helpers import ROOT
 
 from fast_dqn.agent.backend_setup import without_start_up_noise
 
@@ -67,3 +70,18 @@ def test_a_bfloat16_cpu_counts_only_under_tensorflow(monkeypatch, backend, expec
     assert backend_setup.computes_bfloat16() is expected
     monkeypatch.setattr(backend_setup, "gpu_compute_capabilities", lambda: [(8, 0)])
     assert backend_setup.computes_bfloat16()
+
+
+@pytest.mark.parametrize("typed", ["Jax", " jax", "pytorch", "torch", "JAX"])
+def test_a_keras_backend_we_do_not_run_on_is_one_line_before_keras_reads_it(tmp_path, typed):
+    """Keras itself answers 'Jax' with a ValueError traceback and 'torch', where torch is
+    missing, with an ImportError: the variable is read before Keras is imported."""
+    result = subprocess.run(
+        [sys.executable, "run_dqn.py", "--env", "CartPole-v1", "--timesteps", "10",
+         "--logdir", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True,
+        timeout=120, env={**os.environ, "KERAS_BACKEND": typed})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"run_dqn.py: error: KERAS_BACKEND={typed!r} is not a backend fast-dqn runs on; set "
+        "it to tensorflow or jax (lower case), or unset it"]
+    assert not (tmp_path / "run").exists()

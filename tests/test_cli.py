@@ -116,11 +116,19 @@ def test_counts_accept_readable_forms():
 @pytest.mark.parametrize("typed,words", [("1.5k5", "expected a whole number"),
                                          ("0.0005k", "expected a whole number, got '0.0005k'"),
                                          ("1m", "expected a whole number"),
-                                         ("1e400", "'1e400' is too large for a count")])
+                                         ("1e400", "'1e400' is too large or too small"),
+                                         ("1e-100000000", "is too large or too small"),
+                                         ("1e-400", "is too large or too small"),
+                                         ("1" * 5000, "(5000 characters) is too long"),
+                                         ("0." + "0" * 100 + "1e100", "is too long")])
 def test_counts_that_are_no_whole_number_are_one_line(typed, words, capsys):
+    """Each in well under a second: 1e-100000000 once took Fraction over a minute."""
+    import time
     parser = flags.build_parser("x", "y")
+    started = time.perf_counter()
     with pytest.raises(SystemExit):
         parser.parse_args(["--timesteps", typed])
+    assert time.perf_counter() - started < 5
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--timesteps" in err and words in err
 

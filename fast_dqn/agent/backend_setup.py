@@ -64,12 +64,23 @@ def keras_backend():
     """The backend Keras picked; importing Keras imports it, so under JAX no TensorFlow."""
     quiet_tensorflow()
     choice = " or ".join(SUPPORTED_BACKENDS)
+    typed = os.environ.get("KERAS_BACKEND")
+    if typed and typed not in SUPPORTED_BACKENDS:
+        # Before Keras reads it: Keras answers a name it does not know ('Jax', ' jax') with
+        # a ValueError traceback, and one it knows but we do not run on ('torch') with an
+        # ImportError where torch is missing.
+        raise UnsupportedBackend(f"KERAS_BACKEND={typed!r} is not a backend fast-dqn runs on; "
+                                 f"set it to {choice} (lower case), or unset it")
     try:
         with without_start_up_noise():
             import keras
     except ImportError as error:  # Keras imports its backend first thing
         raise UnsupportedBackend(f"Keras could not load its backend ({error}); install it, "
                                  f"or set KERAS_BACKEND to {choice}") from None
+    except ValueError as error:  # ~/.keras/keras.json names a backend Keras does not know
+        raise UnsupportedBackend(f"Keras could not load its backend ({error}); set "
+                                 f"KERAS_BACKEND to {choice}, or fix ~/.keras/keras.json") \
+            from None
     name = keras.backend.backend()
     if name not in SUPPORTED_BACKENDS:
         raise UnsupportedBackend(f"KERAS_BACKEND={name} is not supported; set it to {choice}")

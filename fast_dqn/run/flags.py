@@ -23,16 +23,23 @@ class OneLineParser(argparse.ArgumentParser):
 
 # As the docs write step counts: 100k, 1M, 1.5M (M is million, never milli).
 _MULTIPLIERS = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}
+_LONGEST_COUNT = 40  # characters: 1_000_000_000_000 is 17
 
 
 def parse_count(text):
     """An integer, also written 50_000_000, 5e7, 50M or 100k."""
+    if len(text) > _LONGEST_COUNT:
+        # Parsing is not linear in the text: a thousand digits or an exponent of a hundred
+        # million would take minutes. No count anyone means is this long.
+        raise argparse.ArgumentTypeError(f"'{text[:20]}...' ({len(text)} characters) is too "
+                                         "long for a count")
     multiplier = _MULTIPLIERS.get(text[-1:], 1)
     number = text[:-1] if multiplier > 1 else text
     exponent = number.lower().partition("e")[2]
-    if exponent.lstrip("+-").isdigit() and int(exponent) > 30:
-        # 1e400 is no count anyone means; 1e100000000 would take minutes to expand.
-        raise argparse.ArgumentTypeError(f"'{text}' is too large for a count")
+    if exponent.lstrip("+-").isdigit() and abs(int(exponent)) > 30:
+        # 1e400 is no count anyone means, nor 1e-400; 1e±100000000 would take minutes to
+        # expand.
+        raise argparse.ArgumentTypeError(f"'{text}' is too large or too small for a count")
     try:
         # Fraction, not float: 2.5k and 1e6 are exact, and a count above 2**53 stays whole.
         value = fractions.Fraction(number.replace("_", "")) * multiplier
