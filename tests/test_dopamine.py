@@ -276,14 +276,13 @@ def test_plot_reference_draws_the_band_and_prints_the_table(tmp_path):
 @pytest.mark.parametrize("edit,reference,message", [
     (None, "nope", "--reference: no reference named 'nope'; the references are: dopamine"),
     ("game", "dopamine", "--reference: 'dopamine' has no data for alien"),
-    ("row", "dopamine", "episodes.csv, line 4: not an episodes.csv row"),
+    ("missing", "dopamine", "has no episodes.csv"),
 ])
 def test_what_plot_reference_cannot_compare_is_one_line(tmp_path, edit, reference, message):
     write_run(tmp_path / "r", [(1000, 1.0), (2000, 2.0)], game="alien" if edit == "game"
               else "breakout")
-    if edit == "row":
-        with open(tmp_path / "r" / "episodes.csv", "a") as f:
-            f.write("oops,not,a,number,,,\n")
+    if edit == "missing":
+        os.remove(tmp_path / "r" / "episodes.csv")
     result = plot(tmp_path / "r", "--reference", reference, "-o", tmp_path / "x.png")
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

@@ -324,3 +324,26 @@ def test_a_plot_names_its_games_and_labels_every_axis(tmp_path):
             assert all(ax.lines for ax in fig.axes)
         finally:
             plt.close(fig)
+
+
+def test_plot_skips_a_row_that_is_not_numbers_and_names_its_line(tmp_path):
+    """A line appended by hand, and one the run is halfway through writing: the plot draws
+    the rows that are numbers, and one warning names the file and the line."""
+    import json
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"loop": "fast", "game": "pong"}))
+    (run_dir / "episodes.csv").write_text(
+        "episode,agent_step,length,return,mean_100,epsilon,hours\n"
+        "1,100,100,-21.0,-21.0,1.0,0.01\noops,not,a,number,,,\n2,200,100,-20.0,-20.5,1.0,0.02\n"
+        "3,30")
+    result = subprocess.run([sys.executable, "-m", "fast_dqn.tools.plot", str(run_dir), "-o",
+                             str(tmp_path / "c.png")], capture_output=True, text=True,
+                            timeout=120, cwd=ROOT)
+    assert result.returncode == 0 and (tmp_path / "c.png").stat().st_size > 1000
+    assert result.stderr.strip().splitlines() == [
+        f"warning: {run_dir / 'episodes.csv'}, line 3: not a row of numbers; skipped (remove "
+        "the line to silence this)"]
+    from fast_dqn.tools.plot import training_curve
+    assert training_curve(str(run_dir)) == {"agent_step": [100.0, 200.0],
+                                            "hours": [0.01, 0.02], "mean": [-21.0, -20.5]}

@@ -17,7 +17,6 @@ panel per game, and a table says per iteration whether ours lies inside it
 (fast_dqn.tools.reference).
 """
 
-import csv
 import json
 import os
 import sys
@@ -25,20 +24,7 @@ import sys
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.flags import OneLineParser, fail
 from fast_dqn.run.hyperparameters import RESUME_OVERRIDES
-
-
-def read_columns(path, names):
-    """{name: [float, ...]} of the named CSV columns; missing columns and files give []."""
-    columns = {name: [] for name in names}
-    if not os.path.isfile(path):
-        return columns
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            for name in names:
-                value = row.get(name)
-                if value not in (None, ""):
-                    columns[name].append(float(value))
-    return columns
+from fast_dqn.tools.run_logs import read_columns
 
 
 def training_curve(run_dir, window=100):

@@ -20,6 +20,7 @@ from importlib import resources
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.checkpoint import CheckpointStore
+from fast_dqn.tools.run_logs import read_columns
 
 REFERENCE_PACKAGE = "fast_dqn.reference_data"
 
@@ -81,25 +82,17 @@ def iteration_length(reference):
 
 
 def read_games(run_dir):
-    """[(end agent step, return)] of the run's training games, from episodes.csv. A last
-    line without its newline is a row the run is writing now, and is left for later."""
+    """[(end agent step, return)] of the run's training games, from episodes.csv (rows that
+    are not numbers are skipped with a warning: fast_dqn.tools.run_logs)."""
     path = os.path.join(run_dir, "episodes.csv")
-    try:
-        with open(path, newline="") as f:
-            lines = f.read().splitlines(keepends=True)
-    except OSError as error:
-        raise ConfigError("RUN_DIR", f"cannot read {path} ({error.strerror}); give a run "
-                          "directory made by run_dqn.py or run_fast_dqn.py") from None
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines.pop()
-    games = []
-    for line, row in enumerate(csv.DictReader(lines), start=2):
-        try:
-            games.append((int(float(row["agent_step"])), float(row["return"])))
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError("RUN_DIR", f"{path}, line {line}: not an episodes.csv row "
-                              "(agent_step and return are numbers); remove the line") from None
-    return games
+    if not os.path.isfile(path):
+        raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
+                          "directories made by run_dqn.py or run_fast_dqn.py")
+    found = read_columns(path, ("agent_step", "return"))
+    if len(found["agent_step"]) != len(found["return"]):
+        raise ConfigError("RUN_DIR", f"{path} has rows without an agent_step or a return; "
+                          "remove them")
+    return [(int(step), value) for step, value in zip(found["agent_step"], found["return"])]
 
 
 def steps_reached(run_dir, games, length):
