@@ -1,6 +1,7 @@
 """Results over seeds (fast_dqn.tools.aggregate, plot --aggregate), checked by hand."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -73,7 +74,26 @@ def test_runs_without_evaluations_are_scored_by_the_mean_of_100_at_the_common_st
         (path / "episodes.csv").write_text("episode,agent_step,mean_100\n" + rows)
         runs.append(str(path))
     (tmp_path / "s0" / "eval.csv").write_text("agent_step,mean\n400,5.0\n")  # one has evals
-    assert scores_at_common_step(runs) == (300, {runs[0]: -18.0, runs[1]: -17.0})
+    notes = []
+    assert scores_at_common_step(runs, notes=notes) == (300, {runs[0]: -18.0, runs[1]: -17.0})
+    assert notes == [f"scored by the mean of the last 100 training games, not by evaluation: "
+                     f"'{runs[1]}' never evaluated, and runs of one setting are scored alike"]
+
+
+def test_a_run_with_nothing_to_score_is_left_out_by_name_and_changes_no_statistic(tmp_path,
+                                                                                   capsys):
+    """Two seeds, one with only its episodes.csv header and no eval.csv: the other keeps
+    its evaluation score, and the table's note names the run left out."""
+    evaluated = synthetic_run(tmp_path / "s0", "pong", 0, 3.0)
+    empty = synthetic_run(tmp_path / "s1", "pong", 1, 0.0)
+    os.remove(os.path.join(empty, "eval.csv"))
+    (tmp_path / "s1" / "episodes.csv").write_text("episode,agent_step,return,mean_100,hours\n")
+    notes = []
+    (_, count, _, _, step, stats), = aggregate_rows([evaluated, empty], reps=50, notes=notes)
+    assert (count, step) == (1, 200) and stats["mean"][0] == pytest.approx((3.0 + 20.7) / 35.3)
+    assert notes == [f"'{empty}' is left out: it has no finished game and no evaluation yet"]
+    assert main([evaluated, empty, "--aggregate", "-o", str(tmp_path / "c.png")]) == 0
+    assert f"note: '{empty}' is left out" in capsys.readouterr().out
 
 
 def test_the_aggregates_of_synthetic_runs_are_the_hand_computed_ones(tmp_path, capsys):

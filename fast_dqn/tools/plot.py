@@ -113,17 +113,31 @@ def scores(run_dir, evaluations, window=100):
     return list(zip(found["agent_step"], found["mean"]))
 
 
-def scores_at_common_step(members, window=100):
+def scores_at_common_step(members, window=100, notes=None):
     """(step, {run_dir: score}): each run's score at the last step every run reached.
 
     Runs of one setting stop at different steps (a benchmark stops each seed at its own
     threshold or time), and a score taken at each run's own end would compare a seed's
     400k steps with another's 200k. The score is the last evaluation at or before that
     step, or where any run has no evaluation, the last mean of `window` games at or before
-    it."""
-    evaluations = all(scores(run_dir, True) for run_dir in members)
+    it. A run with neither is left out. Each choice that is not the plain one (a run left
+    out, the training mean used for runs that evaluated) is said in `notes`."""
+    notes = [] if notes is None else notes
+    members = list(members)
+    empty = [run_dir for run_dir in members
+             if not scores(run_dir, True) and not scores(run_dir, False, window)]
+    for run_dir in empty:
+        notes.append(f"'{run_dir}' is left out: it has no finished game and no evaluation "
+                     "yet")
+    members = [run_dir for run_dir in members if run_dir not in empty]
+    evaluated = [run_dir for run_dir in members if scores(run_dir, True)]
+    evaluations = bool(members) and len(evaluated) == len(members)
+    if evaluated and not evaluations:
+        without = ", ".join(f"'{r}'" for r in members if r not in evaluated)
+        notes.append(f"scored by the mean of the last {window} training games, not by "
+                     f"evaluation: {without} never evaluated, and runs of one setting are "
+                     "scored alike")
     runs = {run_dir: scores(run_dir, evaluations, window) for run_dir in members}
-    runs = {run_dir: found for run_dir, found in runs.items() if found}
     if not runs:
         return None, {}
     last = min(runs, key=lambda run_dir: runs[run_dir][-1][0])
@@ -139,7 +153,7 @@ def scores_at_common_step(members, window=100):
                        for run_dir, found in runs.items()}
 
 
-def aggregate_rows(run_dirs, reps=2000, seed=0, window=100):
+def aggregate_rows(run_dirs, reps=2000, seed=0, window=100, notes=None):
     """[(setting, runs, games, normalized, step, {aggregate: (point, low, high)})] over the
     scores of each setting's runs (all games and seeds) at the last step all of them reached,
     human-normalized when every game of the setting has reference scores, raw otherwise."""
@@ -147,7 +161,7 @@ def aggregate_rows(run_dirs, reps=2000, seed=0, window=100):
     from fast_dqn.tools.atari_scores import human_normalized
     rows = []
     for label, members in groups(run_dirs, also_ignore=("game", "env")).items():
-        step, by_run = scores_at_common_step(members, window)
+        step, by_run = scores_at_common_step(members, window, notes)
         by_game = {}
         for run_dir, score in by_run.items():
             saved = saved_config(run_dir)
@@ -347,13 +361,17 @@ def main(argv=None):
                                              f"got {args.window}"))
     try:
         # The table first: runs it cannot compare are refused before anything is written.
-        rows = aggregate_rows(args.run_dirs, window=args.window) if args.aggregate else None
+        notes = []
+        rows = (aggregate_rows(args.run_dirs, window=args.window, notes=notes)
+                if args.aggregate else None)
         path = plot_runs(args.run_dirs, args.output, args.title, args.aggregate, args.window)
     except ConfigError as error:
         return fail(parser.prog, error)
     print(f"wrote {path}")
     if rows is not None:
         print_aggregates(rows)
+        for note in notes:
+            print(f"note: {note}")
     return 0
 
 
