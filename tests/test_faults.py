@@ -313,3 +313,28 @@ def test_kill_9_while_a_checkpoint_is_written_leaves_the_previous_one_usable(tmp
     # The next save removed the half-written one; the newest two are kept.
     assert sorted(os.listdir(logdir / "checkpoints")) == ["step-000000000800",
                                                            "step-000000001200"]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
+def test_a_stop_the_instant_config_json_appears_leaves_a_run_that_resumes(tmp_path, stop):
+    """The moment the file appears is the moment the old code had written 0 bytes of it."""
+    from helpers import TINY_CARTPOLE, command, flags
+    run_dir = tmp_path / "run"
+    config = run_dir / "config.json"
+    process = subprocess.Popen(command("run_dqn.py", [*flags(dict(TINY_CARTPOLE,
+                                                                  timesteps=600)),
+                                                      f"--logdir={run_dir}"]),
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not config.exists():
+            assert process.poll() is None and time.monotonic() < deadline
+        process.send_signal(stop)
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+    import json
+    assert json.loads(config.read_text())["loop"] == "dqn"
+    result = run("run_dqn.py", [f"--resume={run_dir}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [name for name in os.listdir(run_dir) if name.startswith(".config")] == []

@@ -1,4 +1,5 @@
 import csv
+import json
 import os
 
 import pytest
@@ -108,6 +109,48 @@ def test_a_run_that_died_while_being_created_leaves_a_reusable_directory(tmp_pat
     (tmp_path / "r" / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="already holds files"):
         check_logdir(str(tmp_path / "r"))
+
+
+def test_an_unborn_run_with_an_empty_config_is_reusable_and_resume_says_so(tmp_path):
+    """Older versions could leave an empty config.json when stopped at the instant it was
+    made: no settings, no checkpoint, so the directory takes a new run, and --resume says
+    which command does that."""
+    from fast_dqn.run.run_directory import create_run_directory, load_run_config
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "run.lock").write_text("process 1 on box, since then\n")
+    (run_dir / "config.json").write_text("")
+    (run_dir / ".config.json.partial-77").write_text('{"lo')
+    with pytest.raises(ConfigError, match=r"holds no run: .* start it again with the command "
+                       r"that created it \(its --logdir .* is accepted\)"):
+        load_run_config(str(run_dir), "resume")
+    check_logdir(str(run_dir))
+    create_run_directory(str(run_dir), {"loop": "dqn", "seed": 3}).release()
+    assert json.loads((run_dir / "config.json").read_text()) == {"loop": "dqn", "seed": 3}
+    # A config.json with anything in it is a run's, even unreadable: never reused.
+    (run_dir / "config.json").write_text("{")
+    with pytest.raises(ConfigError, match="already holds files"):
+        check_logdir(str(run_dir))
+
+
+def test_config_json_appears_whole_or_not_at_all_and_never_replaces_one(tmp_path,
+                                                                          monkeypatch):
+    from fast_dqn.run import run_directory
+    (tmp_path / "a").mkdir()
+
+    def stopped(*args):
+        raise KeyboardInterrupt  # a stop between writing the settings and naming them
+
+    monkeypatch.setattr(run_directory.os, "link", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        run_directory._write_config_once(str(tmp_path / "a"), {"loop": "dqn"})
+    assert os.listdir(tmp_path / "a") == []
+    monkeypatch.undo()
+    (tmp_path / "a" / "config.json").write_text('{"loop": "fast"}')
+    with pytest.raises(FileExistsError):
+        run_directory._write_config_once(str(tmp_path / "a"), {"loop": "dqn"})
+    assert sorted(os.listdir(tmp_path / "a")) == ["config.json"]
+    assert (tmp_path / "a" / "config.json").read_text() == '{"loop": "fast"}'
 
 
 @pytest.mark.parametrize("kind", ["symlink", "dangling-symlink", "directory", "fifo"])

@@ -43,8 +43,7 @@ def check_logdir(path):
         if not os.path.isdir(path):
             raise ConfigError("logdir", f"'{path}' is a file, not a directory; "
                               "choose another ${logdir}")
-        # A lone run.lock is what a run that died while being created leaves.
-        if set(os.listdir(path)) - {LOCK_FILE}:
+        if not is_unborn_run(path):
             raise ConfigError("logdir", f"'{path}' already holds files; runs are never "
                               "overwritten, so choose a new or empty ${logdir}")
         existing = path
@@ -56,6 +55,25 @@ def check_logdir(path):
             raise ConfigError("logdir", f"'{existing}' is a file, so '{path}' cannot be "
                               "created; choose another ${logdir}")
     check_writable(existing, "logdir")
+
+
+CONFIG_FILE = "config.json"
+_CONFIG_TEMPORARY = ".config.json.partial-"
+
+
+def is_unborn_run(path):
+    """A directory a run may be started in: empty, or holding only what a run stopped while
+    it was being created leaves (a run.lock, a config.json being written, or an empty
+    config.json that older versions could leave). It has no settings and no checkpoint, so
+    nothing in it is lost."""
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        if name == LOCK_FILE or name.startswith(_CONFIG_TEMPORARY):
+            continue
+        if name == CONFIG_FILE and os.path.isfile(full) and os.path.getsize(full) == 0:
+            continue
+        return False
+    return True
 
 
 def check_writable(directory, setting):
@@ -163,9 +181,7 @@ def create_run_directory(path, config_dict):
     lock = RunLock(path, "logdir")
     lock.sign()
     try:
-        with open(os.path.join(path, "config.json"), "x") as f:
-            json.dump(config_dict, f, indent=2, sort_keys=True)
-            f.write("\n")
+        _write_config_once(path, config_dict)
     except FileExistsError:
         lock.release()
         raise ConfigError("logdir", f"'{path}' was just taken by another run; choose another")
@@ -176,10 +192,44 @@ def create_run_directory(path, config_dict):
     return lock
 
 
+def _write_config_once(path, config_dict):
+    """config.json appears whole or not at all, and never replaces one: a stop at any
+    instant leaves no empty config.json. It is written under a temporary name, then linked
+    to its own (a link fails where the name exists), then the temporary is removed."""
+    final = os.path.join(path, CONFIG_FILE)
+    temporary = os.path.join(path, f"{_CONFIG_TEMPORARY}{os.getpid()}")
+    with open(temporary, "w") as f:
+        json.dump(config_dict, f, indent=2, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        if os.path.isfile(final) and os.path.getsize(final) == 0:
+            os.remove(final)  # the empty config.json of an older version's unborn run
+        try:
+            os.link(temporary, final)
+        except OSError as error:
+            if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                                   errno.EMLINK):
+                raise
+            # A filesystem without hard links: the lock already keeps other runs out.
+            if os.path.lexists(final):
+                raise FileExistsError(errno.EEXIST, "exists", final)
+            os.replace(temporary, final)
+    finally:
+        if os.path.lexists(temporary):
+            os.remove(temporary)
+
+
 def load_run_config(run_dir, setting):
     """The saved config.json of a run, as a dict; a ConfigError about `setting` if it is no
     run."""
-    path = os.path.join(run_dir, "config.json")
+    path = os.path.join(run_dir, CONFIG_FILE)
+    if os.path.isdir(run_dir) and os.listdir(run_dir) and is_unborn_run(run_dir):
+        raise ConfigError(setting, f"'{run_dir}' holds no run: one was stopped while it was "
+                          "being created, before its settings were written, so nothing was "
+                          "trained; start it again with the command that created it (its "
+                          f"--logdir {run_dir} is accepted)")
     if not os.path.isfile(path):
         raise ConfigError(setting, f"'{run_dir}' is not a fast-dqn run (it has no config.json); "
                           "give the run directory printed when the run started")
@@ -201,6 +251,9 @@ def discard_dead_start(run_dir):
     """Remove the logs of a run that stopped before its first checkpoint, which starts again
     at step 0: their rows are of steps it plays again. Its config.json and lock stay."""
     import shutil
+    for name in os.listdir(run_dir):
+        if name.startswith(_CONFIG_TEMPORARY):  # a stop between linking it and removing it
+            os.remove(os.path.join(run_dir, name))
     for name in DEAD_START_LOGS:
         path = os.path.join(run_dir, name)
         if os.path.isdir(path) and not os.path.islink(path):
