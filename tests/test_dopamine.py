@@ -275,18 +275,58 @@ def test_plot_reference_draws_the_band_and_prints_the_table(tmp_path):
 
 @pytest.mark.parametrize("edit,reference,message", [
     (None, "nope", "--reference: no reference named 'nope'; the references are: dopamine"),
-    ("game", "dopamine", "--reference: 'dopamine' has no data for alien"),
     ("missing", "dopamine", "has no episodes.csv"),
+    ("no-config", "dopamine", "has no config.json; give run directories made by"),
 ])
 def test_what_plot_reference_cannot_compare_is_one_line(tmp_path, edit, reference, message):
     write_run(tmp_path / "r", [(1000, 1.0), (2000, 2.0)], game="alien" if edit == "game"
               else "breakout")
     if edit == "missing":
         os.remove(tmp_path / "r" / "episodes.csv")
+    if edit == "no-config":
+        os.remove(tmp_path / "r" / "config.json")
     result = plot(tmp_path / "r", "--reference", reference, "-o", tmp_path / "x.png")
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_game_without_reference_data_and_a_run_without_games_are_left_out_by_name(
+        tmp_path):
+    write_run(tmp_path / "alien", [(1000, 100.0)], game="alien")
+    write_run(tmp_path / "empty", [], seed=1)
+    write_run(tmp_path / "breakout", games_with_means([1.65]), seed=2, checkpoint=250_000)
+    runs = [tmp_path / "alien", tmp_path / "empty", tmp_path / "breakout"]
+    result = plot(*runs, "--reference", "dopamine", "-o", tmp_path / "x.png")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"note: '{runs[0]}' is left out: 'dopamine' has no data for alien (it has breakout, "
+        "pong, space_invaders)",
+        f"note: '{runs[1]}' is left out: it has no finished game yet"]
+    assert "| 0 | 250,000 | 1.65 | 1.64 | 1.57 – 1.70 | yes |" in result.stdout.splitlines()
+    result = plot(runs[0], "--reference", "dopamine", "-o", tmp_path / "y.png")
+    assert result.returncode == 2 and "none of the runs can be compared" in result.stderr
+    assert plot(runs[2], "--reference", "dopamine", "--window", "20").returncode == 2
+
+
+def test_rows_are_read_whole_not_as_columns(tmp_path):
+    """A row missing its step and another missing its return must not pair up; nor is
+    'nan' a return."""
+    write_run(tmp_path / "r", [(1000, 1.0), (2000, 3.0)], checkpoint=250_000)
+    with open(tmp_path / "r" / "episodes.csv", "a") as f:
+        f.write("3,,100,50.0,0,0.5,0.1\n4,3000,100,,0,0.5,0.1\n5,4000,100,nan,0,0.5,0.1\n")
+    assert compare([str(tmp_path / "r")], "dopamine", "breakout")[0].ours == (2.0,)
+
+
+def test_an_iteration_short_of_nine_tenths_is_not_finished_however_far_the_run_went(tmp_path):
+    """Games that overshoot 250k by 20k each push every next iteration's start later: the
+    fourth starts at 810k, so at a checkpoint of 1M it has played 190k steps, 76%."""
+    games = [(270_000, 1.0), (540_000, 2.0), (810_000, 3.0), (1_000_000, 4.0)]
+    write_run(tmp_path / "r", games, checkpoint=1_000_000)
+    rows = compare([str(tmp_path / "r")], "dopamine", "breakout")
+    assert [row.finished for row in rows] == [True, True, True, False]
+    write_run(tmp_path / "s", games, checkpoint=1_050_000)  # 240k of it: 96%
+    assert compare([str(tmp_path / "s")], "dopamine", "breakout")[3].finished
 
 
 def test_a_row_being_written_is_left_for_later_and_another_protocol_is_named(tmp_path):

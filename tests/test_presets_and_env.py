@@ -54,6 +54,25 @@ def test_pong_fastest_is_pong_quick_with_the_extensions_and_larger_rarer_minibat
     assert fast.batch_size / fast.train_freq == quick.batch_size / quick.train_freq  # 32 each
 
 
+@pytest.mark.parametrize("argv,setting", [
+    (["--preset", "dopamine", "--env", "CartPole-v1"], "preset"),
+    (["--preset", "machado", "--env", "CartPole-v1"], "preset"),
+    (["--network", "dopamine", "--env", "CartPole-v1"], "network"),
+    (["--optimizer", "adam", "--rmsprop-init", "1"], "rmsprop_init"),
+])
+def test_settings_that_cannot_apply_are_refused_by_name(argv, setting):
+    from fast_dqn.run.validation import resolve
+    with pytest.raises(ConfigError) as error:
+        resolve(parse(argv))
+    assert error.value.setting == setting
+
+
+def test_another_optimizer_drops_the_presets_rmsprop_settings():
+    config = parse(["--preset", "dopamine", "--optimizer", "adam"])
+    assert (config.rmsprop_init, config.optimizer_epsilon, config.loss_reduction) == (
+        0.0, None, None)
+
+
 def test_env_picks_the_classic_preset_and_the_python_backend():
     config = parse(["--env", "CartPole-v1"], FastConfig)
     assert config.preset == "classic" and config.game is None

@@ -63,7 +63,7 @@ class Config:
                             "does area only", choices=("area", "linear", "nearest", "cubic"))
     max_episode_steps: int = _protocol(27_000, "time limit per game (27k agent steps = 108k "
                                        "frames)", "agent steps", limit="positive")
-    noop_max: int = _protocol(30, "each game starts with FIRE (in games that have it) then no-ops, "
+    noop_max: int = _protocol(30, "each game starts with FIRE (see --fire-start) then no-ops, "
                               "0..noop_max-1 frames in all, drawn as ale-py's vector env draws "
                               "them", "frames", limit="non_negative")
     fire_start: bool = _protocol(True, "press FIRE to start each game in games that have it, as "

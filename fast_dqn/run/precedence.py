@@ -9,7 +9,7 @@ from fast_dqn.run.flags import explicit_values
 
 def build_config(explicit, config_class=hp.Config):
     """Defaults, then the preset, then the explicit flags."""
-    from fast_dqn.run.presets import preset_values
+    from fast_dqn.run.presets import ATARI_PRESETS, preset_values
     if explicit.get("env") is not None and "game" in explicit:
         raise ConfigError("env", "--env and --game are exclusive; give only one of them")
     preset = explicit.get("preset") or ("classic" if explicit.get("env") else "nature")
@@ -18,7 +18,7 @@ def build_config(explicit, config_class=hp.Config):
     if explicit.get("optimizer", values.get("optimizer")) != values.get("optimizer"):
         # A preset's epsilon and loss reduction belong to its optimizer: another optimizer
         # typed on the command line takes its own source's values.
-        for name in ("optimizer_epsilon", "loss_reduction"):
+        for name in ("optimizer_epsilon", "loss_reduction", "rmsprop_init"):
             values.pop(name, None)
     values.update(explicit)
     values["preset"] = preset
@@ -26,7 +26,7 @@ def build_config(explicit, config_class=hp.Config):
         raise ConfigError("workers", "counts the games of --backend threads; with --backend "
                           "ray give --num-samplers and --envs-per-sampler instead")
     if values.get("env") is not None:
-        if "game" in preset_values(preset):
+        if preset in ATARI_PRESETS:
             raise ConfigError("preset", f"'{preset}' is for Atari games; use --game with it, "
                               "or another --preset with --env")
         values["game"] = None

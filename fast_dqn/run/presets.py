@@ -76,8 +76,8 @@ PRESETS = {
     },
     # Dopamine's DQN (Castro et al. 2018), whose published training curves
     # (plot --reference dopamine) a run can be drawn against. Each value and the file it
-    # comes from: docs/protocol.md, "Nature, Machado and Dopamine";
-    # tests/test_presets_and_env.py pins them.
+    # comes from: docs/protocol.md, "Nature, Machado and Dopamine"; tests/test_dopamine.py
+    # pins them.
     "dopamine": DOPAMINE,
     "pong-quick": PONG_QUICK,
     # pong-quick's protocol with the extensions that cut agent steps, and a learner that costs
@@ -120,6 +120,10 @@ PRESETS = {
         "checkpoint_freq": 25_000,
     },
 }
+
+
+# Protocols of Atari games: --env with one of them is refused.
+ATARI_PRESETS = ("machado", "dopamine", "pong-quick", "pong-fastest")
 
 
 def preset_values(name):

@@ -124,6 +124,11 @@ def validate_numbers(config):
     if config.optimizer_epsilon is not None and config.optimizer_epsilon <= 0:
         raise ConfigError("optimizer_epsilon", f"must be positive, got "
                           f"{config.optimizer_epsilon}; drop it for the optimizer's own value")
+    if config.optimizer != "rmsprop" and config.rmsprop_init:
+        raise ConfigError("rmsprop_init", f"is RMSProp's; --optimizer {config.optimizer} has "
+                          "no mean square to start; drop it")
+    if config.env is not None and config.network != "nature":
+        raise ConfigError("network", "shapes the Atari CNN, and --env runs an MLP; drop it")
     from fast_dqn.envs.environment import SEED_RANGE
     if config.seed >= SEED_RANGE:
         raise ConfigError("seed", f"must be below {SEED_RANGE:,} (2^31: ALE takes its seeds as "

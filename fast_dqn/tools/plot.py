@@ -277,44 +277,79 @@ def plot_runs(run_dirs, output, title=None, aggregate=False, window=100):
 
 def reference_figure(run_dirs, name, title=None):
     """(figure, plt, [(label, runs, rows)]): one panel per game, each setting's runs per
-    iteration beside the reference's band."""
+    iteration beside the reference's band. What cannot be compared (a game the reference
+    lacks, a run without a finished game) is left out with a note on stderr."""
+    from fast_dqn.tools.reference import (
+        check_reference,
+        compare,
+        iteration_length,
+        load_reference,
+        reference_games,
+        run_iterations,
+    )
+    check_reference(name)
+    for run_dir in run_dirs:
+        if not os.path.isfile(os.path.join(run_dir, "config.json")):
+            what = "does not exist" if not os.path.exists(run_dir) else "has no config.json"
+            raise ConfigError("RUN_DIR", f"'{run_dir}' {what}; give run directories made by "
+                              "run_dqn.py or run_fast_dqn.py")
+    by_game = {}
+    for label, members in groups(run_dirs).items():
+        saved = saved_config(members[0])
+        game = saved.get("game")
+        if saved.get("env") or not game:
+            raise ConfigError("RUN_DIR", f"'{members[0]}' is not of an Atari game; "
+                              "--reference compares Atari runs")
+        if game not in reference_games(name):
+            note(f"'{members[0]}' is left out: '{name}' has no data for {game} (it has "
+                 f"{', '.join(reference_games(name))})")
+            continue
+        if saved.get("preset") != name:
+            note(f"'{members[0]}' ran --preset {saved.get('preset')}, not {name}: its curve "
+                 "and the reference's come from different protocols")
+        length = iteration_length(load_reference(name, game))
+        with_games = [run_dir for run_dir in members if run_iterations(run_dir, length)]
+        for run_dir in members:
+            if run_dir not in with_games:
+                note(f"'{run_dir}' is left out: it has no finished game yet")
+        if with_games:
+            by_game.setdefault(game, []).append((label, with_games))
+    if not by_game:
+        raise ConfigError("RUN_DIR", "none of the runs can be compared (see the notes above)")
+    return _draw_references(by_game, name, title, compare)
+
+
+def note(message):
+    print(f"note: {message}", file=sys.stderr)
+
+
+def _draw_references(by_game, name, title, compare):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fast_dqn.tools.reference import check_reference, compare, draw_comparison
-    check_reference(name)
-    by_game = {}
-    for label, members in groups(run_dirs).items():
-        saved = saved_config(members[0])
-        if saved.get("env") or not saved.get("game"):
-            raise ConfigError("RUN_DIR", f"'{members[0]}' has no Atari game in its "
-                              "config.json; --reference compares Atari runs")
-        if saved.get("preset") != name:
-            print(f"note: '{members[0]}' ran --preset {saved.get('preset')}, not {name}: "
-                  "its curve and the reference's come from different protocols",
-                  file=sys.stderr)
-        by_game.setdefault(saved["game"], []).append((label, members))
+    from fast_dqn.tools.reference import draw_comparison
     tables = []
     fig, axes = plt.subplots(1, len(by_game), figsize=(6.5 * len(by_game), 4.5),
                              squeeze=False)
-    for ax, (game, settings) in zip(axes[0], by_game.items()):
-        for label, members in settings:
-            rows = compare(members, name, game)
-            if not rows:
-                raise ConfigError("RUN_DIR", f"'{members[0]}' has no finished game to "
-                                  "compare; its episodes.csv holds no games yet")
-            draw_comparison(ax, rows, f"{label} ({len(members)} run"
-                            f"{'s' if len(members) > 1 else ''})")
-            tables.append((label, len(members), rows))
-        ax.set_title(game)
-        ax.set_xlabel("agent steps")
-        ax.set_ylabel("mean training return per iteration")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
+    try:
+        for ax, (game, settings) in zip(axes[0], by_game.items()):
+            for label, members in settings:
+                rows = compare(members, name, game)
+                draw_comparison(ax, rows, f"{label} ({len(members)} run"
+                                f"{'s' if len(members) > 1 else ''})")
+                tables.append((label, len(members), rows))
+            ax.set_title(game)
+            ax.set_xlabel("agent steps")
+            ax.set_ylabel("mean training return per iteration")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize="small")
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+    except BaseException:
+        plt.close(fig)
+        raise
     return fig, plt, tables
 
 
@@ -351,9 +386,10 @@ def main(argv=None):
                         "iteration, whether it lies inside; NAME: dopamine (Dopamine's DQN, "
                         "5 runs; games: breakout, pong, space_invaders)")
     args = parser.parse_args(argv)
-    if args.reference is not None and args.aggregate:
-        return fail(parser.prog, ConfigError("--reference", "draws its own figure; give it "
-                                             "or --aggregate, not both"))
+    if args.reference is not None and (args.aggregate or args.window != 100):
+        return fail(parser.prog, ConfigError("--reference", "draws its own figure, of whole "
+                                             "iterations; give it without --aggregate and "
+                                             "--window"))
     if args.reference is not None:
         return _main_reference(parser.prog, args)
     if args.window < 1:

@@ -20,7 +20,7 @@ from importlib import resources
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.checkpoint import CheckpointStore
-from fast_dqn.tools.run_logs import read_columns
+from fast_dqn.tools.run_logs import read_rows
 
 REFERENCE_PACKAGE = "fast_dqn.reference_data"
 
@@ -82,17 +82,16 @@ def iteration_length(reference):
 
 
 def read_games(run_dir):
-    """[(end agent step, return)] of the run's training games, from episodes.csv (rows that
-    are not numbers are skipped with a warning: fast_dqn.tools.run_logs)."""
+    """[(end agent step, return)] of the run's training games from episodes.csv, in step
+    order; rows that are not numbers are skipped with a warning (fast_dqn.tools.run_logs),
+    and so are rows without both values."""
     path = os.path.join(run_dir, "episodes.csv")
     if not os.path.isfile(path):
         raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
                           "directories made by run_dqn.py or run_fast_dqn.py")
-    found = read_columns(path, ("agent_step", "return"))
-    if len(found["agent_step"]) != len(found["return"]):
-        raise ConfigError("RUN_DIR", f"{path} has rows without an agent_step or a return; "
-                          "remove them")
-    return [(int(step), value) for step, value in zip(found["agent_step"], found["return"])]
+    rows = read_rows(path, ("agent_step", "return"))
+    return sorted((int(row["agent_step"]), row["return"]) for row in rows
+                  if len(row) == 2)
 
 
 def steps_reached(run_dir, games, length):
@@ -113,9 +112,11 @@ def run_iterations(run_dir, length):
     """[(mean return, games, finished)] of the run's iterations, as Dopamine's Runner cuts
     them: an iteration plays whole games until it has played `length` agent steps, so the
     game that reaches its length is its last, and the next one starts where that game ended.
+
     The run's last iteration, which no game has closed yet, is finished when the run reached
-    the iteration's nominal end ((k + 1) x length): a run stopped at 1M has finished four,
-    its last short of the few steps Dopamine's would have run on to end its game."""
+    the iteration's nominal end ((k + 1) x length) having played at least nine tenths of it:
+    a run stopped at 1M has finished four iterations, the last short only of the overshoot
+    of the games that closed the three before it."""
     games = read_games(run_dir)
     reached = steps_reached(run_dir, games, length)
     iterations, start, current = [], 0, []
@@ -125,7 +126,9 @@ def run_iterations(run_dir, length):
             iterations.append((current, True))
             start, current = step, []
     if current:
-        iterations.append((current, reached >= (len(iterations) + 1) * length))
+        nominal_end = (len(iterations) + 1) * length
+        finished = reached >= nominal_end and reached - start >= 0.9 * length
+        iterations.append((current, finished))
     return {k: (sum(values) / len(values), len(values), finished)
             for k, (values, finished) in enumerate(iterations)}
 
@@ -169,8 +172,9 @@ def print_comparison(rows, label, runs, out=None):
     import sys
     out = out or sys.stdout
     many = runs > 1
-    ours = f"ours, mean of {runs} runs" if many else "ours"
-    print(f"{label}: the mean training return of each 250k-step iteration", file=out)
+    ours = "ours: mean [range] of the runs" if many else "ours"
+    length = rows[0].agent_steps_end // (rows[0].iteration + 1) if rows else 0
+    print(f"{label}: the mean training return of each {length:,}-step iteration", file=out)
     print(f"| iteration | agent steps | {ours} | Dopamine mean | Dopamine range | inside |",
           file=out)
     print("|---|---|---|---|---|---|", file=out)
@@ -189,14 +193,15 @@ def print_comparison(rows, label, runs, out=None):
               f"{min(ref.returns):.2f} – {max(ref.returns):.2f} | {verdict} |", file=out)
 
 
-def draw_comparison(ax, rows, label, color=None):
+def draw_comparison(ax, rows, label, color=None, reference="Dopamine DQN"):
     """Ours (mean, with the runs' range where there are several) over the published band."""
     import numpy as np
     x = np.array([row.agent_steps_end for row in rows], np.float64)
     ref = [row.reference for row in rows]
     ax.fill_between(x, [min(r.returns) for r in ref], [max(r.returns) for r in ref],
-                    color="0.6", alpha=0.35, linewidth=0, label="Dopamine DQN, 5 runs (range)")
-    ax.plot(x, [r.mean for r in ref], color="0.3", linestyle="--", label="Dopamine DQN, mean")
+                    color="0.6", alpha=0.35, linewidth=0,
+                    label=f"{reference}, {len(ref[0].returns)} runs (range)")
+    ax.plot(x, [r.mean for r in ref], color="0.3", linestyle="--", label=f"{reference}, mean")
     line, = ax.plot(x, [row.mean for row in rows], "o-", color=color, markersize=4,
                     label=label)
     if any(len(row.ours) > 1 for row in rows):
