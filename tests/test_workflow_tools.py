@@ -214,6 +214,18 @@ def test_evaluate_best_plays_the_best_evaluations_weights(tiny_pong_run, capsys)
     assert main([str(tiny_pong_run), "--best", "--episodes=1"]) == 0
     out = capsys.readouterr().out
     assert f"(the best evaluation: agent step {best_step:,}, mean {best_mean:.2f})" in out
+    assert "1 games at epsilon 0.05 (the run's --eval-epsilon)" in out
+
+
+def test_evaluate_acts_with_the_runs_evaluation_epsilon_unless_told_otherwise():
+    """A CartPole run evaluates at 0: evaluate replays that, where it once used 0.05."""
+    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.tools.evaluate import build_parser, evaluation_epsilon
+    assert build_parser().parse_args(["run"]).epsilon is None
+    assert evaluation_epsilon(None, Config(eval_epsilon=0.0)) == (0.0, "the run's "
+                                                                   "--eval-epsilon")
+    assert evaluation_epsilon(None, Config()) == (0.05, "the run's --eval-epsilon")
+    assert evaluation_epsilon(0.2, Config(eval_epsilon=0.0)) == (0.2, "--epsilon")
 
 
 def test_evaluate_best_of_a_run_without_evaluations_is_one_line(tmp_path, capsys):

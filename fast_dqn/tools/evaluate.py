@@ -119,8 +119,10 @@ def build_parser():
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory with checkpoints")
     parser.add_argument("--episodes", type=parse_count, default=30,
                         help="full games to play (default: 30)")
-    parser.add_argument("--epsilon", type=parse_real, default=0.05,
-                        help="epsilon of the evaluation policy (default: 0.05, as in Nature)")
+    parser.add_argument("--epsilon", type=parse_real, default=None,
+                        help="epsilon of the evaluation policy (default: the run's own "
+                        "--eval-epsilon, as its evaluations used: 0.05 in Nature, 0.001 in "
+                        "Dopamine, 0 in the classic preset)")
     parser.add_argument("--video", metavar="PATH",
                         help="write the first game to this MP4 file (native frames, real time)")
     parser.add_argument("--best", action="store_true",
@@ -160,9 +162,18 @@ def _best_weights(run_dir, warn):
     return best.path, best.step, state["mean"], state["weights"]
 
 
+def evaluation_epsilon(given, config):
+    """(epsilon, where it comes from): the one given, else the run's own --eval-epsilon, so
+    that evaluate replays what the run's evaluations logged."""
+    if given is not None:
+        return given, "--epsilon"
+    return config.eval_epsilon, "the run's --eval-epsilon"
+
+
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=False):
     """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}.
-    best: play the weights of the run's best evaluation rather than its latest checkpoint."""
+    best: play the weights of the run's best evaluation rather than its latest checkpoint;
+    epsilon None: the run's own (evaluation_epsilon)."""
     from fast_dqn.loops.evaluation import OneAtATime, game_seeds, play
     from fast_dqn.run.checkpoint import latest_checkpoint
     from fast_dqn.run.components import build_evaluation_games
@@ -207,7 +218,9 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
             learner.set_main_weights(weights)
         else:
             learner.load_state_dict(checkpoint.load_state()["learner"])
-        print(f"evaluating {what}: {episodes} games at epsilon {epsilon}", file=out, flush=True)
+        epsilon, source = evaluation_epsilon(epsilon, config)
+        print(f"evaluating {what}: {episodes} games at epsilon {epsilon:g} ({source})",
+              file=out, flush=True)
         returns = play(games, learner.q_values, game_seeds((seed,), 0, episodes), epsilon)
     finally:
         if recorder:
@@ -226,7 +239,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.episodes < 1:
         return fail(parser.prog, ConfigError("episodes", "must be at least 1"))
-    if not 0.0 <= args.epsilon <= 1.0:
+    if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
         return fail(parser.prog, ConfigError("epsilon", f"must be in [0, 1], got "
                                              f"{args.epsilon}"))
     try:
