@@ -224,11 +224,44 @@ def test_an_abort_or_a_failed_checkpoint_gives_its_exit_status(tmp_path, capsys,
     def train(config, **kwargs):
         if error == "checkpoint":
             raise CheckpointError("could not write the checkpoint of step 100 in x (No space "
-                                  "left on device); the previous checkpoints are intact")
+                                  "left on device)")
         raise error
 
     assert cli.main(NATURE, "", [f"--logdir={tmp_path / 'run'}"], train=train) == code
     assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("earlier", [False, True])
+def test_a_failed_checkpoint_says_what_is_safe_and_the_command(tmp_path, capsys, earlier):
+    """The first checkpoint of a run has none before it to fall back on; a 'best' that is a
+    file is named with what to do."""
+    import errno
+
+    from fast_dqn.run import cli
+    from fast_dqn.run.checkpoint import CheckpointError, CheckpointStore
+    from fast_dqn.run.run_kinds import NATURE
+    run_dir = tmp_path / "run"
+
+    def train(config, **kwargs):
+        if earlier:
+            CheckpointStore(str(run_dir)).save(400, {"x": 1})
+        cause = OSError(errno.ENOSPC, "No space left on device")
+        raise CheckpointError("could not write the checkpoint of step 800 in x (No space left "
+                              "on device)") from cause
+
+    assert cli.main(NATURE, "", [f"--logdir={run_dir}"], train=train) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    if earlier:
+        assert err.endswith(f"the last checkpoint is at step 400: python run_dqn.py --resume "
+                            f"{run_dir} continues from it, once there is space")
+    else:
+        assert err.endswith(f"no checkpoint was written: python run_dqn.py --resume {run_dir} "
+                            "starts it again from step 0, once there is space")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "best").write_text("not a folder")
+    with pytest.raises(CheckpointError, match=r"'.*best' is a file, not the run's folder; "
+                       r"move it away"):
+        CheckpointStore(str(tmp_path / "other"), folder="best").save(5, {"x": 1})
 
 
 def test_one_process_per_run_until_kill_9_frees_it(tmp_path):
@@ -269,8 +302,9 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoi
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last == (f"run_fast_dqn.py: error: could not write the checkpoint of step 800 in "
-                    f"{tmp_path / 'run' / 'checkpoints'} (No space left on device); the "
-                    "previous checkpoints are intact")
+                    f"{tmp_path / 'run' / 'checkpoints'} (No space left on device); the last "
+                    f"checkpoint is at step 400: python run_fast_dqn.py --resume "
+                    f"{tmp_path / 'run'} continues from it, once there is space")
     assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == ["step-000000000400"]
     resumed = run("run_fast_dqn.py", [f"--resume={tmp_path / 'run'}", "--timesteps=1200"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -141,6 +141,10 @@ class CheckpointStore:
             n += 1
             final = os.path.join(self.dir, f"step-{step:012d}.{n}")
         partial = os.path.join(self.dir, f".partial-step-{step:012d}-{os.getpid()}")
+        if os.path.lexists(self.dir) and not os.path.isdir(self.dir):
+            raise CheckpointError(f"could not write the checkpoint of step {step:,}: "
+                                  f"'{self.dir}' is a file, not the run's folder; move it "
+                                  "away (the run never writes a file there)")
         try:
             os.makedirs(self.dir, exist_ok=True)
             self._remove_partials()
@@ -166,9 +170,10 @@ class CheckpointStore:
             _fsync_dir(self.dir)
         except (OSError, zstandard.ZstdError) as error:
             shutil.rmtree(partial, ignore_errors=True)
+            # What is safe, and what to do, the command line says (it knows the command).
             raise CheckpointError(f"could not write the checkpoint of step {step:,} in "
-                                  f"{self.dir} ({error.strerror or error}); the previous "
-                                  "checkpoints are intact") from error
+                                  f"{self.dir} ({getattr(error, 'strerror', None) or error})"
+                                  ) from error
         self._prune()
         return final
 

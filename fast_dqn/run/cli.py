@@ -155,7 +155,11 @@ def _train(prog, config, train, checkpoint, script):
         except ConfigError as error:  # found only once the checkpoint is read
             return fail(prog, error)
         except CheckpointError as error:
-            print(f"{prog}: error: {error}", file=sys.stderr)
+            cause = getattr(error.__cause__, "errno", None)
+            when = ("once there is space" if cause in (errno.ENOSPC, errno.EDQUOT)
+                    else "once that is fixed")
+            print(f"{prog}: error: {error}; {_last_checkpoint(prog, config.logdir)}, {when}",
+                  file=sys.stderr)
             return 1
         except OSError as error:
             if error.errno not in _STORAGE_ERRORS:
