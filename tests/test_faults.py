@@ -372,3 +372,30 @@ def test_a_stop_the_instant_config_json_appears_leaves_a_run_that_resumes(tmp_pa
     result = run("run_dqn.py", [f"--resume={run_dir}"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert [name for name in os.listdir(run_dir) if name.startswith(".config")] == []
+
+
+def test_evaluate_and_plot_beside_a_run_that_checkpoints_every_100_steps(tmp_path):
+    """The attack that crashed evaluate 6 times in 6: its chosen checkpoint pruned before
+    it was read."""
+    from helpers import TINY_CARTPOLE, command, flags
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(command("run_dqn.py", [*flags(dict(
+        TINY_CARTPOLE, timesteps=200_000, checkpoint_freq=100)), f"--logdir={run_dir}"]),
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        store = CheckpointStore(str(run_dir))
+        wait_for(lambda: store.steps() and store.steps()[-1] >= 300, process)
+        for _ in range(3):
+            result = subprocess.run([sys.executable, "-m", "fast_dqn.tools.evaluate",
+                                     str(run_dir), "--episodes", "2"], cwd=ROOT,
+                                    capture_output=True, text=True, timeout=300)
+            assert result.returncode == 0, result.stderr[-3000:]
+            assert "over 2 games" in result.stdout
+            assert process.poll() is None  # still training beside it
+        result = subprocess.run([sys.executable, "-m", "fast_dqn.tools.plot", str(run_dir),
+                                 "-o", str(tmp_path / "c.png")], cwd=ROOT,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    finally:
+        process.kill()
+        process.wait(timeout=60)

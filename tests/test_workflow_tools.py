@@ -359,3 +359,38 @@ def test_plot_skips_a_row_that_is_not_numbers_and_names_its_line(tmp_path):
     from fast_dqn.tools.plot import training_curve
     assert training_curve(str(run_dir)) == {"agent_step": [100.0, 200.0],
                                             "hours": [0.01, 0.02], "mean": [-21.0, -20.5]}
+
+
+def test_evaluate_reads_the_newer_checkpoint_when_a_training_run_prunes_the_one_it_chose(
+        tmp_path, monkeypatch):
+    """Beside a run that checkpoints every 100 steps, the newest checkpoint when evaluate
+    looked can be pruned before it is read: it reads the one that replaced it."""
+    import shutil
+
+    from fast_dqn.run.checkpoint import Checkpoint, CheckpointStore
+    from fast_dqn.tools import evaluate
+    store = CheckpointStore(str(tmp_path))
+    store.save(100, {"learner": "at 100"})
+    real_load = Checkpoint.load_state
+    pruned = []
+
+    def load_while_training(checkpoint):
+        if not pruned:  # the training run saves step 200 and prunes step 100 meanwhile
+            pruned.append(checkpoint.step)
+            store.save(200, {"learner": "at 200"})
+            shutil.rmtree(checkpoint.path)
+        return real_load(checkpoint)
+
+    monkeypatch.setattr(Checkpoint, "load_state", load_while_training)
+    checkpoint, state = evaluate._newest_checkpoint(str(tmp_path), warn=print)
+    assert pruned == [100] and checkpoint.step == 200 and state == {"learner": "at 200"}
+    # Replaced again and again: one line, not a traceback.
+
+    def always_replaced(checkpoint):
+        store.save(checkpoint.step + 100, {"learner": "newer"})
+        shutil.rmtree(checkpoint.path)
+        return real_load(checkpoint)
+
+    monkeypatch.setattr(Checkpoint, "load_state", always_replaced)
+    with pytest.raises(evaluate.ConfigError, match="were replaced 5 times while being read"):
+        evaluate._newest_checkpoint(str(tmp_path), warn=print)

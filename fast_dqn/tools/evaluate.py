@@ -146,19 +146,52 @@ def _computable(config):
     return resolve_precision(config)
 
 
+# A run training beside evaluate prunes its older checkpoints and replaces best/: a
+# checkpoint chosen as the newest may be gone before it is read. Its state is read at once,
+# and one that vanished gives way to the newer one, a few times over.
+_READ_TRIES = 5
+
+
+def _read_newest(choose, run_dir, setting):
+    """(checkpoint, state) of the newest checkpoint `choose()` returns, read whole."""
+    from fast_dqn.run.array_file import CorruptFile
+    for _ in range(_READ_TRIES):
+        checkpoint = choose()
+        try:
+            return checkpoint, checkpoint.load_state()
+        except (FileNotFoundError, CorruptFile):
+            if os.path.isdir(checkpoint.path):
+                raise  # still there: damaged, not replaced
+    raise ConfigError(setting, f"the checkpoints of '{run_dir}' were replaced {_READ_TRIES} "
+                      "times while being read (a run is checkpointing fast beside this); try "
+                      "again")
+
+
+def _newest_checkpoint(run_dir, warn):
+    from fast_dqn.run.checkpoint import latest_checkpoint
+    return _read_newest(lambda: latest_checkpoint(run_dir, "RUN_DIR", warn=warn), run_dir,
+                        "RUN_DIR")
+
+
 def _best_weights(run_dir, warn):
     """(path, step, mean, weights) of the run's best evaluation, or a ConfigError."""
     from fast_dqn.run.array_file import CorruptFile
     from fast_dqn.run.best_weights import best_store
     from fast_dqn.run.checkpoint import UnsupportedFormat
-    try:
-        best = best_store(run_dir, warn=warn).latest()
-    except (CorruptFile, UnsupportedFormat) as error:
-        raise ConfigError("best", f"'{run_dir}'s best/ cannot be used ({error}); drop --best")
-    if best is None:
-        raise ConfigError("best", f"'{run_dir}' has no best evaluation yet (best/ is written "
-                          "at each evaluation that beats the earlier ones); drop --best")
-    state = best.load_state()
+
+    def choose():
+        try:
+            best = best_store(run_dir, warn=warn).latest()
+        except (CorruptFile, UnsupportedFormat) as error:
+            raise ConfigError("best", f"'{run_dir}'s best/ cannot be used ({error}); drop "
+                              "--best")
+        if best is None:
+            raise ConfigError("best", f"'{run_dir}' has no best evaluation yet (best/ is "
+                              "written at each evaluation that beats the earlier ones); drop "
+                              "--best")
+        return best
+
+    best, state = _read_newest(choose, run_dir, "best")
     return best.path, best.step, state["mean"], state["weights"]
 
 
@@ -175,7 +208,6 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     best: play the weights of the run's best evaluation rather than its latest checkpoint;
     epsilon None: the run's own (evaluation_epsilon)."""
     from fast_dqn.loops.evaluation import OneAtATime, game_seeds, play
-    from fast_dqn.run.checkpoint import latest_checkpoint
     from fast_dqn.run.components import build_evaluation_games
     from fast_dqn.run.run_directory import load_run_config
     from fast_dqn.run.run_kinds import NATURE, kind_of_saved
@@ -195,7 +227,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
         path, step, best_mean, weights = _best_weights(run_dir, warn)
         what = f"{path} (the best evaluation: agent step {step:,}, mean {best_mean:.2f})"
     else:
-        checkpoint = latest_checkpoint(run_dir, "RUN_DIR", warn=warn)
+        checkpoint, state = _newest_checkpoint(run_dir, warn)
         step = checkpoint.step
         what = f"{checkpoint.path} (agent step {step:,})"
     if video is not None:
@@ -217,7 +249,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
         if best:
             learner.set_main_weights(weights)
         else:
-            learner.load_state_dict(checkpoint.load_state()["learner"])
+            learner.load_state_dict(state["learner"])
         epsilon, source = evaluation_epsilon(epsilon, config)
         print(f"evaluating {what}: {episodes} games at epsilon {epsilon:g} ({source})",
               file=out, flush=True)
