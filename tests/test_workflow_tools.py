@@ -394,3 +394,22 @@ def test_evaluate_reads_the_newer_checkpoint_when_a_training_run_prunes_the_one_
     monkeypatch.setattr(Checkpoint, "load_state", always_replaced)
     with pytest.raises(evaluate.ConfigError, match="were replaced 5 times while being read"):
         evaluate._newest_checkpoint(str(tmp_path), warn=print)
+
+
+def test_two_videos_to_one_new_path_never_overwrite_each_other(tmp_path):
+    """Two evaluations given one new --video path: the first to finish takes it, the other
+    is kept beside it, and no temporary is left; a stopped one leaves nothing."""
+    from fast_dqn.tools.evaluate import FirstGameRecorder
+    path = str(tmp_path / "agent.mp4")
+    first, second = FirstGameRecorder(path, 60), FirstGameRecorder(path, 60)
+    for shade in range(4):
+        first.add(np.full((210, 160, 3), 40 * shade, np.uint8))
+        second.add(np.full((210, 160, 3), 200 - 40 * shade, np.uint8))
+    assert second.publish() == path
+    assert first.publish() == str(tmp_path / "agent-2.mp4")
+    assert sorted(os.listdir(tmp_path)) == ["agent-2.mp4", "agent.mp4"]
+    assert (tmp_path / "agent.mp4").read_bytes() != (tmp_path / "agent-2.mp4").read_bytes()
+    stopped = FirstGameRecorder(str(tmp_path / "stopped.mp4"), 60)
+    stopped.add(np.zeros((210, 160, 3), np.uint8))
+    stopped.discard()
+    assert sorted(os.listdir(tmp_path)) == ["agent-2.mp4", "agent.mp4"]

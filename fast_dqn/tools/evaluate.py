@@ -9,6 +9,7 @@ native resolution and frame rate (60 fps for Atari, so it plays in real time).
 
 import dataclasses
 import os
+import secrets
 import sys
 
 import gymnasium
@@ -31,6 +32,12 @@ class FirstGameRecorder:
 
     def __init__(self, path, fps):
         self.path = path
+        # ffmpeg writes under a temporary name; close() links it to `path` only if that is
+        # still free, so two evaluations writing one new path never overwrite each other.
+        directory, name = os.path.split(os.path.abspath(path))
+        self.partial = os.path.join(directory, f".{name}.partial-{os.getpid()}-"
+                                    f"{secrets.token_hex(4)}.mp4")
+        self.written = None  # the path the video was published at
         self.fps = fps
         self.writer = None
         self.frames = 0
@@ -44,7 +51,7 @@ class FirstGameRecorder:
             height, width = frame.shape[:2]
             # macro_block_size 2: yuv420p needs even sides; an odd one is scaled up a pixel.
             self.writer = imageio_ffmpeg.write_frames(
-                self.path, (width, height), fps=self.fps, codec="libx264",
+                self.partial, (width, height), fps=self.fps, codec="libx264",
                 pix_fmt_in="rgb24", pix_fmt_out="yuv420p", macro_block_size=2,
                 # The index first, so that a browser plays it before the whole file loads.
                 output_params=["-movflags", "+faststart"], ffmpeg_log_level="error")
@@ -64,6 +71,30 @@ class FirstGameRecorder:
         if self.writer is not None and not self.done:
             self.writer.close()
         self.done = True
+
+    def publish(self):
+        """Link the finished video to its path, or if another process took that path
+        meanwhile, to the first free `<stem>-N<ext>`; returns the path."""
+        self.close()
+        stem, extension = os.path.splitext(self.path)
+        candidates = [self.path] + [f"{stem}-{n}{extension}" for n in range(2, 100)]
+        try:
+            for candidate in candidates:
+                try:
+                    os.link(self.partial, candidate)
+                except FileExistsError:
+                    continue
+                self.written = candidate
+                return candidate
+            raise ConfigError("video", f"'{self.path}' and its numbered variants are taken; "
+                              "give a new path")
+        finally:
+            self.discard()
+
+    def discard(self):
+        self.close()
+        if os.path.lexists(self.partial):
+            os.remove(self.partial)
 
 
 class RecordFrames(gymnasium.Wrapper):
@@ -238,6 +269,8 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
         if os.path.exists(video):
             raise ConfigError("video", f"'{video}' exists and would be overwritten; give a "
                               "new path")
+        from fast_dqn.run.run_directory import check_writable
+        check_writable(directory, "video")  # before ffmpeg starts, not a broken pipe after
     start_backend(config)
     recorder = FirstGameRecorder(video, ATARI_FPS) if video else None
     # A video needs the raw frames of one Python env; otherwise the run's own evaluation
@@ -254,15 +287,18 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
         print(f"evaluating {what}: {episodes} games at epsilon {epsilon:g} ({source})",
               file=out, flush=True)
         returns = play(games, learner.q_values, game_seeds((seed,), 0, episodes), epsilon)
+        if recorder:
+            recorder.publish()
     finally:
         if recorder:
-            recorder.close()
+            recorder.discard()  # a stopped evaluation leaves no half-written video
         games.close()
     mean = float(np.mean(returns))
     result = {"step": step, "returns": returns, "mean": mean,
               "std": float(np.std(returns)), "min": float(np.min(returns)),
               "max": float(np.max(returns)),
-              "human_normalized": human_normalized(config.game, mean) if config.game else None}
+              "human_normalized": human_normalized(config.game, mean) if config.game else None,
+              "video": recorder.written if recorder else None}
     return result
 
 
@@ -284,8 +320,11 @@ def main(argv=None):
     if result["human_normalized"] is not None:
         line += f"; human-normalized {100 * result['human_normalized']:.1f}%"
     print(line)
-    if args.video:
-        print(f"video of the first game: {args.video}")
+    if result["video"] is not None:
+        if result["video"] != args.video:
+            print(f"'{args.video}' was written by another process meanwhile; this video is "
+                  "kept beside it")
+        print(f"video of the first game: {result['video']}")
     return 0
 
 
