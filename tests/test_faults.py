@@ -399,3 +399,19 @@ def test_evaluate_and_plot_beside_a_run_that_checkpoints_every_100_steps(tmp_pat
     finally:
         process.kill()
         process.wait(timeout=60)
+
+
+def test_ctrl_c_while_tensorflow_imports_is_one_line_and_exit_130(tmp_path, monkeypatch,
+                                                                  capsys):
+    from fast_dqn.agent import backend_setup
+    from fast_dqn.run import cli
+    from fast_dqn.run.run_kinds import NATURE
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(backend_setup, "keras_backend", interrupted)
+    assert cli.main(NATURE, "", [f"--logdir={tmp_path / 'run'}"]) == 130
+    assert capsys.readouterr().err == ("run_dqn.py: interrupted before training began; "
+                                       "nothing was made\n")
+    assert not (tmp_path / "run").exists()

@@ -122,6 +122,18 @@ def main(kind, description, argv=None, train=None, script=False):
         if lock:
             lock.release()
         return fail(prog, error)
+    except KeyboardInterrupt:
+        # Ctrl-C while TensorFlow imports or the run directory is made: no training began.
+        if lock:
+            lock.release()
+        if getattr(args, "resume", None):
+            then = f"{resume_command(prog, args.resume)} continues it"
+        elif lock is not None:
+            then = f"{resume_command(prog, config.logdir)} starts it"
+        else:
+            then = "nothing was made"
+        print(f"{prog}: interrupted before training began; {then}", file=sys.stderr)
+        return 130
     with lock:
         return _train(prog, config, train, checkpoint, script)
 
