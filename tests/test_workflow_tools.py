@@ -413,3 +413,22 @@ def test_two_videos_to_one_new_path_never_overwrite_each_other(tmp_path):
     stopped.add(np.zeros((210, 160, 3), np.uint8))
     stopped.discard()
     assert sorted(os.listdir(tmp_path)) == ["agent-2.mp4", "agent.mp4"]
+
+
+def test_best_weights_of_another_network_are_named_not_a_shape_error(tmp_path, capsys):
+    """best/ copied from a run of another env: one line, where Keras raised a shape error."""
+    from helpers import TINY_CARTPOLE
+
+    from fast_dqn.run.best_weights import best_store
+    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.run_directory import create_run_directory
+    from fast_dqn.run.validation import resolve
+    from fast_dqn.tools.evaluate import main
+    run_dir = str(tmp_path / "run")
+    config = resolve(Config(**{**TINY_CARTPOLE, "preset": "classic", "logdir": run_dir}))
+    create_run_directory(run_dir, {"loop": "dqn", **config.to_dict()}).release()
+    best_store(run_dir).save(100, {"mean": 9.0, "weights": [np.ones((8, 256)), np.ones(256)]})
+    assert main([run_dir, "--best", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "best/ holds weights of another network (2 arrays, the first [(8, 256)]" in err

@@ -226,6 +226,19 @@ def _best_weights(run_dir, warn):
     return best.path, best.step, state["mean"], state["weights"]
 
 
+def _check_shapes(weights, expected, run_dir):
+    """best/ holds bare weights: ones of another run (another game's action count, another
+    network) are named, not a Keras shape error."""
+    shapes = [np.shape(w) for w in weights]
+    wanted = [np.shape(w) for w in expected]
+    if shapes != wanted:
+        raise ConfigError("best", f"'{run_dir}'s best/ holds weights of another network "
+                          f"({len(shapes)} arrays, the first {shapes[:1]}; this run's network "
+                          f"has {len(wanted)}, the first {wanted[:1]}): it is not this run's. "
+                          "Drop --best, or move best/ away; the next evaluation writes a new "
+                          "one")
+
+
 def evaluation_epsilon(given, config):
     """(epsilon, where it comes from): the one given, else the run's own --eval-epsilon, so
     that evaluate replays what the run's evaluations logged."""
@@ -280,6 +293,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     try:
         learner = build_learner(config, games.observation_shape, games.num_actions)
         if best:
+            _check_shapes(weights, learner.main.get_weights(), run_dir)
             learner.set_main_weights(weights)
         else:
             learner.load_state_dict(state["learner"])
