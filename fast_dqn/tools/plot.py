@@ -138,6 +138,9 @@ def scores_at_common_step(members, window=100, notes=None):
                      f"evaluation: {without} never evaluated, and runs of one setting are "
                      "scored alike")
     runs = {run_dir: scores(run_dir, evaluations, window) for run_dir in members}
+    for run_dir in [run_dir for run_dir, found in runs.items() if not found]:
+        notes.append(f"'{run_dir}' is left out: it has evaluations but no finished game")
+        del runs[run_dir]
     if not runs:
         return None, {}
     last = min(runs, key=lambda run_dir: runs[run_dir][-1][0])

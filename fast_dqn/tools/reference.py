@@ -15,6 +15,7 @@ in the iteration's last tenth.
 
 import csv
 import os
+import sys
 from dataclasses import dataclass
 from importlib import resources
 
@@ -169,7 +170,6 @@ def compare(run_dirs, name, game):
 
 
 def print_comparison(rows, label, runs, out=None):
-    import sys
     out = out or sys.stdout
     many = runs > 1
     ours = "ours: mean [range] of the runs" if many else "ours"
