@@ -247,6 +247,18 @@ def evaluation_epsilon(given, config):
     return config.eval_epsilon, "the run's --eval-epsilon"
 
 
+def _check_video_path(video):
+    directory = os.path.dirname(os.path.abspath(video))
+    if not os.path.isdir(directory):
+        raise ConfigError("video", f"'{directory}' does not exist; give a path in an "
+                          "existing directory")
+    if os.path.exists(video):
+        raise ConfigError("video", f"'{video}' exists and would be overwritten; give a new "
+                          "path")
+    from fast_dqn.run.run_directory import check_writable
+    check_writable(directory, "video")  # before ffmpeg starts, not a broken pipe after
+
+
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=False):
     """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}.
     best: play the weights of the run's best evaluation rather than its latest checkpoint;
@@ -275,15 +287,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
         step = checkpoint.step
         what = f"{checkpoint.path} (agent step {step:,})"
     if video is not None:
-        directory = os.path.dirname(os.path.abspath(video))
-        if not os.path.isdir(directory):
-            raise ConfigError("video", f"'{directory}' does not exist; give a path in an "
-                              "existing directory")
-        if os.path.exists(video):
-            raise ConfigError("video", f"'{video}' exists and would be overwritten; give a "
-                              "new path")
-        from fast_dqn.run.run_directory import check_writable
-        check_writable(directory, "video")  # before ffmpeg starts, not a broken pipe after
+        _check_video_path(video)
     start_backend(config)
     recorder = FirstGameRecorder(video, ATARI_FPS) if video else None
     # A video needs the raw frames of one Python env; otherwise the run's own evaluation

@@ -113,17 +113,9 @@ def scores(run_dir, evaluations, window=100):
     return list(zip(found["agent_step"], found["mean"]))
 
 
-def scores_at_common_step(members, window=100, notes=None):
-    """(step, {run_dir: score}): each run's score at the last step every run reached.
-
-    Runs of one setting stop at different steps (a benchmark stops each seed at its own
-    threshold or time), and a score taken at each run's own end would compare a seed's
-    400k steps with another's 200k. The score is the last evaluation at or before that
-    step, or where any run has no evaluation, the last mean of `window` games at or before
-    it. A run with neither is left out. Each choice that is not the plain one (a run left
-    out, the training mean used for runs that evaluated) is said in `notes`."""
-    notes = [] if notes is None else notes
-    members = list(members)
+def _scorable(members, window, notes):
+    """(the runs that have a score, whether all of them are scored by evaluations); each
+    run left out and a switch to training means is said in `notes`."""
     empty = [run_dir for run_dir in members
              if not scores(run_dir, True) and not scores(run_dir, False, window)]
     for run_dir in empty:
@@ -137,6 +129,20 @@ def scores_at_common_step(members, window=100, notes=None):
         notes.append(f"scored by the mean of the last {window} training games, not by "
                      f"evaluation: {without} never evaluated, and runs of one setting are "
                      "scored alike")
+    return members, evaluations
+
+
+def scores_at_common_step(members, window=100, notes=None):
+    """(step, {run_dir: score}): each run's score at the last step every run reached.
+
+    Runs of one setting stop at different steps (a benchmark stops each seed at its own
+    threshold or time), and a score taken at each run's own end would compare a seed's
+    400k steps with another's 200k. The score is the last evaluation at or before that
+    step, or where any run has no evaluation, the last mean of `window` games at or before
+    it. A run with neither is left out. Each choice that is not the plain one (a run left
+    out, the training mean used for runs that evaluated) is said in `notes`."""
+    notes = [] if notes is None else notes
+    members, evaluations = _scorable(members, window, notes)
     runs = {run_dir: scores(run_dir, evaluations, window) for run_dir in members}
     for run_dir in [run_dir for run_dir, found in runs.items() if not found]:
         notes.append(f"'{run_dir}' is left out: it has evaluations but no finished game")
