@@ -304,3 +304,53 @@ def test_each_checkpoint_records_the_run_plan_a_resume_reads_without_loading_it(
     assert store.latest().plan == plan
     store.save(600, {"step": 600})  # a checkpoint written before plans were recorded
     assert store.latest().step == 600 and store.latest().plan == {}
+
+
+# --- what a state must hold (fast_dqn.run.state_schema)
+
+def test_the_state_schema_names_the_first_value_it_does_not_allow():
+    from fast_dqn.run.state_schema import (
+        ARRAYS,
+        FLAG,
+        WHOLE,
+        StateMismatch,
+        check_state,
+        optional,
+    )
+    schema = {"loop": {"step": WHOLE, "done": FLAG}, "best": optional({"w": ARRAYS}),
+              "last": optional(WHOLE)}
+    good = {"loop": {"step": 3, "done": False, "later_key": "ignored"}, "best": None,
+            "last": None}
+    check_state(good, schema)
+    check_state({**good, "best": {"w": [np.zeros(2), np.int64(1)]}, "last": np.int64(4)},
+                schema)
+    for bad, message in [
+            ({**good, "loop": "x"}, "/loop is 'x', not an object"),
+            ({**good, "loop": {"done": True}}, '/loop has no "step"'),
+            ({**good, "loop": {"step": True, "done": True}}, "/loop/step is True, not a whole number"),
+            ({**good, "loop": {"step": -1, "done": True}}, "/loop/step is -1, not a whole number"),
+            ({**good, "loop": {"step": 1, "done": 0}}, "/loop/done is 0, not true or false"),
+            ({**good, "best": {"w": [1.0]}}, "/best/w is [1.0], not a list of arrays"),
+            ({**good, "last": "x" * 50}, "/last is a str, not null or a whole number"),
+            ({**good, "best": 3}, "/best is 3, not null or an object"),
+            ([], "/ is [], not an object")]:
+        with pytest.raises(StateMismatch) as caught:
+            check_state(bad, schema)
+        assert str(caught.value) == message
+
+
+def test_an_unfit_state_names_the_checkpoint_and_the_one_before(tmp_path):
+    from fast_dqn.run.state_schema import StateMismatch
+    store = CheckpointStore(str(tmp_path))
+    store.save(100, {"a": 1})
+    only = store.latest()
+    assert only.unfit_state(KeyError("x")).endswith(
+        "(the key 'x' is missing): it was edited, or written by another program; put back "
+        "the original files, or start a new run")
+    store.save(200, {"a": 1})
+    newest = store.latest()
+    line = newest.unfit_state(StateMismatch("/a is 1, not a string"))
+    assert line == (f"{newest.path}/state.json does not hold what this fast-dqn writes (/a is "
+                    f"1, not a string): it was edited, or written by another program; move "
+                    f"step-000000000200 out of {store.dir}, which makes the one of step 100 "
+                    "the newest, or start a new run")

@@ -197,3 +197,210 @@ def test_config_json_edited_against_its_checkpoint_is_one_line(tmp_path, capsys,
     assert f'config.json has "{name}": {json.dumps(value)}, but the checkpoint of step 300 ' \
            "was trained with" in err
     assert (run_dir / "episodes.csv").read_bytes() == before
+
+
+# --- a checkpoint whose state.json was edited together with its manifest
+
+def _edit_state(checkpoint_dir, edit):
+    """Apply edit(document) to state.json and give the manifest its new size and CRC, as a
+    user who edits both would: the checkpoint still verifies."""
+    import zlib
+    state_path, manifest_path = checkpoint_dir / "state.json", checkpoint_dir / "manifest.json"
+    document = json.loads(state_path.read_text())
+    edit(document)
+    data = json.dumps(document).encode()
+    state_path.write_bytes(data)
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"]["state.json"] = {"size": len(data), "crc32": zlib.crc32(data)}
+    manifest_path.write_text(json.dumps(manifest))
+
+
+def _tree(path):
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file() and p.name != "run.lock"}
+
+
+@pytest.fixture(scope="module")
+def edited_runs(tmp_path_factory):
+    """A run of each loop on CartPole with checkpoints at steps 150 and 300, made once; tests
+    edit copies of them."""
+    from fast_dqn.run.run_kinds import FAST
+    from fast_dqn.run.training import train_fast, train_nature
+    base = tmp_path_factory.mktemp("edited")
+    argv = ["--env=CartPole-v1", "--timesteps=300", "--prepopulate=100", "--evaluate=150",
+            "--eval-episodes=1", "--checkpoint-freq=150", "--replay-capacity=1000"]
+    for name, kind, train, more in [("dqn", NATURE, train_nature, []),
+                                    ("fast", FAST, train_fast, ["--workers=2"])]:
+        assert cli.main(kind, "", argv + more + [f"--logdir={base / name}"], train=train) == 0
+    return base
+
+
+def _copy(edited_runs, name, tmp_path):
+    import shutil
+    shutil.copytree(edited_runs / name, tmp_path / name)
+    return tmp_path / name
+
+
+def test_a_real_checkpoint_of_each_loop_has_the_form_its_schema_names(edited_runs):
+    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.state_schema import (
+        FAST_RUN,
+        NATURE_RUN,
+        WEIGHTS_ONLY,
+        StateMismatch,
+    )
+    nature = CheckpointStore(str(edited_runs / "dqn")).latest()
+    fast = CheckpointStore(str(edited_runs / "fast")).latest()
+    for checkpoint, schema in [(nature, NATURE_RUN), (fast, FAST_RUN), (nature, WEIGHTS_ONLY),
+                               (fast, WEIGHTS_ONLY)]:
+        checkpoint.load_state(schema)
+    # Not a schema that lets anything through: each loop's state is not the other's.
+    with pytest.raises(StateMismatch, match='/ has no "samplers"'):
+        nature.load_state(FAST_RUN)
+    with pytest.raises(StateMismatch, match='/ has no "env"'):
+        fast.load_state(NATURE_RUN)
+
+
+# (edit, what the line says): each fails in a different place without the schema or the
+# state_of guard, several after the logs or best/ were already touched.
+NATURE_EDITS = {
+    "rngs": (lambda s: s.update(rngs="oops"), "/rngs is 'oops', not an object"),
+    "rng of another generator": (
+        lambda s: s["rngs"]["action"].update(bit_generator="MT19937"),
+        "/rngs/action is a dict, not a PCG64 generator's state"),
+    "replay rng without its state": (lambda s: s["replay"]["rng"].pop("state"),
+                                     "/replay/rng is a dict, not a PCG64 generator's state"),
+    "replay positions": (lambda s: s["replay"].update(pointers=s["replay"]["sizes"]) or
+                         s["replay"].update(sizes=s["learner"]["main"][1]),
+                         "/replay/sizes has shape (256,), not (1,) (one per replay shard)"),
+    "log copy as text": (lambda s: s["monitor"]["logs"].update({"episodes.csv": "1,2,3"}),
+                         "/monitor/logs/episodes.csv is '1,2,3', not bytes"),
+    "best as a number": (lambda s: s.update(best=3), "/best is 3, not null or an object"),
+    "best without its mean": (lambda s: s["best"].pop("mean"), '/best has no "mean"'),
+    "loop step": (lambda s: s["loop"].update(step=299),
+                  "/loop/step is 299, but the checkpoint is of step 300"),
+    "negative count": (lambda s: s["monitor"].update(num_games=-1),
+                       "/monitor/num_games is -1, not a whole number"),
+    "replay gone": (lambda s: s.pop("replay"), '/ has no "replay"'),
+    "game layers": (lambda s: s["env"].update(layers="FrameHistory"),
+                    "/env/layers is 'FrameHistory', not a list of strings"),
+    "array that is not there": (lambda s: s["loop"].update(obs={"__array__": "/nowhere"}),
+                                "it refers to arrays arrays.zst does not hold"),
+    "observation of another shape": (
+        lambda s: s["loop"].update(obs=s["learner"]["main"][1]),
+        "/loop/obs has shape (256,), not the observations' (1, 4)"),
+    "schedule of another kind": (lambda s: s["loop"]["schedule"].update(deferred="many"),
+                                 "/loop/schedule/deferred is 'many', not a whole number"),
+}
+
+
+@pytest.mark.slow  # real training, in process
+@pytest.mark.parametrize("edit", NATURE_EDITS)
+def test_an_edited_state_is_one_line_that_names_it_and_touches_nothing(
+        edited_runs, tmp_path, capsys, edit):
+    from fast_dqn.run.training import train_nature
+    run_dir = _copy(edited_runs, "dqn", tmp_path)
+    change, expected = NATURE_EDITS[edit]
+    _edit_state(run_dir / "checkpoints" / "step-000000000300", change)
+    before = _tree(run_dir)
+    capsys.readouterr()
+    code = cli.main(NATURE, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_nature)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "step-000000000300/state.json does not hold what this fast-dqn writes" in err
+    assert expected in err, err
+    # The fix: the checkpoint before it.
+    assert "move step-000000000300 out of" in err and "the one of step 150 the newest" in err
+    assert _tree(run_dir) == before  # logs, best/ and checkpoints as they were
+
+
+FAST_EDITS = {
+    "held chunks": (lambda s: s["loop"].update(held=[[1, 2]]),
+                    "/loop/held is [[1, 2]], not a list of 6-tuples of arrays"),
+    "samplers": (lambda s: s.update(samplers=[]), "/samplers is [], not an object"),
+    "sampler backend": (lambda s: s["samplers"].pop("backend"),
+                        '/samplers has no "backend"'),
+    "owed": (lambda s: s["loop"].update(owed=1.5), "/loop/owed is 1.5, not a whole number"),
+}
+
+
+@pytest.mark.slow  # real training, in process
+def test_edited_weights_are_one_line_before_any_file_is_touched(edited_runs, tmp_path, capsys):
+    from fast_dqn.run.training import train_nature
+    run_dir = _copy(edited_runs, "dqn", tmp_path)
+    _edit_state(run_dir / "checkpoints" / "step-000000000300",
+                lambda s: s["learner"]["target"].__setitem__(0, s["learner"]["target"][1]))
+    before = _tree(run_dir)
+    capsys.readouterr()
+    code = cli.main(NATURE, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_nature)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "the networks of" in err and "do not fit this run's settings (Layer mlp weight " \
+        "shape (4, 256) is not compatible with provided weight shape (256,)" in err
+    assert _tree(run_dir) == before
+
+
+@pytest.mark.slow  # real training, in process
+def test_a_game_that_cannot_load_is_one_line(edited_runs, tmp_path, capsys):
+    """Games are loaded by the loop's backend after the logs are cut back to the checkpoint,
+    as any resume leaves them; the refusal is still one line, and the logs up to it stay."""
+    from fast_dqn.run.run_kinds import FAST
+    from fast_dqn.run.training import train_fast
+    run_dir = _copy(edited_runs, "fast", tmp_path)
+    _edit_state(run_dir / "checkpoints" / "step-000000000300",
+                lambda s: s["samplers"].update(envs=[1, 2]))
+    capsys.readouterr()
+    code = cli.main(FAST, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_fast)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "step-000000000300/state.json does not hold what this fast-dqn writes" in err
+    assert logs(run_dir) == logs(edited_runs / "fast")
+
+
+@pytest.mark.slow  # real training, in process
+@pytest.mark.parametrize("edit", FAST_EDITS)
+def test_an_edited_fast_loop_state_is_one_line_too(edited_runs, tmp_path, capsys, edit):
+    from fast_dqn.run.run_kinds import FAST
+    from fast_dqn.run.training import train_fast
+    run_dir = _copy(edited_runs, "fast", tmp_path)
+    change, expected = FAST_EDITS[edit]
+    _edit_state(run_dir / "checkpoints" / "step-000000000300", change)
+    before = _tree(run_dir)
+    capsys.readouterr()
+    code = cli.main(FAST, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_fast)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert expected in err, err
+    assert _tree(run_dir) == before
+
+
+@pytest.mark.slow  # real training, in process
+@pytest.mark.parametrize("edit,expected", [
+    (lambda s: s.update(learner="oops"), "/learner is 'oops', not an object"),
+    (lambda s: s["learner"]["main"].__setitem__(0, s["learner"]["main"][1]),
+     "ValueError: Layer mlp weight shape (4, 256) is not compatible"),
+    (lambda s: s["identity"].update(observation_shape=[1, 4]),
+     "/identity/observation_shape is [1, 4], not a tuple of whole numbers"),
+], ids=["learner", "weights of another shape", "shape as a list"])
+def test_evaluate_refuses_an_edited_state_in_one_line(edited_runs, tmp_path, capsys, edit,
+                                                      expected):
+    from fast_dqn.tools.evaluate import main
+    run_dir = _copy(edited_runs, "dqn", tmp_path)
+    _edit_state(run_dir / "checkpoints" / "step-000000000300", edit)
+    capsys.readouterr()
+    assert main([str(run_dir), "--episodes=1"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and expected in err, err
+    assert "the one of step 150 the newest" in err
+
+
+@pytest.mark.slow  # real training, in process
+def test_evaluate_best_refuses_an_edited_export_in_one_line(edited_runs, tmp_path, capsys):
+    from fast_dqn.tools.evaluate import main
+    run_dir = _copy(edited_runs, "dqn", tmp_path)
+    export, = (run_dir / "best").iterdir()
+    _edit_state(export, lambda s: s.update(mean="high"))
+    capsys.readouterr()
+    assert main([str(run_dir), "--episodes=1", "--best"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "/mean is 'high', not a number" in err, err

@@ -35,6 +35,7 @@ import zlib
 import zstandard
 
 from fast_dqn.run.array_file import CorruptFile, read_arrays, write_arrays
+from fast_dqn.run.state_schema import StateMismatch, check_state
 from fast_dqn.run.state_tree import from_data, to_data
 
 FORMAT = 2
@@ -100,12 +101,38 @@ class Checkpoint:
         plan = self.manifest.get("plan")
         return plan if isinstance(plan, dict) else {}
 
-    def load_state(self):
+    def load_state(self, schema=None):
+        """The state tree; schema (fast_dqn.run.state_schema): what it must hold, else
+        StateMismatch."""
         with open(os.path.join(self.path, STATE_FILE)) as f:
             document = json.load(f)
         with open(os.path.join(self.path, ARRAYS_FILE), "rb") as f:
             arrays = read_arrays(f)
-        return from_data(document, arrays)
+        try:
+            state = from_data(document, arrays)
+        except (KeyError, TypeError, ValueError) as error:  # a tag naming no array
+            raise StateMismatch(f"it refers to arrays {ARRAYS_FILE} does not hold ({error})")
+        if schema is not None:
+            check_state(state, schema)
+        return state
+
+    def unfit_state(self, error):
+        """The line that says this checkpoint's state cannot be read (`error`, from the
+        schema or from the component that loaded it), and what to do."""
+        if isinstance(error, StateMismatch):
+            detail = str(error)
+        elif isinstance(error, KeyError):
+            detail = f"the key {error} is missing"
+        else:
+            detail = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:160]}"
+        folder = os.path.dirname(self.path)
+        earlier = sorted(int(m.group(1)) for name in os.listdir(folder)
+                         if (m := _NAME.match(name)) and int(m.group(1)) < self.step)
+        fix = (f"move {os.path.basename(self.path)} out of {folder}, which makes the one "
+               f"of step {earlier[-1]:,} the newest, or start a new run") if earlier else \
+            "put back the original files, or start a new run"
+        return (f"{self.path}/{STATE_FILE} does not hold what this fast-dqn writes ({detail}): "
+                f"it was edited, or written by another program; {fix}")
 
     def load_replay(self, arrays):
         """Fill the given {name: array} in place from replay.zst."""

@@ -26,6 +26,7 @@ from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, learning_settings
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import RunProgress, make_console
 from fast_dqn.run.resume import plan_given_on_resume
+from fast_dqn.run.state_schema import FAST_RUN, NATURE_RUN, StateMismatch
 from fast_dqn.run.tensorboard_log import TensorBoardLog
 from fast_dqn.run.validation import resolve
 
@@ -50,6 +51,22 @@ def check_settings(config, recorded, step):
 
 
 @contextlib.contextmanager
+def state_of(checkpoint):
+    """Turn a checkpoint state that a component cannot load into one line naming the
+    checkpoint and what to do. Around the loading only: a bug elsewhere keeps its traceback.
+    A ConfigError already says more (settings edited in config.json) and passes through."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (StateMismatch, TypeError, KeyError, IndexError, AttributeError, ValueError) \
+            as error:
+        if checkpoint is None:
+            raise
+        raise ConfigError("resume", checkpoint.unfit_state(error)) from error
+
+
+@contextlib.contextmanager
 def games_of(checkpoint):
     """Turn a saved game that does not fit this run's env into one line: the wrapper stack
     follows settings that check_settings compares, so only an edit gets here."""
@@ -70,8 +87,9 @@ class RunParts:
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
-                 acts_with, resume=None, stop=None):
-        """acts_with: "main" or "target", the network the loop acts and evaluates with."""
+                 acts_with, resume=None, stop=None, schema=NATURE_RUN):
+        """acts_with: "main" or "target", the network the loop acts and evaluates with;
+        schema: what the loop's checkpoints hold (fast_dqn.run.state_schema)."""
         self.config = config
         self.settings = LoopSettings.from_config(config)
         # What a checkpoint must match to be loaded into this run at all.
@@ -81,27 +99,28 @@ class RunParts:
         self.replay = build_replay(config, observation_shape[1:], num_shards, frame_dtype)
         self.rng = rng_for(config.seed, ACTION_RNG_STREAM)
         self.resume = resume
-        self.state = resume.load_state() if resume else None
+        # Checked whole before any part reads it: the monitor rewrites logs from it.
+        with state_of(resume):
+            self.state = resume.load_state(schema) if resume else None
+            for part in ("loop", "monitor") if resume else ():
+                if self.state[part]["step"] != resume.step:
+                    raise StateMismatch(f"/{part}/step is {self.state[part]['step']:,}, but "
+                                        f"the checkpoint is of step {resume.step:,}")
         # Checked before the monitor trims the logs back to the checkpoint's positions.
         if resume and self.state["identity"] != self.identity:
             raise ConfigError("resume", f"{resume.path} was saved by a run of "
                               f"{self.state['identity']}, not {self.identity}; it does not "
                               "belong to this run")
-        if resume:
-            check_settings(config, self.state["settings"], resume.step)
-        step = self.state["loop"]["step"] if resume else 0
-        console = make_console(config.timesteps, initial=step)
         self.progress = RunProgress(config.timesteps, config.train_freq, config.prepopulate,
                                     config.evaluate, config.eval_episodes)
-        self.monitor = Monitor(config.logdir, config.timesteps, console=console,
-                               scalars=TensorBoardLog(
-                                   config.logdir,
-                                   resume=self.state["monitor"]["tensorboard"] if resume
-                                   else None,
-                                   resumed_at=step),
-                               resume=self.state["monitor"] if resume else None,
-                               replay_fill=lambda: len(self.replay) / self.replay.capacity,
-                               progress=self.progress)
+        if resume:
+            check_settings(config, self.state["settings"], resume.step)
+            with state_of(resume):
+                self._load_before_files()
+        step = self.state["loop"]["step"] if resume else 0
+        console = make_console(config.timesteps, initial=step)
+        with state_of(resume):
+            self.monitor = self._monitor(config, console, step)
         self.evaluator = self.best = None
         if config.evaluate:
             learner = self.learner
@@ -121,6 +140,16 @@ class RunParts:
             message=self.monitor.message, last_saved=step if resume else None,
             plan=plan_given_on_resume(config))
 
+    def _monitor(self, config, console, step):
+        saved = self.state["monitor"] if self.resume else None
+        return Monitor(config.logdir, config.timesteps, console=console,
+                       scalars=TensorBoardLog(config.logdir,
+                                              resume=saved["tensorboard"] if saved else None,
+                                              resumed_at=step),
+                       resume=saved,
+                       replay_fill=lambda: len(self.replay) / self.replay.capacity,
+                       progress=self.progress)
+
     def collect(self, step):
         return {"identity": self.identity, "settings": learning_settings(self.config),
                 "learner": self.learner.state_dict(), "replay": self.replay.state_dict(),
@@ -137,9 +166,21 @@ class RunParts:
         what the state owes."""
         if not self.resume:
             return None
-        state, loop = self.state, dict(self.state["loop"])
-        if adapt:
-            loop = adapt(loop)
+        with state_of(self.resume):
+            return self._restore(adapt)
+
+    def _load_before_files(self):
+        """What of the checkpoint can still fail to fit, loaded or checked before the monitor
+        cuts the logs back to it: a refused resume leaves every file as it was."""
+        state = self.state
+        loop, replay = state["loop"], state["replay"]
+        if "obs" in loop and loop["obs"].shape != self.identity["observation_shape"]:
+            raise StateMismatch(f"/loop/obs has shape {loop['obs'].shape}, not the "
+                                f"observations' {self.identity['observation_shape']}")
+        for name in ("pointers", "sizes"):
+            if replay[name].shape != self.replay.pointers.shape:
+                raise StateMismatch(f"/replay/{name} has shape {replay[name].shape}, not "
+                                    f"{self.replay.pointers.shape} (one per replay shard)")
         try:
             self.learner.load_state_dict(state["learner"])
             self.progress.minibatches_done = self.learner.minibatches_trained()
@@ -147,6 +188,12 @@ class RunParts:
             raise ConfigError("resume", f"the networks of {self.resume.path} do not fit this "
                               f"run's settings ({str(error).splitlines()[0][:160]}); was "
                               "config.json edited? put back the values the run started with")
+
+    def _restore(self, adapt):
+        """The rest of restore(); the networks were loaded with the parts built."""
+        state, loop = self.state, dict(self.state["loop"])
+        if adapt:
+            loop = adapt(loop)
         self.rng.bit_generator.state = state["rngs"]["action"]
         if self.best:
             self.best.load_state_dict(state["best"])
@@ -201,7 +248,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     space = backend.observation_space
     try:
         parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
-                         backend.num_shards, "target", resume, stop)
+                         backend.num_shards, "target", resume, stop, FAST_RUN)
     except BaseException:
         backend.close()
         raise
@@ -213,8 +260,8 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
         loop, state = parts.restore(lambda loop: cut_to_budget(
             loop, total, config.train_freq, evaluates=bool(config.evaluate))), None
         if loop:
-            state = FastLoopState.from_state_dict(loop, parts.settings, monitor.message)
-            with games_of(resume):
+            with state_of(resume), games_of(resume):
+                state = FastLoopState.from_state_dict(loop, parts.settings, monitor.message)
                 continued = backend.load_state_dict(parts.state["samplers"], state.step)
             if not continued:
                 state.held.flush(replay)
@@ -259,7 +306,7 @@ def train_nature(config, resume=None, stop=None):
     try:
         loop = parts.restore()
         if loop:
-            with games_of(resume):
+            with state_of(resume), games_of(resume):
                 # extra_state's lambda reads `env` when called: it sees this one.
                 env = load_env_state(env, parts.state["env"])
         return run_nature_loop(parts.settings, env, parts.learner, parts.replay,

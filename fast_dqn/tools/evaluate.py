@@ -183,13 +183,17 @@ def _computable(config):
 _READ_TRIES = 5
 
 
-def _read_newest(choose, run_dir, setting):
-    """(checkpoint, state) of the newest checkpoint `choose()` returns, read whole."""
+def _read_newest(choose, run_dir, setting, schema):
+    """(checkpoint, state) of the newest checkpoint `choose()` returns, read whole and
+    checked against `schema` (fast_dqn.run.state_schema)."""
     from fast_dqn.run.array_file import CorruptFile
+    from fast_dqn.run.state_schema import StateMismatch
     for _ in range(_READ_TRIES):
         checkpoint = choose()
         try:
-            return checkpoint, checkpoint.load_state()
+            return checkpoint, checkpoint.load_state(schema)
+        except StateMismatch as error:
+            raise ConfigError(setting, checkpoint.unfit_state(error))
         except (FileNotFoundError, CorruptFile):
             if os.path.isdir(checkpoint.path):
                 raise  # still there: damaged, not replaced
@@ -200,8 +204,9 @@ def _read_newest(choose, run_dir, setting):
 
 def _newest_checkpoint(run_dir, warn):
     from fast_dqn.run.checkpoint import latest_checkpoint
+    from fast_dqn.run.state_schema import WEIGHTS_ONLY
     return _read_newest(lambda: latest_checkpoint(run_dir, "RUN_DIR", warn=warn), run_dir,
-                        "RUN_DIR")
+                        "RUN_DIR", WEIGHTS_ONLY)
 
 
 def _best_weights(run_dir, warn):
@@ -222,7 +227,8 @@ def _best_weights(run_dir, warn):
                               "--best")
         return best
 
-    best, state = _read_newest(choose, run_dir, "best")
+    from fast_dqn.run.state_schema import BEST_EXPORT
+    best, state = _read_newest(choose, run_dir, "best", BEST_EXPORT)
     return best.path, best.step, state["mean"], state["weights"]
 
 
@@ -300,7 +306,10 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
             _check_shapes(weights, learner.main.get_weights(), run_dir)
             learner.set_main_weights(weights)
         else:
-            learner.load_state_dict(state["learner"])
+            try:
+                learner.load_state_dict(state["learner"])
+            except ValueError as error:  # weights of another network
+                raise ConfigError("RUN_DIR", checkpoint.unfit_state(error))
         epsilon, source = evaluation_epsilon(epsilon, config)
         print(f"evaluating {what}: {episodes} games at epsilon {epsilon:g} ({source})",
               file=out, flush=True)

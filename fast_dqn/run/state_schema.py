@@ -1,0 +1,141 @@
+"""What a checkpoint's state must hold before a run or a tool reads any of it.
+
+A state.json edited together with its manifest verifies, and a checkpoint written by some
+other program may too. The run reads that state in many places (the logs are cut back to it,
+best/ is made to match it, the RNGs are set from it), so a value of the wrong kind would fail
+far from its cause, with a traceback, and possibly after a log was already rewritten. The
+values those places read are therefore checked here first, each named by its path. Deeper
+contents (the weights' shapes, a game's emulator state) are checked by the component that
+loads them; `StateMismatch` is what both raise.
+"""
+
+import numpy as np
+
+
+class StateMismatch(Exception):
+    """A checkpoint's state does not have the form this fast-dqn writes."""
+
+
+class Kind:
+    """One kind of value: its name, for the message, and its test."""
+
+    def __init__(self, name, test):
+        self.name, self.test = name, test
+
+
+def _whole(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+        and value >= 0
+
+
+def _number(value):
+    return isinstance(value, (int, float, np.integer, np.floating)) \
+        and not isinstance(value, (bool, np.bool_))
+
+
+WHOLE = Kind("a whole number", _whole)
+NUMBER = Kind("a number", _number)
+FLAG = Kind("true or false", lambda value: isinstance(value, (bool, np.bool_)))
+TEXT = Kind("a string", lambda value: isinstance(value, str))
+BYTES = Kind("bytes", lambda value: isinstance(value, bytes))
+ARRAY = Kind("an array", lambda value: isinstance(value, np.ndarray))
+TABLE = Kind("an object", lambda value: isinstance(value, dict))
+# Weights and optimizer slots (Keras keeps its step count as a numpy scalar).
+ARRAYS = Kind("a list of arrays", lambda value: isinstance(value, list)
+              and all(isinstance(item, (np.ndarray, np.generic)) for item in value))
+NUMBERS = Kind("a list of numbers", lambda value: isinstance(value, list)
+               and all(_number(item) for item in value))
+COUNTS = Kind("an object of whole numbers", lambda value: isinstance(value, dict)
+              and all(_whole(item) for item in value.values()))
+TEXTS = Kind("a list of strings", lambda value: isinstance(value, list)
+             and all(isinstance(item, str) for item in value))
+TABLES = Kind("a list of objects", lambda value: isinstance(value, list)
+              and all(isinstance(item, dict) for item in value))
+# The fast loop's held chunks: (frames, actions, rewards, terminated, episode_ends, shards).
+HELD = Kind("a list of 6-tuples of arrays", lambda value: isinstance(value, list) and all(
+    isinstance(chunk, tuple) and len(chunk) == 6
+    and all(isinstance(item, np.ndarray) for item in chunk) for chunk in value))
+SHAPE = Kind("a tuple of whole numbers", lambda value: isinstance(value, tuple)
+             and all(_whole(item) for item in value))
+
+
+def optional(kind):
+    return Kind(f"null or {kind.name}", lambda value: value is None or kind.test(value)) \
+        if isinstance(kind, Kind) else ("optional", kind)
+
+
+def _rng_state(value):
+    # Tried on a scratch generator: numpy knows best what its generators' states hold.
+    try:
+        np.random.default_rng().bit_generator.state = value
+    except (TypeError, ValueError, KeyError):
+        return False
+    return True
+
+
+# A numpy bit generator's state, as `Generator.bit_generator.state` gives it (every RNG of a
+# run is numpy's default, PCG64).
+RNG = Kind("a PCG64 generator's state", _rng_state)
+SCHEDULE = {"train_start": WHOLE, "refill_until": WHOLE, "deferred": WHOLE}
+LEARNER = {"main": ARRAYS, "target": ARRAYS, "optimizer": ARRAYS}
+IDENTITY = {"game": optional(TEXT), "env": optional(TEXT), "num_actions": WHOLE,
+            "observation_shape": SHAPE}
+
+# What both loops save (fast_dqn.run.training.RunParts.collect).
+RUN = {
+    "identity": IDENTITY,
+    "settings": TABLE,
+    "learner": LEARNER,
+    "replay": {"pointers": ARRAY, "sizes": ARRAY, "rng": RNG},
+    "monitor": {"step": WHOLE, "num_games": WHOLE, "recent_returns": NUMBERS,
+                "elapsed": NUMBER, "logs": {"episodes.csv": BYTES, "eval.csv": BYTES},
+                "tensorboard": optional({"files": COUNTS})},
+    "rngs": {"action": RNG},
+    "best": optional({"step": WHOLE, "mean": NUMBER, "weights": ARRAYS}),
+}
+
+# Each loop's own parts: its games, and its loop state (NatureLoop and FastLoopState).
+# One game (fast_dqn.envs.environment.env_state); the loader checks the layers match.
+GAME = {"layers": TEXTS, "states": TABLES, "foreign": optional(BYTES)}
+
+NATURE_RUN = {**RUN, "env": GAME,
+              "loop": {"step": WHOLE, "obs": ARRAY, "eval_pending": FLAG,
+                       "last_eval": optional(WHOLE), "schedule": SCHEDULE}}
+FAST_RUN = {**RUN, "samplers": {"backend": TEXT},
+            "loop": {"step": WHOLE, "trained_through": WHOLE, "last_eval": optional(WHOLE),
+                     "owed": WHOLE, "held": HELD, "sync_pending": FLAG, "eval_pending": FLAG,
+                     "boundary": FLAG, "schedule": SCHEDULE}}
+
+# What `evaluate` reads of a checkpoint, and of an export in best/
+# (fast_dqn.run.best_weights).
+WEIGHTS_ONLY = {"identity": IDENTITY, "learner": LEARNER}
+BEST_EXPORT = {"mean": NUMBER, "weights": ARRAYS}
+
+
+def check_state(state, schema, path=""):
+    """Raise StateMismatch naming the first value of `state` that `schema` does not allow.
+    schema: a Kind, or {key: schema} for an object holding at least those keys (a later
+    release may add keys; the loaders ignore them), or optional({...})."""
+    if isinstance(schema, tuple):  # optional({...})
+        if state is not None and not isinstance(state, dict):
+            raise StateMismatch(f"{path or '/'} is {_shown(state)}, not null or an object")
+        if state is not None:
+            check_state(state, schema[1], path)
+        return
+    if isinstance(schema, Kind):
+        if not schema.test(state):
+            raise StateMismatch(f"{path or '/'} is {_shown(state)}, not {schema.name}")
+        return
+    if not isinstance(state, dict):
+        raise StateMismatch(f"{path or '/'} is {_shown(state)}, not an object")
+    for key, item in schema.items():
+        if key not in state:
+            raise StateMismatch(f"{path or '/'} has no \"{key}\"")
+        check_state(state[key], item, f"{path}/{key}")
+
+
+def _shown(value):
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    text = repr(value)
+    return text if len(text) <= 40 else f"a {type(value).__name__}"
