@@ -306,10 +306,10 @@ def test_each_checkpoint_records_the_run_plan_a_resume_reads_without_loading_it(
     assert store.latest().step == 600 and store.latest().plan == {}
 
 
-# --- what a state must hold (fast_dqn.run.state_schema)
+# --- what a state must hold (fast_dqn.state_schema)
 
 def test_the_state_schema_names_the_first_value_it_does_not_allow():
-    from fast_dqn.run.state_schema import (
+    from fast_dqn.state_schema import (
         ARRAYS,
         FLAG,
         WHOLE,
@@ -340,7 +340,7 @@ def test_the_state_schema_names_the_first_value_it_does_not_allow():
 
 
 def test_an_unfit_state_names_the_checkpoint_and_the_one_before(tmp_path):
-    from fast_dqn.run.state_schema import StateMismatch
+    from fast_dqn.state_schema import StateMismatch
     store = CheckpointStore(str(tmp_path))
     store.save(100, {"a": 1})
     only = store.latest()

@@ -243,7 +243,7 @@ def _copy(edited_runs, name, tmp_path):
 
 def test_a_real_checkpoint_of_each_loop_has_the_form_its_schema_names(edited_runs):
     from fast_dqn.run.checkpoint import CheckpointStore
-    from fast_dqn.run.state_schema import (
+    from fast_dqn.state_schema import (
         FAST_RUN,
         NATURE_RUN,
         WEIGHTS_ONLY,
@@ -284,6 +284,12 @@ NATURE_EDITS = {
     "replay gone": (lambda s: s.pop("replay"), '/ has no "replay"'),
     "game layers": (lambda s: s["env"].update(layers="FrameHistory"),
                     "/env/layers is 'FrameHistory', not a list of strings"),
+    "a game's seed": (lambda s: s["env"]["states"][0].update(pending_seed="oops"),
+                      "/env/states/0/pending_seed is 'oops', not null or a whole number"),
+    "a game's frames": (lambda s: s["env"]["states"][1].update(frames=[s["loop"]["obs"]]),
+                        "/env/states/1/frames: 1 of shapes [(1, 4)], not 1 of (4,)"),
+    "a game's states": (lambda s: s["env"].update(states=[]),
+                        "/env/states holds 0 states for the 3 layers that have one"),
     "array that is not there": (lambda s: s["loop"].update(obs={"__array__": "/nowhere"}),
                                 "it refers to arrays arrays.zst does not hold"),
     "observation of another shape": (
@@ -321,6 +327,9 @@ FAST_EDITS = {
     "sampler backend": (lambda s: s["samplers"].pop("backend"),
                         '/samplers has no "backend"'),
     "owed": (lambda s: s["loop"].update(owed=1.5), "/loop/owed is 1.5, not a whole number"),
+    "a sampler's game": (
+        lambda s: s["samplers"]["envs"][1]["states"][2].update(game_return="high"),
+        "/samplers/envs/1/states/2/game_return is 'high', not a number"),
 }
 
 
@@ -353,7 +362,7 @@ def test_a_game_that_cannot_load_is_one_line(edited_runs, tmp_path, capsys):
     code = cli.main(FAST, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_fast)
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "step-000000000300/state.json does not hold what this fast-dqn writes" in err
+    assert "(/samplers/envs/0 is 1, not an object)" in err
     assert logs(run_dir) == logs(edited_runs / "fast")
 
 

@@ -128,3 +128,19 @@ def test_a_saved_game_keeps_the_action_a_sticky_frame_repeats():
             game.step(0)
             copy.step(0)
         np.testing.assert_array_equal(game.ale.getRAM(), copy.ale.getRAM(), f"seed {seed}")
+
+
+def test_every_layer_with_a_state_says_what_its_checkpoint_holds():
+    """load_env_state checks each layer's saved state against its STATE before loading any:
+    a layer that saves state without declaring it would fail at the check, not in a game."""
+    import inspect
+
+    from fast_dqn.envs import ale_game, atari_wrappers, environment
+    classes = [c for module in (ale_game, atari_wrappers, environment)
+               for _, c in inspect.getmembers(module, inspect.isclass)
+               if c.__module__ == module.__name__ and hasattr(c, "state_dict")]
+    assert {c.__name__ for c in classes} >= {"AleGame", "GameStart", "MaxAndSkip", "TimeLimit",
+                                             "FullGameStats", "EpisodicLife", "FrameHistory",
+                                             "SeedOnFirstReset", "ClipReward", "Resize"}
+    assert [c.__name__ for c in classes if not isinstance(getattr(c, "STATE", None), dict)] \
+        == []

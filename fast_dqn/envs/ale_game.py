@@ -23,6 +23,8 @@ seed as the vector env's.
 import gymnasium
 import numpy as np
 
+from fast_dqn.state_schema import RNG, TEXT
+
 SCREEN_SHAPE = (210, 160)
 
 
@@ -96,6 +98,8 @@ class AleGame(gymnasium.Env):
         else:
             state["emulator"] = self.ale.cloneState(include_rng=True).serialize()
         return state
+
+    STATE = {"game": TEXT, "np_random": RNG}
 
     def load_state_dict(self, state):
         from ale_py import ALEState

@@ -23,6 +23,16 @@ import cv2
 import gymnasium
 import numpy as np
 
+from fast_dqn.state_schema import (
+    ARRAYS,
+    NUMBER,
+    OBSERVATION_AND_INFO,
+    TABLE,
+    WHOLE,
+    StateMismatch,
+    optional,
+)
+
 INTERPOLATIONS = {
     "area": cv2.INTER_AREA,
     "linear": cv2.INTER_LINEAR,
@@ -93,6 +103,9 @@ class GameStart(gymnasium.Wrapper):
                 obs, info = self.env.reset()
         return obs, info
 
+    # What a checkpoint keeps of each layer (fast_dqn.state_schema): checked before loading.
+    STATE = {"generator": optional(TABLE)}
+
     def state_dict(self):
         return {"generator": self.generator.state if self.generator else None}
 
@@ -134,6 +147,8 @@ class MaxAndSkip(gymnasium.Wrapper):
                 break
         return np.maximum(*self.buffers), total_reward, terminated, truncated, info
 
+    STATE = {"buffers": optional(ARRAYS)}
+
     def state_dict(self):
         return {"buffers": None if self.buffers is None else list(self.buffers)}
 
@@ -158,6 +173,8 @@ class TimeLimit(gymnasium.Wrapper):
     def reset(self, **kwargs):
         self.elapsed = 0
         return self.env.reset(**kwargs)
+
+    STATE = {"elapsed": WHOLE}
 
     def state_dict(self):
         return {"elapsed": self.elapsed}
@@ -193,6 +210,8 @@ class FullGameStats(gymnasium.Wrapper):
             info["game_return"] = self.game_return
             info["game_length"] = self.game_length
         return obs, reward, terminated, truncated, info
+
+    STATE = {"game_return": NUMBER, "game_length": WHOLE}
 
     def state_dict(self):
         return {"game_return": self.game_return, "game_length": self.game_length}
@@ -233,6 +252,8 @@ class EpisodicLife(gymnasium.Wrapper):
         self.lives = info.get("lives", 0)
         return obs, info
 
+    STATE = {"lives": WHOLE, "after_life_loss": optional(OBSERVATION_AND_INFO)}
+
     def state_dict(self):
         return {"lives": self.lives, "after_life_loss": self.after_life_loss}
 
@@ -245,6 +266,8 @@ class EpisodicLife(gymnasium.Wrapper):
 
 class Stateless:
     """A wrapper whose output depends on its input alone: nothing to save."""
+
+    STATE = {}
 
     def state_dict(self):
         return {}
@@ -314,5 +337,14 @@ class FrameHistory(gymnasium.Wrapper):
     def state_dict(self):
         return {"frames": list(self.frames)}
 
+    STATE = {"frames": ARRAYS}
+
     def load_state_dict(self, state):
-        self.frames = collections.deque(state["frames"], maxlen=self.k)
+        # Frames of another shape or count would stack into observations the network
+        # cannot take, far from the checkpoint that held them.
+        shape = self.observation_space.shape[1:]
+        frames = state["frames"]
+        if len(frames) not in (0, self.k) or any(f.shape != shape for f in frames):
+            raise StateMismatch(f"frames: {len(frames)} of shapes "
+                                f"{sorted({f.shape for f in frames})}, not {self.k} of {shape}")
+        self.frames = collections.deque(frames, maxlen=self.k)

@@ -8,6 +8,7 @@ import numpy as np
 
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.errors import ConfigError
+from fast_dqn.state_schema import WHOLE, StateMismatch, check_state, optional
 
 # ALE takes its seed as a C int. A run derives its games' seeds from --seed by adding offsets
 # (game i of W, the step a resumed vector env restarts at), so every derived seed is folded
@@ -58,6 +59,8 @@ class SeedOnFirstReset(gymnasium.Wrapper):
             kwargs.setdefault("seed", self.pending_seed)
             self.pending_seed = None
         return self.env.reset(**kwargs)
+
+    STATE = {"pending_seed": optional(WHOLE)}
 
     def state_dict(self):
         return {"pending_seed": self.pending_seed}
@@ -135,7 +138,7 @@ def env_state(env):
             else pickle.dumps(inner, protocol=pickle.HIGHEST_PROTOCOL)}
 
 
-def load_env_state(env, state):
+def load_env_state(env, state, where="/env"):
     """Put `env` (built as the saved one was) in the saved state; returns the env to use: the
     same one, or a new one when the outermost layer itself was kept pickled. Raises
     EnvStateMismatch, before changing anything, when the layers differ."""
@@ -144,8 +147,18 @@ def load_env_state(env, state):
     if names != state["layers"]:
         raise EnvStateMismatch(f"the saved env has the layers {state['layers']}, this one "
                                f"{names}")
-    for layer, layer_state in zip(layers, state["states"]):
-        layer.load_state_dict(layer_state)
+    stateful = [layer for layer in layers if hasattr(layer, "state_dict")]
+    if len(state["states"]) != len(stateful):
+        raise StateMismatch(f"{where}/states holds {len(state['states'])} states for the "
+                            f"{len(stateful)} layers that have one")
+    for i, (layer, layer_state) in enumerate(zip(stateful, state["states"])):
+        # Each layer's values are checked before any is loaded into it (fast_dqn.state_schema).
+        check_state(layer_state, layer.STATE, f"{where}/states/{i}")
+    for i, (layer, layer_state) in enumerate(zip(stateful, state["states"])):
+        try:
+            layer.load_state_dict(layer_state)
+        except StateMismatch as error:
+            raise StateMismatch(f"{where}/states/{i}/{error}") from error
     if state["foreign"] is None:
         return env
     inner = pickle.loads(state["foreign"])

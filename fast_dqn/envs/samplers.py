@@ -68,9 +68,13 @@ class PythonSamplers:
         """Continue every game exactly where the checkpoint left it; returns whether it could
         (False for a checkpoint of another backend or sampler count)."""
         from fast_dqn.envs.environment import load_env_state
+        from fast_dqn.state_schema import GAME, check_state
         if state.get("backend") != "python" or len(state["envs"]) != self.num_samplers:
             return False
-        self.envs = [load_env_state(env, saved) for env, saved in zip(self.envs, state["envs"])]
+        for i, saved in enumerate(state["envs"]):
+            check_state(saved, GAME, f"/samplers/envs/{i}")
+        self.envs = [load_env_state(env, saved, f"/samplers/envs/{i}")
+                     for i, (env, saved) in enumerate(zip(self.envs, state["envs"]))]
         return True
 
     def close(self):

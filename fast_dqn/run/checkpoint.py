@@ -35,8 +35,8 @@ import zlib
 import zstandard
 
 from fast_dqn.run.array_file import CorruptFile, read_arrays, write_arrays
-from fast_dqn.run.state_schema import StateMismatch, check_state
 from fast_dqn.run.state_tree import from_data, to_data
+from fast_dqn.state_schema import StateMismatch, check_state
 
 FORMAT = 2
 STATE_FILE, ARRAYS_FILE = "state.json", "arrays.zst"
@@ -102,7 +102,7 @@ class Checkpoint:
         return plan if isinstance(plan, dict) else {}
 
     def load_state(self, schema=None):
-        """The state tree; schema (fast_dqn.run.state_schema): what it must hold, else
+        """The state tree; schema (fast_dqn.state_schema): what it must hold, else
         StateMismatch."""
         with open(os.path.join(self.path, STATE_FILE)) as f:
             document = json.load(f)

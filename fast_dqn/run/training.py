@@ -26,9 +26,9 @@ from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, learning_settings
 from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import RunProgress, make_console
 from fast_dqn.run.resume import plan_given_on_resume
-from fast_dqn.run.state_schema import FAST_RUN, NATURE_RUN, StateMismatch
 from fast_dqn.run.tensorboard_log import TensorBoardLog
 from fast_dqn.run.validation import resolve
+from fast_dqn.state_schema import FAST_RUN, NATURE_RUN, StateMismatch
 
 
 def start_backend(config):
@@ -89,7 +89,7 @@ class RunParts:
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
                  acts_with, resume=None, stop=None, schema=NATURE_RUN):
         """acts_with: "main" or "target", the network the loop acts and evaluates with;
-        schema: what the loop's checkpoints hold (fast_dqn.run.state_schema)."""
+        schema: what the loop's checkpoints hold (fast_dqn.state_schema)."""
         self.config = config
         self.settings = LoopSettings.from_config(config)
         # What a checkpoint must match to be loaded into this run at all.

@@ -185,9 +185,9 @@ _READ_TRIES = 5
 
 def _read_newest(choose, run_dir, setting, schema):
     """(checkpoint, state) of the newest checkpoint `choose()` returns, read whole and
-    checked against `schema` (fast_dqn.run.state_schema)."""
+    checked against `schema` (fast_dqn.state_schema)."""
     from fast_dqn.run.array_file import CorruptFile
-    from fast_dqn.run.state_schema import StateMismatch
+    from fast_dqn.state_schema import StateMismatch
     for _ in range(_READ_TRIES):
         checkpoint = choose()
         try:
@@ -204,7 +204,7 @@ def _read_newest(choose, run_dir, setting, schema):
 
 def _newest_checkpoint(run_dir, warn):
     from fast_dqn.run.checkpoint import latest_checkpoint
-    from fast_dqn.run.state_schema import WEIGHTS_ONLY
+    from fast_dqn.state_schema import WEIGHTS_ONLY
     return _read_newest(lambda: latest_checkpoint(run_dir, "RUN_DIR", warn=warn), run_dir,
                         "RUN_DIR", WEIGHTS_ONLY)
 
@@ -227,7 +227,7 @@ def _best_weights(run_dir, warn):
                               "--best")
         return best
 
-    from fast_dqn.run.state_schema import BEST_EXPORT
+    from fast_dqn.state_schema import BEST_EXPORT
     best, state = _read_newest(choose, run_dir, "best", BEST_EXPORT)
     return best.path, best.step, state["mean"], state["weights"]
 

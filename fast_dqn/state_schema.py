@@ -51,6 +51,10 @@ TEXTS = Kind("a list of strings", lambda value: isinstance(value, list)
              and all(isinstance(item, str) for item in value))
 TABLES = Kind("a list of objects", lambda value: isinstance(value, list)
               and all(isinstance(item, dict) for item in value))
+# EpisodicLife's held reset after a lost life.
+OBSERVATION_AND_INFO = Kind("an (observation, info) pair", lambda value: isinstance(
+    value, tuple) and len(value) == 2 and isinstance(value[0], np.ndarray)
+    and isinstance(value[1], dict))
 # The fast loop's held chunks: (frames, actions, rewards, terminated, episode_ends, shards).
 HELD = Kind("a list of 6-tuples of arrays", lambda value: isinstance(value, list) and all(
     isinstance(chunk, tuple) and len(chunk) == 6
