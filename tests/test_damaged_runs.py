@@ -279,6 +279,8 @@ NATURE_EDITS = {
     "best without its mean": (lambda s: s["best"].pop("mean"), '/best has no "mean"'),
     "loop step": (lambda s: s["loop"].update(step=299),
                   "/loop/step is 299, but the checkpoint is of step 300"),
+    "a setting's kind": (lambda s: s["settings"].update(lr="fast"),
+                         "/settings/lr is 'fast', not a value of the kind config.json holds"),
     "negative count": (lambda s: s["monitor"].update(num_games=-1),
                        "/monitor/num_games is -1, not a whole number"),
     "replay gone": (lambda s: s.pop("replay"), '/ has no "replay"'),
@@ -350,20 +352,22 @@ def test_edited_weights_are_one_line_before_any_file_is_touched(edited_runs, tmp
 
 
 @pytest.mark.slow  # real training, in process
-def test_a_game_that_cannot_load_is_one_line(edited_runs, tmp_path, capsys):
-    """Games are loaded by the loop's backend after the logs are cut back to the checkpoint,
-    as any resume leaves them; the refusal is still one line, and the logs up to it stay."""
+def test_a_game_that_cannot_load_is_refused_before_any_file_is_touched(edited_runs, tmp_path,
+                                                                      capsys):
+    """The games are loaded by the loop's backend, after the logs are cut back to the
+    checkpoint; the backend checks them first, with the networks."""
     from fast_dqn.run.run_kinds import FAST
     from fast_dqn.run.training import train_fast
     run_dir = _copy(edited_runs, "fast", tmp_path)
     _edit_state(run_dir / "checkpoints" / "step-000000000300",
                 lambda s: s["samplers"].update(envs=[1, 2]))
+    before = _tree(run_dir)
     capsys.readouterr()
     code = cli.main(FAST, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_fast)
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "(/samplers/envs/0 is 1, not an object)" in err
-    assert logs(run_dir) == logs(edited_runs / "fast")
+    assert _tree(run_dir) == before
 
 
 @pytest.mark.slow  # real training, in process

@@ -164,7 +164,10 @@ def filled_parts(tmp_path, save_replay):
     parts.learner.train(parts.replay.sample(8))
     parts.rng.random(5)
     schedule = {"train_start": 100, "refill_until": 0, "deferred": 0}
-    parts.checkpoints.save(300, {"step": 300, "obs": None, "eval_pending": False,
+    # The loop's own parts, as the Nature loop saves them (fast_dqn.state_schema.NATURE_RUN).
+    parts.extra_state = lambda: {"env": {"layers": [], "states": [], "foreign": None}}
+    parts.checkpoints.save(300, {"step": 300, "obs": np.zeros((1, 4), np.float32),
+                                 "eval_pending": False, "last_eval": None,
                                  "schedule": schedule})
     parts.close()
     return config, parts

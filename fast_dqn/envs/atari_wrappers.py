@@ -339,7 +339,7 @@ class FrameHistory(gymnasium.Wrapper):
 
     STATE = {"frames": ARRAYS}
 
-    def load_state_dict(self, state):
+    def check_saved(self, state):
         # Frames of another shape or count would stack into observations the network
         # cannot take, far from the checkpoint that held them.
         shape = self.observation_space.shape[1:]
@@ -347,4 +347,6 @@ class FrameHistory(gymnasium.Wrapper):
         if len(frames) not in (0, self.k) or any(f.shape != shape for f in frames):
             raise StateMismatch(f"frames: {len(frames)} of shapes "
                                 f"{sorted({f.shape for f in frames})}, not {self.k} of {shape}")
-        self.frames = collections.deque(frames, maxlen=self.k)
+
+    def load_state_dict(self, state):
+        self.frames = collections.deque(state["frames"], maxlen=self.k)

@@ -8,7 +8,7 @@ import numpy as np
 
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.errors import ConfigError
-from fast_dqn.state_schema import WHOLE, StateMismatch, check_state, optional
+from fast_dqn.state_schema import GAME, WHOLE, StateMismatch, check_state, optional
 
 # ALE takes its seed as a C int. A run derives its games' seeds from --seed by adding offsets
 # (game i of W, the step a resumed vector env restarts at), so every derived seed is folded
@@ -138,10 +138,11 @@ def env_state(env):
             else pickle.dumps(inner, protocol=pickle.HIGHEST_PROTOCOL)}
 
 
-def load_env_state(env, state, where="/env"):
-    """Put `env` (built as the saved one was) in the saved state; returns the env to use: the
-    same one, or a new one when the outermost layer itself was kept pickled. Raises
-    EnvStateMismatch, before changing anything, when the layers differ."""
+def check_env_state(env, state, where="/env"):
+    """Raise EnvStateMismatch (other layers) or StateMismatch (values of another form, each
+    named by its path under `where`), changing nothing, unless load_env_state can load
+    `state` into `env`. Returns the layers that have a state, outermost first."""
+    check_state(state, GAME, where)
     layers = _layers(env)
     names = [type(layer).__name__ for layer in layers]
     if names != state["layers"]:
@@ -152,13 +153,24 @@ def load_env_state(env, state, where="/env"):
         raise StateMismatch(f"{where}/states holds {len(state['states'])} states for the "
                             f"{len(stateful)} layers that have one")
     for i, (layer, layer_state) in enumerate(zip(stateful, state["states"])):
-        # Each layer's values are checked before any is loaded into it (fast_dqn.state_schema).
+        # Each layer declares what its state holds (STATE); some check more (check_saved).
         check_state(layer_state, layer.STATE, f"{where}/states/{i}")
-    for i, (layer, layer_state) in enumerate(zip(stateful, state["states"])):
-        try:
-            layer.load_state_dict(layer_state)
-        except StateMismatch as error:
-            raise StateMismatch(f"{where}/states/{i}/{error}") from error
+        if hasattr(layer, "check_saved"):
+            try:
+                layer.check_saved(layer_state)
+            except StateMismatch as error:
+                raise StateMismatch(f"{where}/states/{i}/{error}") from error
+    return stateful
+
+
+def load_env_state(env, state, where="/env"):
+    """Put `env` (built as the saved one was) in the saved state; returns the env to use: the
+    same one, or a new one when the outermost layer itself was kept pickled. Checks the
+    whole state first (check_env_state): a refused one changes nothing."""
+    stateful = check_env_state(env, state, where)
+    for layer, layer_state in zip(stateful, state["states"]):
+        layer.load_state_dict(layer_state)
+    layers = _layers(env)
     if state["foreign"] is None:
         return env
     inner = pickle.loads(state["foreign"])

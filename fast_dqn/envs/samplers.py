@@ -68,13 +68,21 @@ class PythonSamplers:
         """Continue every game exactly where the checkpoint left it; returns whether it could
         (False for a checkpoint of another backend or sampler count)."""
         from fast_dqn.envs.environment import load_env_state
-        from fast_dqn.state_schema import GAME, check_state
-        if state.get("backend") != "python" or len(state["envs"]) != self.num_samplers:
+        if not self.check_state_dict(state):
             return False
-        for i, saved in enumerate(state["envs"]):
-            check_state(saved, GAME, f"/samplers/envs/{i}")
         self.envs = [load_env_state(env, saved, f"/samplers/envs/{i}")
                      for i, (env, saved) in enumerate(zip(self.envs, state["envs"]))]
+        return True
+
+    def check_state_dict(self, state):
+        """Whether load_state_dict would continue the saved games (False: it starts new
+        ones); raises, changing nothing, where it would fail (check_env_state)."""
+        from fast_dqn.envs.environment import check_env_state
+        if state.get("backend") != "python" or not isinstance(state.get("envs"), list) \
+                or len(state["envs"]) != self.num_samplers:
+            return False
+        for i, (env, saved) in enumerate(zip(self.envs, state["envs"])):
+            check_env_state(env, saved, f"/samplers/envs/{i}")
         return True
 
     def close(self):
@@ -159,6 +167,9 @@ class VectorSamplers:
 
     def state_dict(self):
         return {"backend": "vector"}
+
+    def check_state_dict(self, state):
+        return False  # nothing of the saved games is loaded
 
     def load_state_dict(self, state, step):
         """AtariVectorEnv cannot save its emulators: the games restart, from a seed that

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fast_dqn.agent.policy import epsilon_greedy_rows
+from fast_dqn.state_schema import StateMismatch
 
 
 @dataclass
@@ -104,6 +105,13 @@ class LocalBackend:
 
     def state_dict(self):
         return {**self.samplers.state_dict(), "obs": self.obs}
+
+    def check_state_dict(self, state):
+        """Raise, changing nothing, if load_state_dict would fail on `state`."""
+        shape = (self.num_shards, *self.observation_space.shape)
+        if self.samplers.check_state_dict(state) and \
+                getattr(state.get("obs"), "shape", None) != shape:
+            raise StateMismatch(f"/samplers/obs is not an array of shape {shape}")
 
     def load_state_dict(self, state, step):
         if not self.samplers.load_state_dict(state, step):

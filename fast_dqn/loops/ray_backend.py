@@ -377,6 +377,9 @@ class RayBackend:
     def state_dict(self):
         return {"backend": "ray"}
 
+    def check_state_dict(self, state):
+        pass  # nothing of the saved games is loaded
+
     def load_state_dict(self, state, step):
         """The actors' games cannot be saved (ale-py's vector env has no state API); they
         restart from seeds moved on by `step`. Returns False."""

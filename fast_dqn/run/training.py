@@ -5,7 +5,13 @@ import contextlib
 import json
 
 from fast_dqn.agent.backend_setup import configure_backend, device_line
-from fast_dqn.envs.environment import EnvStateMismatch, env_state, load_env_state, make_env
+from fast_dqn.envs.environment import (
+    EnvStateMismatch,
+    check_env_state,
+    env_state,
+    load_env_state,
+    make_env,
+)
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.evaluation import Evaluator
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
@@ -42,12 +48,22 @@ def check_settings(config, recorded, step):
     current = learning_settings(config)
     # Only the settings both know: a later release's new setting is not an edit.
     for name in sorted(set(recorded) & set(current)):
+        if _kind(recorded[name]) != _kind(current[name]) and None not in (
+                recorded[name], current[name]):
+            # config.json's types are checked when it is read: the checkpoint was edited.
+            raise StateMismatch(f"/settings/{name} is {recorded[name]!r}, not a value of "
+                                f"the kind config.json holds ({current[name]!r})")
         if recorded[name] != current[name]:
             raise ConfigError("resume", f"config.json has \"{name}\": "
                               f"{json.dumps(current[name])}, but the checkpoint of step "
                               f"{step:,} was trained with {json.dumps(recorded[name])}; "
                               "put that value back (only "
                               f"{', '.join(RESUME_OVERRIDES)} may change on resume)")
+
+
+def _kind(value):
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else type(value).__name__
 
 
 @contextlib.contextmanager
@@ -87,9 +103,10 @@ class RunParts:
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
-                 acts_with, resume=None, stop=None, schema=NATURE_RUN):
+                 acts_with, resume=None, stop=None, schema=NATURE_RUN, check_games=None):
         """acts_with: "main" or "target", the network the loop acts and evaluates with;
-        schema: what the loop's checkpoints hold (fast_dqn.state_schema)."""
+        schema: what the loop's checkpoints hold (fast_dqn.state_schema); check_games(state):
+        raises, changing nothing, where the loop could not load the saved games."""
         self.config = config
         self.settings = LoopSettings.from_config(config)
         # What a checkpoint must match to be loaded into this run at all.
@@ -113,9 +130,10 @@ class RunParts:
                               "belong to this run")
         self.progress = RunProgress(config.timesteps, config.train_freq, config.prepopulate,
                                     config.evaluate, config.eval_episodes)
+        self.check_games = check_games or (lambda state: None)
         if resume:
-            check_settings(config, self.state["settings"], resume.step)
-            with state_of(resume):
+            with state_of(resume), games_of(resume):
+                check_settings(config, self.state["settings"], resume.step)
                 self._load_before_files()
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
@@ -174,6 +192,7 @@ class RunParts:
         cuts the logs back to it: a refused resume leaves every file as it was."""
         state = self.state
         loop, replay = state["loop"], state["replay"]
+        self.check_games(state)
         if "obs" in loop and loop["obs"].shape != self.identity["observation_shape"]:
             raise StateMismatch(f"/loop/obs has shape {loop['obs'].shape}, not the "
                                 f"observations' {self.identity['observation_shape']}")
@@ -248,7 +267,8 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     space = backend.observation_space
     try:
         parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
-                         backend.num_shards, "target", resume, stop, FAST_RUN)
+                         backend.num_shards, "target", resume, stop, FAST_RUN,
+                         check_games=lambda state: backend.check_state_dict(state["samplers"]))
     except BaseException:
         backend.close()
         raise
@@ -298,7 +318,8 @@ def train_nature(config, resume=None, stop=None):
     try:
         shape = env.observation_space.shape
         parts = RunParts(config, shape, env.observation_space.dtype, env.action_space.n, 1,
-                         "main", resume, stop)
+                         "main", resume, stop,
+                         check_games=lambda state: check_env_state(env, state["env"]))
     except BaseException:
         env.close()
         raise
