@@ -374,7 +374,8 @@ def test_evaluate_reads_the_newer_checkpoint_when_a_training_run_prunes_the_one_
     real_load = Checkpoint.load_state
     pruned = []
 
-    def load_while_training(checkpoint):
+    # The states here are stand-ins: read without evaluate's schema.
+    def load_while_training(checkpoint, schema=None):
         if not pruned:  # the training run saves step 200 and prunes step 100 meanwhile
             pruned.append(checkpoint.step)
             store.save(200, {"learner": "at 200"})
@@ -386,7 +387,7 @@ def test_evaluate_reads_the_newer_checkpoint_when_a_training_run_prunes_the_one_
     assert pruned == [100] and checkpoint.step == 200 and state == {"learner": "at 200"}
     # Replaced again and again: one line, not a traceback.
 
-    def always_replaced(checkpoint):
+    def always_replaced(checkpoint, schema=None):
         store.save(checkpoint.step + 100, {"learner": "newer"})
         shutil.rmtree(checkpoint.path)
         return real_load(checkpoint)
