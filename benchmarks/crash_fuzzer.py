@@ -23,7 +23,16 @@ Trial i (seed + i) draws a run, each choice from the trial's seed:
 - (1/3) one or two logs damaged between runs, each before a drawn resume: episodes.csv or
   eval.csv deleted, episodes.csv emptied, or episodes.csv (3/4) or eval.csv (1/4) converted
   by dos2unix ("\r\n" to "\n"), cut by its last 10 bytes, or with a digit of its first row
-  changed.
+  changed;
+- (1/4) the first stop sent the instant something appears in the run directory rather than
+  at its fraction: config.json, episodes.csv, a checkpoint begun (.partial-) or complete;
+- (1/4) evaluate and plot run on the run directory one after another beside every training
+  segment; each must exit 0, or 2 with one line, never a traceback or a hang;
+- (1/4) before a drawn resume, one value read back from a run file replaced by a value of
+  another JSON kind: a drawn leaf of the newest checkpoint's state.json (its manifest updated
+  so that it still verifies), or a drawn setting of config.json; that resume must exit 2
+  with one line naming the file and change no file of the run; the value is then put back
+  and the run resumed (benchmarks/edit_sweep.py tries every leaf of one checkpoint).
 It starts the run and stops it each time, resuming with --resume whenever the directory has
 its config.json (with no checkpoint, the run starts again from step 0 with its saved
 settings), and with the original command again when it has none (the run was stopped while
@@ -65,6 +74,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from benchmarks import fuzz_attacks as attacks
 from fast_dqn.loops.fast_loop import next_sync_point
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.checkpoint import CheckpointStore
@@ -113,6 +123,15 @@ class Trial:
     cut: tuple = None
     # (run, what, log): before run number `run`, if it resumes, damage `log` (damage_log).
     damage: list = dataclasses.field(default_factory=list)
+    # The first stop comes the instant this appears in the run directory (attacks.ON_DISK),
+    # not at its drawn fraction.
+    on_disk: str = None
+    # evaluate and plot run on the run directory beside every training segment.
+    beside: bool = False
+    # (run, file): before run number `run`, if it resumes, a value of `file` (attacks.EDITS)
+    # is replaced by one of another kind: that resume must refuse in one line and change
+    # nothing; the file is then put back and the run resumed.
+    edit: tuple = None
 
     @classmethod
     def draw(cls, seed):
@@ -140,8 +159,13 @@ class Trial:
                 log = log or ("episodes.csv" if rng.random() < 0.75 else "eval.csv")
                 damage.append((rng.randint(1, len(stops)), what, log))
             damage.sort(key=lambda d: d[0])
+        # Drawn after the first version's choices, so that a seed still draws those.
+        on_disk = rng.choice(attacks.ON_DISK) if rng.random() < 0.25 else None
+        beside = rng.random() < 0.25
+        edit = (rng.randint(1, len(stops)), rng.choice(attacks.EDITS)) \
+            if rng.random() < 0.25 else None
         return cls(seed, game, loop, backend, save_replay, period, stops, checkpoint_freq,
-                   cut, damage)
+                   cut, damage, on_disk, beside, edit)
 
     @property
     def script(self):
@@ -183,6 +207,12 @@ class Trial:
             run, fraction, odd = self.cut
             text += f" cut@{run}={f'{fraction:g}' if fraction else 'ckpt'}{'-odd' if odd else ''}"
         text += "".join(f" {what}:{log}@{run}" for run, what, log in self.damage)
+        if self.on_disk:
+            text += f" stop-on={self.on_disk}"
+        if self.beside:
+            text += " tools-beside"
+        if self.edit:
+            text += f" edit:{self.edit[1]}@{self.edit[0]}"
         return text
 
 
@@ -259,7 +289,8 @@ def wait_for_stop(process, fraction, seconds, progress):
 
 def run_segment(command, stop, seconds, watch=None):
     """Run `command`; with stop = (signal name, fraction), signal it that far into its
-    segment (wait_for_stop; `watch` = (episodes.csv, the segment's first and last step)).
+    segment (wait_for_stop; `watch` = (episodes.csv, the segment's first and last step)), or
+    with a fraction "on:X" the instant X appears in the run directory (attacks.ON_DISK).
     Returns (exit code or None for a hang, signal sent or None, output, started)."""
     since = time.time()
     process = Process(command)
@@ -267,10 +298,14 @@ def run_segment(command, stop, seconds, watch=None):
     if stop:
         name, fraction = stop
         progress = None
-        if watch:
+        if isinstance(fraction, str):
+            attacks.wait_for_file(lambda: process.popen.poll() is None,
+                                  os.path.dirname(watch[0]), fraction[3:], 2 * seconds)
+        elif watch:
             log, first, last = watch
             progress = (log, first + fraction * (last - first), since)
-        wait_for_stop(process, fraction, seconds, progress)
+        if not isinstance(fraction, str):
+            wait_for_stop(process, fraction, seconds, progress)
         if process.popen.poll() is None:
             process.popen.send_signal(SIGNALS[name])
             sent = name
@@ -544,14 +579,48 @@ def exit_problems(sent, abrupt, code, text, logdir):
     return []
 
 
+def run_watched(trial, segments, stop, events):
+    """run_segment, with evaluate and plot beside it if the trial runs them."""
+    tools = attacks.ToolsBeside(segments.logdir) if trial.beside else None
+    result = run_segment(segments.command, stop, segments.seconds(), segments.watch())
+    problems = tools.stop() if tools else []
+    if tools:
+        events.append(f"({' '.join(tools.runs)})")
+    return result, problems
+
+
+def refused_edit(trial, segments, events):
+    """Edit a run file before this resume if the trial does (Trial.edit), check that the
+    resume refuses it in one line and changes nothing, then put the file back."""
+    if not trial.edit or trial.edit[0] != segments.resumes or segments.expected is None:
+        return []  # no edit now, or nothing to resume (started anew)
+    newest = CheckpointStore(segments.logdir, warn=lambda message: None).latest()
+    note, originals = attacks.edit_value(segments.logdir, trial.edit[1],
+                                         random.Random(trial.seed), newest)
+    events.append(f"[{note}]")
+    if originals is None:
+        return []
+    before = attacks.snapshot(segments.logdir)
+    process = Process(segments.command)
+    code = process.wait(RUN_TIMEOUT)
+    problems = attacks.refusal_problems(trial.edit[1], code, "".join(process.err), before,
+                                        attacks.snapshot(segments.logdir))
+    attacks.put_back(originals)
+    events.append(f"refused->{code}")
+    return problems
+
+
 def run_segments(trial, segments, events):
     """Run, stop and resume until the run ends; returns the problems found on the way."""
     stops = list(trial.stops)
+    if trial.on_disk and stops:
+        stops[0] = (stops[0][0], f"on:{trial.on_disk}")
     while True:
         stop = stops.pop(0) if stops else None
         command = segments.command
-        code, sent, text, ready = run_segment(command, stop, segments.seconds(),
-                                              segments.watch())
+        (code, sent, text, ready), problems = run_watched(trial, segments, stop, events)
+        if problems:
+            return problems
         if code is None:
             return [f"a process hung ({'after ' + sent if sent else 'running'}) and was "
                     f"killed: {os.path.basename(command[0])} {' '.join(command[1:3])} ..."
@@ -574,6 +643,9 @@ def run_segments(trial, segments, events):
             events.append(f"[{', '.join(notes)}]")
         if problem:
             return [problem]
+        problems = refused_edit(trial, segments, events)
+        if problems:
+            return problems
 
 
 def run_trial(trial, workdir):

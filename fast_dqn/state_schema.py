@@ -51,10 +51,10 @@ TEXTS = Kind("a list of strings", lambda value: isinstance(value, list)
              and all(isinstance(item, str) for item in value))
 TABLES = Kind("a list of objects", lambda value: isinstance(value, list)
               and all(isinstance(item, dict) for item in value))
-# EpisodicLife's held reset after a lost life.
+# EpisodicLife's held reset after a lost life; ale-py's info holds counts only.
 OBSERVATION_AND_INFO = Kind("an (observation, info) pair", lambda value: isinstance(
     value, tuple) and len(value) == 2 and isinstance(value[0], np.ndarray)
-    and isinstance(value[1], dict))
+    and isinstance(value[1], dict) and all(_whole(item) for item in value[1].values()))
 # The fast loop's held chunks: (frames, actions, rewards, terminated, episode_ends, shards).
 HELD = Kind("a list of 6-tuples of arrays", lambda value: isinstance(value, list) and all(
     isinstance(chunk, tuple) and len(chunk) == 6
@@ -68,18 +68,30 @@ def optional(kind):
         if isinstance(kind, Kind) else ("optional", kind)
 
 
-def _rng_state(value):
-    # Tried on a scratch generator: numpy knows best what its generators' states hold.
-    try:
-        np.random.default_rng().bit_generator.state = value
-    except (TypeError, ValueError, KeyError):
-        return False
-    return True
+def _has_bool(value):
+    if isinstance(value, dict):
+        return any(_has_bool(item) for item in value.values())
+    return isinstance(value, (bool, np.bool_))
+
+
+def _loads_into(make):
+    """A test that tries a bit generator's state on a scratch generator: numpy knows best
+    what its states hold. No state holds a boolean, which numpy would take as 0 or 1."""
+    def test(value):
+        if _has_bool(value):
+            return False
+        try:
+            make().state = value
+        except (TypeError, ValueError, KeyError, OverflowError):
+            return False
+        return True
+    return test
 
 
 # A numpy bit generator's state, as `Generator.bit_generator.state` gives it (every RNG of a
-# run is numpy's default, PCG64).
-RNG = Kind("a PCG64 generator's state", _rng_state)
+# run is numpy's default, PCG64, but GameStart's, ale-py's MT19937).
+RNG = Kind("a PCG64 generator's state", _loads_into(lambda: np.random.PCG64(0)))
+MT19937_RNG = Kind("an MT19937 generator's state", _loads_into(lambda: np.random.MT19937(0)))
 SCHEDULE = {"train_start": WHOLE, "refill_until": WHOLE, "deferred": WHOLE}
 LEARNER = {"main": ARRAYS, "target": ARRAYS, "optimizer": ARRAYS}
 IDENTITY = {"game": optional(TEXT), "env": optional(TEXT), "num_actions": WHOLE,

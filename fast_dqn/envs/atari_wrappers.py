@@ -25,9 +25,9 @@ import numpy as np
 
 from fast_dqn.state_schema import (
     ARRAYS,
+    MT19937_RNG,
     NUMBER,
     OBSERVATION_AND_INFO,
-    TABLE,
     WHOLE,
     StateMismatch,
     optional,
@@ -104,7 +104,7 @@ class GameStart(gymnasium.Wrapper):
         return obs, info
 
     # What a checkpoint keeps of each layer (fast_dqn.state_schema): checked before loading.
-    STATE = {"generator": optional(TABLE)}
+    STATE = {"generator": optional(MT19937_RNG)}
 
     def state_dict(self):
         return {"generator": self.generator.state if self.generator else None}

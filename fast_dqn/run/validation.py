@@ -211,6 +211,10 @@ def check_saved_types(saved, run_dir, config_class=hp.Config):
                    if getattr(defaults, f.name) is None}
     if saved.get("env") is not None:
         may_be_none.add("game")
+        if saved.get("game") is not None:  # a run plays a gymnasium env or a game, not both
+            raise ConfigError("resume", f"{os.path.join(run_dir, 'config.json')} has "
+                              f"\"game\": {json.dumps(saved['game'])} beside \"env\": "
+                              f"{json.dumps(saved['env'])}; put back \"game\": null")
     for f in dataclasses.fields(config_class):
         if f.name not in saved or (saved[f.name] is None and f.name in may_be_none):
             continue

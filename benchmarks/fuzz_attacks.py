@@ -1,0 +1,187 @@
+"""The crash fuzzer's attacks beyond signals at drawn moments and damaged logs: a stop the
+instant a file appears, the tools run beside training, and a value read back from a run file
+replaced by one of another kind. benchmarks/crash_fuzzer.py draws them and checks the run."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# What a stop can wait for, in the run directory: config.json being written, the first game
+# logged, a checkpoint begun (its .partial- directory) or complete.
+ON_DISK = ("config.json", "episodes.csv", ".partial-", "step-")
+# The run files whose values a resume reads back: the newest checkpoint's state (edited with
+# its manifest, so that it still verifies) and config.json.
+EDITS = ("state.json", "config.json")
+TOOL_TIMEOUT = 240  # seconds a tool beside training may take: a hang guard
+
+
+def appeared(logdir, what):
+    """Whether `what` (one of ON_DISK) is in the run directory now."""
+    if what in ("config.json", "episodes.csv"):
+        return os.path.exists(os.path.join(logdir, what))
+    try:
+        return any(name.startswith(what) for name in os.listdir(os.path.join(logdir,
+                                                                              "checkpoints")))
+    except OSError:
+        return False
+
+
+def wait_for_file(alive, logdir, what, seconds):
+    """Poll every millisecond until `what` appears, the process ends (alive() false), or
+    `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    while alive() and time.monotonic() < deadline and not appeared(logdir, what):
+        time.sleep(0.001)
+
+
+# --- the tools beside a training run
+
+class ToolsBeside:
+    """`evaluate` and `plot` run on the run directory one after another, for as long as the
+    training segment runs, as a user watching a long run would. Each must exit 0, or 2 with
+    one line (no run or no checkpoint yet), never a traceback or a hang."""
+
+    def __init__(self, logdir):
+        self.logdir = logdir
+        self.out = tempfile.mkdtemp(prefix="fuzz-tools-")
+        self.done = threading.Event()
+        self.problems, self.runs = [], []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _commands(self):
+        while True:
+            yield ["-m", "fast_dqn.tools.evaluate", self.logdir, "--episodes=1"]
+            yield ["-m", "fast_dqn.tools.plot", self.logdir,
+                   f"--output={os.path.join(self.out, 'plot.png')}"]
+
+    def _run(self):
+        for command in self._commands():
+            if self.done.is_set():
+                return
+            try:
+                result = subprocess.run([sys.executable, *command], cwd=ROOT, text=True,
+                                        capture_output=True, timeout=TOOL_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.problems.append(f"{command[1]} beside training hung past "
+                                     f"{TOOL_TIMEOUT} s")
+                return
+            name = command[1].rsplit(".", 1)[-1]
+            self.runs.append(f"{name}->{result.returncode}")
+            lines = result.stderr.strip().splitlines()
+            if "Traceback" in result.stdout + result.stderr or result.returncode not in (0, 2) \
+                    or (result.returncode == 2 and len(lines) != 1):
+                self.problems.append(f"{name} beside training exited {result.returncode}:\n"
+                                     f"{(result.stdout + result.stderr)[-2000:]}")
+
+    def stop(self):
+        """Let the tool running finish; returns the problems found."""
+        self.done.set()
+        self.thread.join(TOOL_TIMEOUT + 10)
+        return self.problems
+
+
+# --- a value read back from a run file
+
+def snapshot(logdir):
+    """{path: bytes} of every file of the run but its lock."""
+    files = {}
+    for folder, _, names in os.walk(logdir):
+        for name in names:
+            path = os.path.join(folder, name)
+            if name != "run.lock":
+                with open(path, "rb") as f:
+                    files[os.path.relpath(path, logdir)] = f.read()
+    return files
+
+
+def _other_kind(value, rng):
+    """A JSON value of another kind than `value` (never null, which several values may be)."""
+    kinds = {str: "x", bool: True, int: -3, float: 2.5, list: [], dict: {}}
+    numbers = (int, float)
+    return rng.choice([other for kind, other in kinds.items()
+                       if not (type(value) is kind or (type(value) in numbers
+                                                       and kind in numbers))])
+
+
+def leaves(value, path=()):
+    """The paths of every leaf of a JSON document: a value that is not a non-empty container."""
+    if isinstance(value, dict) and value:
+        return [leaf for key, item in value.items() for leaf in leaves(item, path + (key,))]
+    if isinstance(value, list) and value:
+        return [leaf for i, item in enumerate(value) for leaf in leaves(item, path + (i,))]
+    return [path]
+
+
+def replace_value(document, path, rng):
+    holder = document
+    for key in path[:-1]:
+        holder = holder[key]
+    old = holder[path[-1]]
+    holder[path[-1]] = new = _other_kind(old, rng)
+    return old, new
+
+
+def edit_value(logdir, what, rng, newest):
+    """Replace one drawn value of `what` (one of EDITS) by one of another kind, the manifest
+    kept in step for a checkpoint's state. Returns (note, {path: original bytes}) or (note,
+    None) when there is nothing to edit."""
+    if what == "config.json":
+        path = os.path.join(logdir, "config.json")
+        with open(path, "rb") as f:
+            original = f.read()
+        document = json.loads(original)
+        key = rng.choice(sorted(k for k in document if k != "loop"))
+        old, new = replace_value(document, (key,), rng)
+        with open(path, "w") as f:
+            json.dump(document, f)
+        return f"config:{key}={json.dumps(new)}", {path: original}
+    if newest is None:
+        return "state:(no checkpoint)", None
+    state_path = os.path.join(newest.path, "state.json")
+    manifest_path = os.path.join(newest.path, "manifest.json")
+    originals = {}
+    for path in (state_path, manifest_path):
+        with open(path, "rb") as f:
+            originals[path] = f.read()
+    document = json.loads(originals[state_path])
+    leaf = rng.choice(leaves(document))
+    old, new = replace_value(document, leaf, rng)
+    data = json.dumps(document).encode()
+    manifest = json.loads(originals[manifest_path])
+    manifest["files"]["state.json"] = {"size": len(data), "crc32": zlib.crc32(data)}
+    with open(state_path, "wb") as f:
+        f.write(data)
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f)
+    return f"state:/{'/'.join(map(str, leaf))}={json.dumps(new)}", originals
+
+
+def put_back(originals):
+    for path, data in originals.items():
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+def refusal_problems(what, code, stderr, before, after):
+    """What is wrong with how a resume met an edited run file: it must exit 2 with one line
+    that names the file it found wrong, and change nothing."""
+    lines = stderr.strip().splitlines()
+    problems = []
+    if code != 2 or len(lines) != 1 or "Traceback" in stderr:
+        problems.append(f"the resume after the edit exited {code}, not 2 with one line:\n"
+                        f"{stderr[-2000:]}")
+    elif ("checkpoint" if what == "state.json" else "config.json") not in lines[0]:
+        problems.append(f"the refusal does not name the edited file: {lines[0]}")
+    changed = sorted(name for name in set(before) | set(after)
+                     if before.get(name) != after.get(name))
+    if changed:
+        problems.append(f"the refused resume changed {changed}")
+    return problems
