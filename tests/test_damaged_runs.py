@@ -289,7 +289,7 @@ NATURE_EDITS = {
     "a game's seed": (lambda s: s["env"]["states"][0].update(pending_seed="oops"),
                       "/env/states/0/pending_seed is 'oops', not null or a whole number"),
     "a game's frames": (lambda s: s["env"]["states"][1].update(frames=[s["loop"]["obs"]]),
-                        "/env/states/1/frames: 1 of shapes [(1, 4)], not 1 of (4,)"),
+                        "/env/states/1/frames holds 1 of shapes [(1, 4)], not 1 of (4,)"),
     "a game's states": (lambda s: s["env"].update(states=[]),
                         "/env/states holds 0 states for the 3 layers that have one"),
     "array that is not there": (lambda s: s["loop"].update(obs={"__array__": "/nowhere"}),

@@ -23,7 +23,7 @@ seed as the vector env's.
 import gymnasium
 import numpy as np
 
-from fast_dqn.state_schema import RNG, TEXT
+from fast_dqn.state_schema import ARRAY, BYTES, RNG, TEXT, check_state
 
 SCREEN_SHAPE = (210, 160)
 
@@ -100,6 +100,13 @@ class AleGame(gymnasium.Env):
         return state
 
     STATE = {"game": TEXT, "np_random": RNG}
+
+    def check_saved(self, state, path):
+        # The emulator is saved one of two ways (state_dict); ALE itself reads the bytes.
+        if "game_start" in state:
+            check_state(state, {"game_start": BYTES, "actions": ARRAY}, path)
+        else:
+            check_state(state, {"emulator": BYTES}, path)
 
     def load_state_dict(self, state):
         from ale_py import ALEState

@@ -339,13 +339,13 @@ class FrameHistory(gymnasium.Wrapper):
 
     STATE = {"frames": ARRAYS}
 
-    def check_saved(self, state):
+    def check_saved(self, state, path):
         # Frames of another shape or count would stack into observations the network
         # cannot take, far from the checkpoint that held them.
         shape = self.observation_space.shape[1:]
         frames = state["frames"]
         if len(frames) not in (0, self.k) or any(f.shape != shape for f in frames):
-            raise StateMismatch(f"frames: {len(frames)} of shapes "
+            raise StateMismatch(f"{path}/frames holds {len(frames)} of shapes "
                                 f"{sorted({f.shape for f in frames})}, not {self.k} of {shape}")
 
     def load_state_dict(self, state):

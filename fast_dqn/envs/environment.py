@@ -156,10 +156,7 @@ def check_env_state(env, state, where="/env"):
         # Each layer declares what its state holds (STATE); some check more (check_saved).
         check_state(layer_state, layer.STATE, f"{where}/states/{i}")
         if hasattr(layer, "check_saved"):
-            try:
-                layer.check_saved(layer_state)
-            except StateMismatch as error:
-                raise StateMismatch(f"{where}/states/{i}/{error}") from error
+            layer.check_saved(layer_state, f"{where}/states/{i}")
     return stateful
 
 
