@@ -595,6 +595,9 @@ def refused_edit(trial, segments, events):
     if not trial.edit or trial.edit[0] != segments.resumes or segments.expected is None:
         return []  # no edit now, or nothing to resume (started anew)
     newest = CheckpointStore(segments.logdir, warn=lambda message: None).latest()
+    if newest is not None and newest.finished:
+        events.append("[edit: the run had finished]")  # a resume reads no state then
+        return []
     note, originals = attacks.edit_value(segments.logdir, trial.edit[1],
                                          random.Random(trial.seed), newest)
     events.append(f"[{note}]")

@@ -4,6 +4,7 @@ replaced by one of another kind. benchmarks/crash_fuzzer.py draws them and check
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -13,8 +14,8 @@ import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# What a stop can wait for, in the run directory: config.json being written, the first game
-# logged, a checkpoint begun (its .partial- directory) or complete.
+# What a stop can wait for, in the run directory: config.json written, episodes.csv created
+# (the monitor's start), a checkpoint begun (its .partial- directory) or complete.
 ON_DISK = ("config.json", "episodes.csv", ".partial-", "step-")
 # The run files whose values a resume reads back: the newest checkpoint's state (edited with
 # its manifest, so that it still verifies) and config.json.
@@ -85,6 +86,7 @@ class ToolsBeside:
         """Let the tool running finish; returns the problems found."""
         self.done.set()
         self.thread.join(TOOL_TIMEOUT + 10)
+        shutil.rmtree(self.out, ignore_errors=True)
         return self.problems
 
 
@@ -138,7 +140,9 @@ def edit_value(logdir, what, rng, newest):
         with open(path, "rb") as f:
             original = f.read()
         document = json.loads(original)
-        key = rng.choice(sorted(k for k in document if k != "loop"))
+        # Not a null: such a setting (--ray-address without Ray, --preset) may take any
+        # string, which is then a value, not an edit to refuse.
+        key = rng.choice(sorted(k for k in document if k != "loop" and document[k] is not None))
         old, new = replace_value(document, (key,), rng)
         with open(path, "w") as f:
             json.dump(document, f)

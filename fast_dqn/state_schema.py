@@ -29,8 +29,9 @@ def _whole(value):
 
 
 def _number(value):
+    # json.load reads NaN and Infinity; no number a run saves is either.
     return isinstance(value, (int, float, np.integer, np.floating)) \
-        and not isinstance(value, (bool, np.bool_))
+        and not isinstance(value, (bool, np.bool_)) and bool(np.isfinite(value))
 
 
 WHOLE = Kind("a whole number", _whole)
@@ -51,10 +52,12 @@ TEXTS = Kind("a list of strings", lambda value: isinstance(value, list)
              and all(isinstance(item, str) for item in value))
 TABLES = Kind("a list of objects", lambda value: isinstance(value, list)
               and all(isinstance(item, dict) for item in value))
-# EpisodicLife's held reset after a lost life; ale-py's info holds counts only.
+# EpisodicLife's held reset after a lost life; its info holds counts and flags
+# (FullGameStats adds game_over).
 OBSERVATION_AND_INFO = Kind("an (observation, info) pair", lambda value: isinstance(
     value, tuple) and len(value) == 2 and isinstance(value[0], np.ndarray)
-    and isinstance(value[1], dict) and all(_whole(item) for item in value[1].values()))
+    and isinstance(value[1], dict) and all(_whole(item) or isinstance(item, (bool, np.bool_))
+                                           for item in value[1].values()))
 # The fast loop's held chunks: (frames, actions, rewards, terminated, episode_ends, shards).
 HELD = Kind("a list of 6-tuples of arrays", lambda value: isinstance(value, list) and all(
     isinstance(chunk, tuple) and len(chunk) == 6
@@ -68,30 +71,36 @@ def optional(kind):
         if isinstance(kind, Kind) else ("optional", kind)
 
 
-def _has_bool(value):
+def _only_whole_numbers(value):
+    """Every number in a bit generator's state is whole; numpy would take a boolean as 0 or
+    1 and a float as its integer part."""
     if isinstance(value, dict):
-        return any(_has_bool(item) for item in value.values())
-    return isinstance(value, (bool, np.bool_))
+        return all(_only_whole_numbers(item) for item in value.values())
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "iu"
+    return isinstance(value, str) or _whole(value)
 
 
-def _loads_into(make):
+def _loads_into(make, check=lambda state: True):
     """A test that tries a bit generator's state on a scratch generator: numpy knows best
-    what its states hold. No state holds a boolean, which numpy would take as 0 or 1."""
+    what its states hold (check: what numpy does not check)."""
     def test(value):
-        if _has_bool(value):
+        if not isinstance(value, dict) or not _only_whole_numbers(value):
             return False
         try:
             make().state = value
-        except (TypeError, ValueError, KeyError, OverflowError):
+        except (TypeError, ValueError, KeyError, IndexError, OverflowError):
             return False
-        return True
+        return check(value)
     return test
 
 
 # A numpy bit generator's state, as `Generator.bit_generator.state` gives it (every RNG of a
-# run is numpy's default, PCG64, but GameStart's, ale-py's MT19937).
+# run is numpy's default, PCG64, but GameStart's, ale-py's MT19937). numpy does not bound
+# MT19937's position in its key, which the C code then reads past.
 RNG = Kind("a PCG64 generator's state", _loads_into(lambda: np.random.PCG64(0)))
-MT19937_RNG = Kind("an MT19937 generator's state", _loads_into(lambda: np.random.MT19937(0)))
+MT19937_RNG = Kind("an MT19937 generator's state", _loads_into(
+    lambda: np.random.MT19937(0), lambda state: 0 <= state["state"]["pos"] <= 624))
 SCHEDULE = {"train_start": WHOLE, "refill_until": WHOLE, "deferred": WHOLE}
 LEARNER = {"main": ARRAYS, "target": ARRAYS, "optimizer": ARRAYS}
 IDENTITY = {"game": optional(TEXT), "env": optional(TEXT), "num_actions": WHOLE,

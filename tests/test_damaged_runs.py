@@ -272,15 +272,25 @@ NATURE_EDITS = {
                                      "/replay/rng is a dict, not a PCG64 generator's state"),
     "replay positions": (lambda s: s["replay"].update(pointers=s["replay"]["sizes"]) or
                          s["replay"].update(sizes=s["learner"]["main"][1]),
-                         "/replay/sizes has shape (256,), not (1,) (one per replay shard)"),
+                         "/replay/sizes is not an array of shape (1,) of whole numbers from 0 to 1,000"),
     "log copy as text": (lambda s: s["monitor"]["logs"].update({"episodes.csv": "1,2,3"}),
                          "/monitor/logs/episodes.csv is '1,2,3', not bytes"),
     "best as a number": (lambda s: s.update(best=3), "/best is 3, not null or an object"),
     "best without its mean": (lambda s: s["best"].pop("mean"), '/best has no "mean"'),
     "loop step": (lambda s: s["loop"].update(step=299),
                   "/loop/step is 299, but the checkpoint is of step 300"),
+    "best of another network": (
+        lambda s: s["best"]["weights"].__setitem__(0, s["best"]["weights"][1]),
+        "/best is of step 150 or of another network's weights, not of this run up to step 300"),
+    "best after the checkpoint": (lambda s: s["best"].update(step=450),
+                                  "/best is of step 450 or of another network's weights"),
+    "a time that is not a number": (lambda s: s["monitor"].update(elapsed=float("nan")),
+                                    "/monitor/elapsed is nan, not a number"),
+    "a pickle that is not one": (
+        lambda s: s["env"].update(foreign={"__bytes__": "/monitor/logs/episodes.csv"}),
+        "/env/foreign cannot be unpickled"),
     "a setting's kind": (lambda s: s["settings"].update(lr="fast"),
-                         "/settings/lr is 'fast', not a value of the kind config.json holds"),
+                         "/settings/lr is 'fast', not a value \"lr\" takes"),
     "negative count": (lambda s: s["monitor"].update(num_games=-1),
                        "/monitor/num_games is -1, not a whole number"),
     "replay gone": (lambda s: s.pop("replay"), '/ has no "replay"'),
@@ -329,6 +339,10 @@ FAST_EDITS = {
     "sampler backend": (lambda s: s["samplers"].pop("backend"),
                         '/samplers has no "backend"'),
     "owed": (lambda s: s["loop"].update(owed=1.5), "/loop/owed is 1.5, not a whole number"),
+    "held steps of other games": (
+        lambda s: s["loop"].update(held=[{"__tuple__": [s["learner"]["main"][0]] * 5
+                                          + [s["replay"]["pointers"]]}]),
+        "/loop/held/0 names shards outside 0..1"),
     "a sampler's game": (
         lambda s: s["samplers"]["envs"][1]["states"][2].update(game_return="high"),
         "/samplers/envs/1/states/2/game_return is 'high', not a number"),
@@ -391,7 +405,7 @@ def test_an_edited_fast_loop_state_is_one_line_too(edited_runs, tmp_path, capsys
 @pytest.mark.parametrize("edit,expected", [
     (lambda s: s.update(learner="oops"), "/learner is 'oops', not an object"),
     (lambda s: s["learner"]["main"].__setitem__(0, s["learner"]["main"][1]),
-     "ValueError: Layer mlp weight shape (4, 256) is not compatible"),
+     "do not fit the run's config.json (Layer mlp weight shape (4, 256) is not compatible"),
     (lambda s: s["identity"].update(observation_shape=[1, 4]),
      "/identity/observation_shape is [1, 4], not a tuple of whole numbers"),
 ], ids=["learner", "weights of another shape", "shape as a list"])
@@ -404,7 +418,7 @@ def test_evaluate_refuses_an_edited_state_in_one_line(edited_runs, tmp_path, cap
     assert main([str(run_dir), "--episodes=1"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and expected in err, err
-    assert "the one of step 150 the newest" in err
+    assert "the one of step 150 the newest" in err or "was either edited?" in err
 
 
 @pytest.mark.slow  # real training, in process

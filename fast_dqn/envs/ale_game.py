@@ -23,7 +23,7 @@ seed as the vector env's.
 import gymnasium
 import numpy as np
 
-from fast_dqn.state_schema import ARRAY, BYTES, RNG, TEXT, check_state
+from fast_dqn.state_schema import ARRAY, BYTES, RNG, TEXT, StateMismatch, check_state
 
 SCREEN_SHAPE = (210, 160)
 
@@ -103,10 +103,17 @@ class AleGame(gymnasium.Env):
 
     def check_saved(self, state, path):
         # The emulator is saved one of two ways (state_dict); ALE itself reads the bytes.
-        if "game_start" in state:
-            check_state(state, {"game_start": BYTES, "actions": ARRAY}, path)
-        else:
+        if state["game"] != self.game:
+            raise StateMismatch(f"{path}/game is {state['game']!r}, not {self.game!r}")
+        if "game_start" not in state:
             check_state(state, {"emulator": BYTES}, path)
+            return
+        check_state(state, {"game_start": BYTES, "actions": ARRAY}, path)
+        actions = state["actions"]
+        if actions.ndim != 1 or actions.dtype.kind not in "iu" or \
+                (len(actions) and actions.max() >= len(self.action_set)):
+            raise StateMismatch(f"{path}/actions is not a list of this game's "
+                                f"{len(self.action_set)} actions")
 
     def load_state_dict(self, state):
         from ale_py import ALEState

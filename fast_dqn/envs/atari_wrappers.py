@@ -149,6 +149,13 @@ class MaxAndSkip(gymnasium.Wrapper):
 
     STATE = {"buffers": optional(ARRAYS)}
 
+    def check_saved(self, state, path):
+        buffers, shape = state["buffers"], self.env.observation_space.shape
+        if buffers is not None and (len(buffers) != 2 or any(b.shape != shape
+                                                             for b in buffers)):
+            raise StateMismatch(f"{path}/buffers holds {len(buffers)} screens, not 2 of "
+                                f"shape {shape}")
+
     def state_dict(self):
         return {"buffers": None if self.buffers is None else list(self.buffers)}
 

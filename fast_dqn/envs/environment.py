@@ -157,6 +157,19 @@ def check_env_state(env, state, where="/env"):
         check_state(layer_state, layer.STATE, f"{where}/states/{i}")
         if hasattr(layer, "check_saved"):
             layer.check_saved(layer_state, f"{where}/states/{i}")
+    # Only an env whose innermost layer has no state of its own (a gymnasium --env) is kept
+    # pickled. A checkpoint is the user's own file, but a pickle is unpickled only where the
+    # run writes one.
+    pickled = not hasattr(layers[-1], "state_dict")
+    if pickled and state["foreign"] is None:
+        raise StateMismatch(f"{where}/foreign is null, not this env's pickle")
+    if not pickled and state["foreign"] is not None:
+        raise StateMismatch(f"{where}/foreign holds bytes, but this env keeps no pickle")
+    if state["foreign"] is not None:
+        try:
+            pickle.loads(state["foreign"])
+        except Exception as error:  # anything unpickling garbage raises
+            raise StateMismatch(f"{where}/foreign cannot be unpickled ({error})") from error
     return stateful
 
 

@@ -48,6 +48,7 @@ import numpy as np
 
 from fast_dqn.loops.evaluation import EvaluationInterrupted
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.state_schema import StateMismatch
 
 
 def next_sync_point(step, period, round_size, total):
@@ -85,6 +86,23 @@ class HeldTransitions:
         # checkpoint keeps this list as it is.
         self.chunks = list(chunks)
         self.cut_in_replay = set()  # shards whose last stored transition lost its successor
+
+    @staticmethod
+    def check_saved(chunks, num_shards, frame_shape, frame_dtype):
+        """Raise StateMismatch unless a checkpoint's chunks can be flushed into a replay of
+        `num_shards` shards of frames of `frame_shape`: a chunk of another form would fail
+        in the flush, after the logs are cut back, or write wrong frames."""
+        for i, (frames, *steps, shards) in enumerate(chunks):
+            where = f"/loop/held/{i}"
+            if shards.ndim != 1 or shards.dtype.kind not in "iu" or not len(shards) or \
+                    shards.min() < 0 or shards.max() >= num_shards:
+                raise StateMismatch(f"{where} names shards outside 0..{num_shards - 1}")
+            rounds = (len(frames), len(shards))
+            if frames.shape != (*rounds, *frame_shape) or frames.dtype != frame_dtype or \
+                    any(step.shape != rounds for step in steps):
+                raise StateMismatch(f"{where} holds arrays of shapes "
+                                    f"{[a.shape for a in (frames, *steps)]}, not {rounds} "
+                                    f"steps of frames {frame_shape} ({frame_dtype})")
 
     def append(self, chunk):
         ends = np.array(chunk.episode_ends)  # writable: a later restart may cut it

@@ -31,8 +31,10 @@ class MinibatchSchedule:
 
     @classmethod
     def from_loop_state(cls, loop, train_freq, warn=None):
-        """The schedule a checkpoint's loop state holds."""
-        return cls(train_freq=train_freq, warn=warn, **loop["schedule"])
+        """The schedule a checkpoint's loop state holds (keys a later release adds aside)."""
+        saved = loop["schedule"]
+        return cls(saved["train_start"], train_freq, saved["refill_until"], saved["deferred"],
+                   warn=warn)
 
     def state_dict(self):
         return {"train_start": self.train_start, "refill_until": self.refill_until,

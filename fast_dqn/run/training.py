@@ -2,6 +2,7 @@
 checkpoint, and either loop run with them."""
 
 import contextlib
+import dataclasses
 import json
 
 from fast_dqn.agent.backend_setup import configure_backend, device_line
@@ -33,7 +34,7 @@ from fast_dqn.run.monitor import Monitor
 from fast_dqn.run.progress import RunProgress, make_console
 from fast_dqn.run.resume import plan_given_on_resume
 from fast_dqn.run.tensorboard_log import TensorBoardLog
-from fast_dqn.run.validation import resolve
+from fast_dqn.run.validation import has_type, resolve
 from fast_dqn.state_schema import FAST_RUN, NATURE_RUN, StateMismatch
 
 
@@ -47,23 +48,21 @@ def check_settings(config, recorded, step):
     that shapes the networks or replay would load it wrongly, or not at all."""
     current = learning_settings(config)
     # Only the settings both know: a later release's new setting is not an edit.
+    fields = {f.name: f for f in dataclasses.fields(config)}
     for name in sorted(set(recorded) & set(current)):
-        if _kind(recorded[name]) != _kind(current[name]) and None not in (
-                recorded[name], current[name]):
-            # config.json's types are checked when it is read: the checkpoint was edited.
-            raise StateMismatch(f"/settings/{name} is {recorded[name]!r}, not a value of "
-                                f"the kind config.json holds ({current[name]!r})")
+        value, field = recorded[name], fields.get(name)
+        # config.json's types are checked as it is read: a value of no kind the setting
+        # takes was edited into the checkpoint.
+        if field and not (has_type(value, field.type) or value is None and (
+                field.default is None or current[name] is None)):
+            raise StateMismatch(f"/settings/{name} is {value!r}, not a value "
+                                f"\"{name}\" takes")
         if recorded[name] != current[name]:
             raise ConfigError("resume", f"config.json has \"{name}\": "
                               f"{json.dumps(current[name])}, but the checkpoint of step "
                               f"{step:,} was trained with {json.dumps(recorded[name])}; "
                               "put that value back (only "
                               f"{', '.join(RESUME_OVERRIDES)} may change on resume)")
-
-
-def _kind(value):
-    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else type(value).__name__
 
 
 @contextlib.contextmanager
@@ -75,8 +74,7 @@ def state_of(checkpoint):
         yield
     except ConfigError:
         raise
-    except (StateMismatch, TypeError, KeyError, IndexError, AttributeError, ValueError) \
-            as error:
+    except (StateMismatch, TypeError, KeyError, IndexError, ValueError) as error:
         if checkpoint is None:
             raise
         raise ConfigError("resume", checkpoint.unfit_state(error)) from error
@@ -103,10 +101,11 @@ class RunParts:
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
-                 acts_with, resume=None, stop=None, schema=NATURE_RUN, check_games=None):
+                 acts_with, resume=None, stop=None, schema=NATURE_RUN, check_own=None):
         """acts_with: "main" or "target", the network the loop acts and evaluates with;
-        schema: what the loop's checkpoints hold (fast_dqn.state_schema); check_games(state):
-        raises, changing nothing, where the loop could not load the saved games."""
+        schema: what the loop's checkpoints hold (fast_dqn.state_schema); check_own(state):
+        raises, changing nothing, where the loop could not load its own parts (its games,
+        its held transitions)."""
         self.config = config
         self.settings = LoopSettings.from_config(config)
         # What a checkpoint must match to be loaded into this run at all.
@@ -130,15 +129,15 @@ class RunParts:
                               "belong to this run")
         self.progress = RunProgress(config.timesteps, config.train_freq, config.prepopulate,
                                     config.evaluate, config.eval_episodes)
-        self.check_games = check_games or (lambda state: None)
+        self.check_own = check_own or (lambda state: None)
         if resume:
             with state_of(resume), games_of(resume):
                 check_settings(config, self.state["settings"], resume.step)
                 self._load_before_files()
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
-        with state_of(resume):
-            self.monitor = self._monitor(config, console, step)
+        # The state's values were checked above: the monitor's errors are its own.
+        self.monitor = self._monitor(config, console, step)
         self.evaluator = self.best = None
         if config.evaluate:
             learner = self.learner
@@ -192,14 +191,22 @@ class RunParts:
         cuts the logs back to it: a refused resume leaves every file as it was."""
         state = self.state
         loop, replay = state["loop"], state["replay"]
-        self.check_games(state)
+        self.check_own(state)
         if "obs" in loop and loop["obs"].shape != self.identity["observation_shape"]:
             raise StateMismatch(f"/loop/obs has shape {loop['obs'].shape}, not the "
                                 f"observations' {self.identity['observation_shape']}")
         for name in ("pointers", "sizes"):
-            if replay[name].shape != self.replay.pointers.shape:
-                raise StateMismatch(f"/replay/{name} has shape {replay[name].shape}, not "
-                                    f"{self.replay.pointers.shape} (one per replay shard)")
+            values, shard = replay[name], self.replay.shard_capacity
+            if values.shape != self.replay.pointers.shape or values.dtype.kind not in "iu" \
+                    or values.min() < 0 or values.max() > shard:
+                raise StateMismatch(f"/replay/{name} is not an array of shape "
+                                    f"{self.replay.pointers.shape} of whole numbers from 0 to "
+                                    f"{shard:,} (one per replay shard)")
+        best, network = state["best"], self.learner.main_weights()
+        if best is not None and (best["step"] > self.resume.step or [
+                w.shape for w in best["weights"]] != [w.shape for w in network]):
+            raise StateMismatch(f"/best is of step {best['step']:,} or of another network's "
+                                f"weights, not of this run up to step {self.resume.step:,}")
         try:
             self.learner.load_state_dict(state["learner"])
             self.progress.minibatches_done = self.learner.minibatches_trained()
@@ -249,6 +256,15 @@ def build_backend(config):
     return LocalBackend(build_samplers(config), batched=config.synchronize)
 
 
+def check_fast_loop_parts(state, backend):
+    """The fast loop's own parts of a checkpoint, checked before any is loaded."""
+    from fast_dqn.loops.fast_loop import HeldTransitions
+    backend.check_state_dict(state["samplers"])
+    space = backend.observation_space
+    HeldTransitions.check_saved(state["loop"]["held"], backend.num_shards, space.shape[1:],
+                                space.dtype)
+
+
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
     The config is validated and resolved as the command line's is (fast_dqn.run.validation)."""
@@ -268,7 +284,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     try:
         parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
                          backend.num_shards, "target", resume, stop, FAST_RUN,
-                         check_games=lambda state: backend.check_state_dict(state["samplers"]))
+                         check_own=lambda state: check_fast_loop_parts(state, backend))
     except BaseException:
         backend.close()
         raise
@@ -319,7 +335,7 @@ def train_nature(config, resume=None, stop=None):
         shape = env.observation_space.shape
         parts = RunParts(config, shape, env.observation_space.dtype, env.action_space.n, 1,
                          "main", resume, stop,
-                         check_games=lambda state: check_env_state(env, state["env"]))
+                         check_own=lambda state: check_env_state(env, state["env"]))
     except BaseException:
         env.close()
         raise

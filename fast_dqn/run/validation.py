@@ -190,7 +190,7 @@ def resolve_environment(config):
 _KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
 
 
-def _has_type(value, kind):
+def has_type(value, kind):
     if kind is bool:
         return isinstance(value, bool)
     if kind is int:
@@ -219,7 +219,7 @@ def check_saved_types(saved, run_dir, config_class=hp.Config):
         if f.name not in saved or (saved[f.name] is None and f.name in may_be_none):
             continue
         value, choices = saved[f.name], f.metadata.get("argparse", {}).get("choices")
-        if not _has_type(value, f.type) or (choices and value not in choices):
+        if not has_type(value, f.type) or (choices and value not in choices):
             expected = f"one of {', '.join(choices)}" if choices else _KINDS[f.type]
             raise ConfigError("resume", f"{os.path.join(run_dir, 'config.json')} has "
                               f"\"{f.name}\": {json.dumps(value)}, which is not {expected}; "

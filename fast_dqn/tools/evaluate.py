@@ -188,15 +188,20 @@ def _read_newest(choose, run_dir, setting, schema):
     checked against `schema` (fast_dqn.state_schema)."""
     from fast_dqn.run.array_file import CorruptFile
     from fast_dqn.state_schema import StateMismatch
+    failed = set()
     for _ in range(_READ_TRIES):
         checkpoint = choose()
         try:
             return checkpoint, checkpoint.load_state(schema)
-        except StateMismatch as error:
+        except (FileNotFoundError, CorruptFile) as error:
+            # Pruned by the run while being read (its folder may still be going away), or
+            # damaged: the one that fails twice is damaged.
+            if checkpoint.path in failed:
+                raise ConfigError(setting, f"{checkpoint.path} cannot be read ({error}); "
+                                  "move it away to use the one before it")
+            failed.add(checkpoint.path)
+        except (StateMismatch, ValueError) as error:  # ValueError: state.json is not JSON
             raise ConfigError(setting, checkpoint.unfit_state(error))
-        except (FileNotFoundError, CorruptFile):
-            if os.path.isdir(checkpoint.path):
-                raise  # still there: damaged, not replaced
     raise ConfigError(setting, f"the checkpoints of '{run_dir}' were replaced {_READ_TRIES} "
                       "times while being read (a run is checkpointing fast beside this); try "
                       "again")
@@ -309,7 +314,9 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
             try:
                 learner.load_state_dict(state["learner"])
             except ValueError as error:  # weights of another network
-                raise ConfigError("RUN_DIR", checkpoint.unfit_state(error))
+                raise ConfigError("RUN_DIR", f"the networks of {checkpoint.path} do not fit "
+                                  f"the run's config.json ({str(error).splitlines()[0][:160]}"
+                                  "): was either edited? put back what the run started with")
         epsilon, source = evaluation_epsilon(epsilon, config)
         print(f"evaluating {what}: {episodes} games at epsilon {epsilon:g} ({source})",
               file=out, flush=True)
