@@ -223,3 +223,21 @@ def test_precision_auto_becomes_what_the_hardware_computes(tmp_path, monkeypatch
     config = cli.validate_and_resolve(parse(["--precision", "auto",
                                              f"--logdir={tmp_path / 'r'}"]))
     assert config.precision == expected
+
+
+@pytest.mark.parametrize("typed,game", [("PongNoFrameskip-v4", "pong"), ("ALE/Pong-v5", "pong"),
+                                        ("SpaceInvadersNoFrameskip-v4", "space_invaders"),
+                                        ("Breakout-ramDeterministic-v4", "breakout")])
+def test_a_gymnasium_id_is_answered_with_the_game_it_names(typed, game):
+    """Gym-style ids name settings (v4: no sticky actions; v5: 0.25) that fast-dqn sets with
+    its own flags, so the id is not taken as the game; the answer names the --game to type."""
+    from fast_dqn.envs.games import resolve_game
+    games = ["breakout", "pong", "space_invaders"]
+    with pytest.raises(ConfigError) as caught:
+        resolve_game(typed, games)
+    assert f"'{typed}' is a gymnasium id" in str(caught.value)
+    assert f"did you mean --game {game}?" in str(caught.value)
+    assert "--list-games" in str(caught.value)
+    for unknown in ("Foo-v5", "xyzzy"):
+        with pytest.raises(ConfigError, match=f"unknown game '{unknown}'; --list-games"):
+            resolve_game(unknown, games)

@@ -38,9 +38,31 @@ def resolve_game(name, games=None):
     squashed = {g.replace("_", ""): g for g in games}
     if wanted.replace("_", "") in squashed:
         return squashed[wanted.replace("_", "")]
+    gym = _GYM_ID.match(name.strip())
+    if gym and resolve_quietly(gym.group("game"), games):
+        # Not accepted as the game: the id also names settings (v4: no sticky actions, v5:
+        # sticky 0.25, NoFrameskip) that fast-dqn sets through its own flags and presets.
+        game = resolve_quietly(gym.group("game"), games)
+        raise ConfigError("game", f"'{name}' is a gymnasium id; fast-dqn builds its own Atari "
+                          f"env from the game's name: did you mean --game {game}? (its "
+                          "preprocessing is set by --preset and the flags; --list-games lists "
+                          "the games)")
     close = difflib.get_close_matches(wanted, games, n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join(close)}?" if close else "see ale-py's ROM list for names"
+    hint = f"did you mean {', '.join(close)}?" if close else "--list-games lists the games"
     raise ConfigError("game", f"unknown game '{name}'; {hint}")
+
+
+# A gymnasium Atari id: ALE/Pong-v5, PongNoFrameskip-v4, Pong-ramDeterministic-v4, ...
+_GYM_ID = re.compile(r"^(?:ALE/)?(?P<game>[A-Za-z0-9]+?)(?:-ram)?"
+                     r"(?:NoFrameskip|Deterministic)?-v\d+$")
+
+
+def resolve_quietly(name, games):
+    """The snake_case game `name` names, or None."""
+    try:
+        return resolve_game(name, games)
+    except ConfigError:
+        return None
 
 
 def env_id(game):
