@@ -154,7 +154,9 @@ def test_impossible_extension_values_name_their_flag(argv, setting):
     assert error.value.setting == setting
 
 
-def test_mixed_precision_is_the_older_name_of_float16(tmp_path):
+def test_mixed_precision_is_the_older_name_of_float16(tmp_path, monkeypatch):
+    from fast_dqn.agent import backend_setup
+    monkeypatch.setattr(backend_setup, "gpu_compute_capabilities", lambda: [(8, 0)])
     config = cli.validate_and_resolve(parse(["--mixed-precision", f"--logdir={tmp_path / 'r'}"]))
     assert config.precision == "float16"
     # It wins over a preset's auto, which the user did not type.
@@ -185,6 +187,27 @@ def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monk
     with pytest.raises(ConfigError, match="AVX512-BF16 or AMX"):
         cli.validate_and_resolve(parse(["--precision", "bfloat16",
                                         f"--logdir={tmp_path / 'r'}"]))
+
+
+def test_float16_is_refused_where_only_emulated(tmp_path, monkeypatch):
+    from fast_dqn.agent import backend_setup
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("flags\t: fpu avx2 avx512f avx512_bf16\n")
+    assert not backend_setup.cpu_computes_float16(str(cpuinfo))
+    cpuinfo.write_text("flags\t: fpu avx2 avx512f avx512_fp16\n")
+    assert backend_setup.cpu_computes_float16(str(cpuinfo))
+    monkeypatch.setattr(backend_setup, "cpu_computes_float16", lambda: False)
+    for gpus, accepted in (([], False), ([(7, 5)], True)):
+        monkeypatch.setattr(backend_setup, "gpu_compute_capabilities", lambda: gpus)
+        for argv, setting in ((["--precision", "float16"], "precision"),
+                              (["--mixed-precision"], "mixed_precision")):
+            argv = argv + [f"--logdir={tmp_path / 'r'}"]
+            if accepted:
+                assert cli.validate_and_resolve(parse(argv)).precision == "float16"
+                continue
+            with pytest.raises(ConfigError, match="float16 needs a GPU") as error:
+                cli.validate_and_resolve(parse(argv))
+            assert error.value.setting == setting
 
 
 @pytest.mark.slow  # the real command line, TensorFlow included

@@ -159,15 +159,24 @@ def device_line(backend, devices):
     return f"device: {where}; Keras backend: {backend}"
 
 
+def _cpu_flags(cpuinfo):
+    try:
+        with open(cpuinfo) as f:
+            return set(f.read().split())
+    except OSError:  # not Linux: no flags, and a GPU decides
+        return set()
+
+
 def cpu_computes_bfloat16(cpuinfo="/proc/cpuinfo"):
     """Whether this CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), which oneDNN uses:
     elsewhere TensorFlow emulates bfloat16, several times slower than float32."""
-    try:
-        with open(cpuinfo) as f:
-            flags = set(f.read().split())
-    except OSError:  # not Linux: say no, and let a GPU decide
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    return bool(_cpu_flags(cpuinfo) & {"avx512_bf16", "amx_bf16"})
+
+
+def cpu_computes_float16(cpuinfo="/proc/cpuinfo"):
+    """Whether this CPU has float16 arithmetic (AVX512-FP16 or AMX-FP16); elsewhere float16
+    is converted to float32 and back around every operation."""
+    return bool(_cpu_flags(cpuinfo) & {"avx512_fp16", "amx_fp16"})
 
 
 def gpu_compute_capabilities():
@@ -197,6 +206,14 @@ def computes_bfloat16():
     # oneDNN, under TensorFlow, computes bfloat16 on such a CPU; XLA's CPU compiler, under
     # JAX, widens it to float32 and back, so there it is only slower.
     return keras_backend() == "tensorflow" and cpu_computes_bfloat16()
+
+
+def computes_float16():
+    """Whether the device that trains computes float16 natively: any GPU the backend sees
+    (every one since 2016 does), or a CPU with float16 arithmetic under TensorFlow."""
+    if gpu_compute_capabilities():
+        return True
+    return keras_backend() == "tensorflow" and cpu_computes_float16()
 
 
 def fastest_precision():

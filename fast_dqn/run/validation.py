@@ -153,13 +153,21 @@ def validate_numbers(config):
 def resolve_precision(config):
     """--mixed-precision is the older name of --precision float16, and wins over a preset's
     auto; auto becomes the type the hardware computes fastest, and config.json records that;
-    bfloat16 only where the hardware computes it (elsewhere it is emulated, several times
+    bfloat16 and float16 only where the hardware computes them (elsewhere they are emulated,
     slower than float32)."""
     if config.mixed_precision:
         if config.precision not in ("float32", "float16", "auto"):
             raise ConfigError("mixed_precision", f"means --precision float16, which conflicts "
                               f"with --precision {config.precision}; give only --precision")
-        return dataclasses.replace(config, precision="float16")
+        config = dataclasses.replace(config, precision="float16")
+    if config.precision == "float16":
+        from fast_dqn.agent.backend_setup import computes_float16
+        if not computes_float16():
+            raise ConfigError("mixed_precision" if config.mixed_precision else "precision",
+                              "float16 needs a GPU, or a CPU with AVX512-FP16 or AMX-FP16 under "
+                              "TensorFlow; this CPU would convert every operation to float32 "
+                              "and back, slower than float32 itself; use float32 or auto")
+        return config
     if config.precision == "auto":
         from fast_dqn.agent.backend_setup import fastest_precision
         return dataclasses.replace(config, precision=fastest_precision())
