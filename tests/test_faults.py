@@ -415,3 +415,20 @@ def test_ctrl_c_while_tensorflow_imports_is_one_line_and_exit_130(tmp_path, monk
     assert capsys.readouterr().err == ("run_dqn.py: interrupted before training began; "
                                        "nothing was made\n")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # a real run
+def test_a_run_outlives_its_console(tmp_path):
+    """`python run_dqn.py ... | head -1`: the reader goes away after the first line. The run
+    goes on to its end and its last checkpoint; what it would have printed is dropped."""
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "run_dqn.py", "--env=CartPole-v1", "--timesteps=600",
+         "--prepopulate=100", "--evaluate=300", "--eval-episodes=1", f"--logdir={run_dir}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    process.stdout.readline()
+    process.stdout.close()
+    process.stderr.close()
+    assert process.wait(timeout=300) == 0
+    assert os.listdir(run_dir / "checkpoints") == ["step-000000000600"]
+    assert len((run_dir / "eval.csv").read_text().splitlines()) == 3  # header, 300, 600

@@ -86,6 +86,9 @@ def main(kind, description, argv=None, train=None, script=False):
     divergence to NaN/Inf, or a checkpoint that could not be written.
     """
     prog, config_class, train = kind.script, kind.config_class, train or kind.train
+    if script:
+        from fast_dqn.run.progress import OutlivesConsole
+        sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
     parser = build_parser(prog, description, config_class)
     args = parser.parse_args(argv)
     if getattr(args, "list_games", False):

@@ -9,9 +9,45 @@ too early during them, and say nothing while the run trains its last minibatches
 evaluation.
 """
 
+import os
 import sys
 
 from fast_dqn.loops.minibatch_schedule import minibatches_due
+
+
+class OutlivesConsole:
+    """A console stream that drops what it cannot write once its reader is gone (`run | head`,
+    a closed terminal or ssh session): the run goes on, since its logs, not its console, are
+    its record. The stream's descriptor then points at /dev/null, so that Python's own flush
+    at exit finds nothing to complain about."""
+
+    def __init__(self, stream):
+        self.stream, self.gone = stream, False
+
+    def _guarded(self, call, *args):
+        if self.gone:
+            return None
+        try:
+            return call(*args)
+        except (BrokenPipeError, ValueError):  # ValueError: the file object was closed
+            self.gone = True
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.stream.fileno())
+                os.close(devnull)
+            except (OSError, ValueError):
+                pass
+            return None
+
+    def write(self, text):
+        self._guarded(self.stream.write, text)
+        return len(text)
+
+    def flush(self):
+        self._guarded(self.stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 class _Rate:
