@@ -241,6 +241,24 @@ def _copy(edited_runs, name, tmp_path):
     return tmp_path / name
 
 
+def refused_resume(edited_runs, tmp_path, capsys, loop, change):
+    """Resume a copy of the `loop` ("dqn" or "fast") run whose newest state.json had
+    `change` made to it; asserts the resume is one line, exit 2, and touched no file.
+    Returns the line."""
+    from fast_dqn.run.run_kinds import FAST
+    from fast_dqn.run.training import train_fast, train_nature
+    kind, train = (NATURE, train_nature) if loop == "dqn" else (FAST, train_fast)
+    run_dir = _copy(edited_runs, loop, tmp_path)
+    _edit_state(run_dir / "checkpoints" / "step-000000000300", change)
+    before = _tree(run_dir)
+    capsys.readouterr()
+    code = cli.main(kind, "", [f"--resume={run_dir}", "--timesteps=450"], train=train)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert _tree(run_dir) == before  # logs, best/ and checkpoints as they were
+    return err
+
+
 def test_a_real_checkpoint_of_each_loop_has_the_form_its_schema_names(edited_runs):
     from fast_dqn.run.checkpoint import CheckpointStore
     from fast_dqn.state_schema import (
@@ -316,20 +334,12 @@ NATURE_EDITS = {
 @pytest.mark.parametrize("edit", NATURE_EDITS)
 def test_an_edited_state_is_one_line_that_names_it_and_touches_nothing(
         edited_runs, tmp_path, capsys, edit):
-    from fast_dqn.run.training import train_nature
-    run_dir = _copy(edited_runs, "dqn", tmp_path)
     change, expected = NATURE_EDITS[edit]
-    _edit_state(run_dir / "checkpoints" / "step-000000000300", change)
-    before = _tree(run_dir)
-    capsys.readouterr()
-    code = cli.main(NATURE, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_nature)
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    err = refused_resume(edited_runs, tmp_path, capsys, "dqn", change)
     assert "step-000000000300/state.json does not hold what this fast-dqn writes" in err
     assert expected in err, err
     # The fix: the checkpoint before it.
     assert "move step-000000000300 out of" in err and "the one of step 150 the newest" in err
-    assert _tree(run_dir) == before  # logs, best/ and checkpoints as they were
 
 
 FAST_EDITS = {
@@ -351,18 +361,10 @@ FAST_EDITS = {
 
 @pytest.mark.slow  # real training, in process
 def test_edited_weights_are_one_line_before_any_file_is_touched(edited_runs, tmp_path, capsys):
-    from fast_dqn.run.training import train_nature
-    run_dir = _copy(edited_runs, "dqn", tmp_path)
-    _edit_state(run_dir / "checkpoints" / "step-000000000300",
-                lambda s: s["learner"]["target"].__setitem__(0, s["learner"]["target"][1]))
-    before = _tree(run_dir)
-    capsys.readouterr()
-    code = cli.main(NATURE, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_nature)
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    err = refused_resume(edited_runs, tmp_path, capsys, "dqn", lambda s: s["learner"][
+        "target"].__setitem__(0, s["learner"]["target"][1]))
     assert "the networks of" in err and "do not fit this run's settings (Layer mlp weight " \
         "shape (4, 256) is not compatible with provided weight shape (256,)" in err
-    assert _tree(run_dir) == before
 
 
 @pytest.mark.slow  # real training, in process
@@ -370,35 +372,16 @@ def test_a_game_that_cannot_load_is_refused_before_any_file_is_touched(edited_ru
                                                                       capsys):
     """The games are loaded by the loop's backend, after the logs are cut back to the
     checkpoint; the backend checks them first, with the networks."""
-    from fast_dqn.run.run_kinds import FAST
-    from fast_dqn.run.training import train_fast
-    run_dir = _copy(edited_runs, "fast", tmp_path)
-    _edit_state(run_dir / "checkpoints" / "step-000000000300",
-                lambda s: s["samplers"].update(envs=[1, 2]))
-    before = _tree(run_dir)
-    capsys.readouterr()
-    code = cli.main(FAST, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_fast)
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    err = refused_resume(edited_runs, tmp_path, capsys, "fast",
+                         lambda s: s["samplers"].update(envs=[1, 2]))
     assert "(/samplers/envs/0 is 1, not an object)" in err
-    assert _tree(run_dir) == before
 
 
 @pytest.mark.slow  # real training, in process
 @pytest.mark.parametrize("edit", FAST_EDITS)
 def test_an_edited_fast_loop_state_is_one_line_too(edited_runs, tmp_path, capsys, edit):
-    from fast_dqn.run.run_kinds import FAST
-    from fast_dqn.run.training import train_fast
-    run_dir = _copy(edited_runs, "fast", tmp_path)
     change, expected = FAST_EDITS[edit]
-    _edit_state(run_dir / "checkpoints" / "step-000000000300", change)
-    before = _tree(run_dir)
-    capsys.readouterr()
-    code = cli.main(FAST, "", [f"--resume={run_dir}", "--timesteps=450"], train=train_fast)
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert expected in err, err
-    assert _tree(run_dir) == before
+    assert expected in refused_resume(edited_runs, tmp_path, capsys, "fast", change)
 
 
 @pytest.mark.slow  # real training, in process
