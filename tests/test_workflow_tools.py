@@ -433,3 +433,19 @@ def test_best_weights_of_another_network_are_named_not_a_shape_error(tmp_path, c
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert "best/ holds weights of another network (2 arrays, the first [(8, 256)]" in err
+
+
+def test_a_video_path_that_cannot_be_written_is_one_line_before_ffmpeg_starts(tmp_path):
+    """/proc takes no new file, not even from root (a chmod'ed directory would not stop the
+    root that CI may run as)."""
+    from fast_dqn.errors import ConfigError
+    from fast_dqn.tools.evaluate import _check_video_path
+    with pytest.raises(ConfigError, match="cannot write in '/proc'") as error:
+        _check_video_path("/proc/pong.mp4")
+    assert error.value.setting == "video"
+    with pytest.raises(ConfigError, match="does not exist"):
+        _check_video_path(str(tmp_path / "missing" / "pong.mp4"))
+    (tmp_path / "taken.mp4").write_bytes(b"x")
+    with pytest.raises(ConfigError, match="exists and would be overwritten"):
+        _check_video_path(str(tmp_path / "taken.mp4"))
+    _check_video_path(str(tmp_path / "new.mp4"))  # a free path in a writable directory
