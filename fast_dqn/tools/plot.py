@@ -343,10 +343,13 @@ def _draw_references(by_game, name, title, compare):
                              squeeze=False)
     try:
         for ax, (game, settings) in zip(axes[0], by_game.items()):
-            for label, members in settings:
-                rows = compare(members, name, game)
+            compared = [(label, members, compare(members, name, game))
+                        for label, members in settings]
+            # The published band once, over the iterations of the longest of ours.
+            longest = max(range(len(compared)), key=lambda i: len(compared[i][2]))
+            for i, (label, members, rows) in enumerate(compared):
                 draw_comparison(ax, rows, f"{label} ({len(members)} run"
-                                f"{'s' if len(members) > 1 else ''})")
+                                f"{'s' if len(members) > 1 else ''})", band=i == longest)
                 tables.append((label, len(members), rows))
             ax.set_title(game)
             ax.set_xlabel("agent steps")

@@ -193,15 +193,18 @@ def print_comparison(rows, label, runs, out=None):
               f"{min(ref.returns):.2f} – {max(ref.returns):.2f} | {verdict} |", file=out)
 
 
-def draw_comparison(ax, rows, label, color=None, reference="Dopamine DQN"):
-    """Ours (mean, with the runs' range where there are several) over the published band."""
+def draw_comparison(ax, rows, label, color=None, reference="Dopamine DQN", band=True):
+    """Ours (mean, with the runs' range where there are several) over the published band
+    (band: draw it; once per panel, however many of our settings share it)."""
     import numpy as np
     x = np.array([row.agent_steps_end for row in rows], np.float64)
     ref = [row.reference for row in rows]
-    ax.fill_between(x, [min(r.returns) for r in ref], [max(r.returns) for r in ref],
-                    color="0.6", alpha=0.35, linewidth=0,
-                    label=f"{reference}, {len(ref[0].returns)} runs (range)")
-    ax.plot(x, [r.mean for r in ref], color="0.3", linestyle="--", label=f"{reference}, mean")
+    if band:
+        ax.fill_between(x, [min(r.returns) for r in ref], [max(r.returns) for r in ref],
+                        color="0.6", alpha=0.35, linewidth=0,
+                        label=f"{reference}, {len(ref[0].returns)} runs (range)")
+        ax.plot(x, [r.mean for r in ref], color="0.3", linestyle="--",
+                label=f"{reference}, mean")
     line, = ax.plot(x, [row.mean for row in rows], "o-", color=color, markersize=4,
                     label=label)
     if any(len(row.ours) > 1 for row in rows):
