@@ -212,7 +212,7 @@ class Trial:
         if self.beside:
             text += " tools-beside"
         if self.edit:
-            text += f" edit:{self.edit[1]}@{self.edit[0]}"
+            text += f" replace-value:{self.edit[1]}@{self.edit[0]}"
         return text
 
 
