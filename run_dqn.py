@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train the Nature DQN of Mnih et al. (2015) on an Atari game: act 4 steps, train 1 minibatch."""
+"""Train the Nature DQN of Mnih et al. (2015); installed, the same command is `fast-dqn nature`."""
 
 import sys
 
@@ -7,4 +7,4 @@ from fast_dqn.run.cli import main
 from fast_dqn.run.run_kinds import NATURE
 
 if __name__ == "__main__":
-    sys.exit(main(NATURE, __doc__, script=True))
+    sys.exit(main(NATURE, script=True))

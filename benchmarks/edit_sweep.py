@@ -57,7 +57,7 @@ def resume(work, kind, step):
     train = train_nature if kind is NATURE else train_fast
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = cli.main(kind, "", [f"--resume={work}", f"--timesteps={step + 100}"],
+        code = cli.main(kind, [f"--resume={work}", f"--timesteps={step + 100}"],
                         train=train)
     return code, err.getvalue()
 

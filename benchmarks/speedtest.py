@@ -79,6 +79,9 @@ class TimingMonitor:
     def record_eval(self, *args):
         pass
 
+    def sync_point(self, step):
+        pass
+
     def message(self, text):
         print(text, flush=True)
 

@@ -113,6 +113,9 @@ class NullMonitor:
     def message(self, line):
         pass
 
+    def sync_point(self, step):
+        pass
+
 
 class TickRecorder(NullMonitor):
     """A NullMonitor that records each tick as (step, minibatches trained by then)."""

@@ -12,9 +12,9 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MAY_IMPORT = {"": set(), "envs": {""}, "agent": {""}, "loops": {"", "envs", "agent"},
               "run": {"", "envs", "agent", "loops"},
               "tools": {"", "envs", "agent", "loops", "run"}}
-# `python -m fast_dqn.evaluate` and `... .plot` still work: the old command names, each only
-# calling its tool, sit on top of every layer.
-COMMAND_ALIASES = {"evaluate", "plot"}
+# The command line's entries sit on top of every layer: `fast-dqn` (commands, __main__) and
+# the tools' old names (`python -m fast_dqn.evaluate`, `... .plot`), each only calling a tool.
+COMMAND_ALIASES = {"evaluate", "plot", "commands", "__main__"}
 
 
 def package_modules():

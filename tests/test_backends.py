@@ -189,6 +189,9 @@ class KillingMonitor:
     def follow(self, schedule):
         pass
 
+    def sync_point(self, step):
+        pass
+
     def message(self, line):
         pass
 

@@ -159,7 +159,7 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, monkeypatch, capsys, loop,
         raise AssertionError("bad input reached training")
 
     try:
-        code = cli.main(RUN_KINDS[loop], "", [a.format(run=run_dir) for a in argv],
+        code = cli.main(RUN_KINDS[loop], [a.format(run=run_dir) for a in argv],
                         train=train)
     except SystemExit as exit_:  # argparse's own errors exit from parse_args
         code = exit_.code

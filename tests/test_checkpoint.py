@@ -222,7 +222,7 @@ def test_resuming_from_only_such_a_manifest_is_one_line_and_exit_2(tmp_path, cap
     def train(config, **kwargs):
         raise AssertionError("a damaged checkpoint reached training")
 
-    code = cli.main(NATURE, "", [f"--resume={tmp_path / 'run'}"], train=train)
+    code = cli.main(NATURE, [f"--resume={tmp_path / 'run'}"], train=train)
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err

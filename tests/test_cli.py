@@ -18,7 +18,7 @@ def never_train(config):
 
 
 def run_main(argv, tmp_path, capsys):
-    code = cli.main(NATURE, "test", argv, train=never_train)
+    code = cli.main(NATURE, argv, train=never_train)
     err = capsys.readouterr().err
     return code, err
 
@@ -142,7 +142,7 @@ def test_game_names_resolve_in_both_cases(tmp_path):
 def test_valid_input_creates_the_run_directory_with_config(tmp_path, capsys):
     seen = []
     logdir = tmp_path / "run"
-    code = cli.main(NATURE, "test", ["--game", "Breakout", "--logdir", str(logdir), "--seed", "7"],
+    code = cli.main(NATURE, ["--game", "Breakout", "--logdir", str(logdir), "--seed", "7"],
                     train=lambda config, **kw: seen.append(config))
     assert code == 0 and seen[0].game == "breakout" and seen[0].seed == 7
     import json
@@ -194,7 +194,7 @@ def test_each_setting_is_resolved_once_on_the_way_to_training(tmp_path, monkeypa
     argv = ["--env", "CartPole-v1", "--optimizer", "adam"]
     if with_logdir:
         argv += ["--logdir", str(tmp_path / "run")]
-    code = cli.main(NATURE, "test", argv,
+    code = cli.main(NATURE, argv,
                     train=lambda config, **kw: seen.append((config, validation.resolve(config))))
     assert code == 0 and len(calls) == 1
     given, resolved = seen[0]

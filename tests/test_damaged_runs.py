@@ -45,7 +45,7 @@ def test_resume_before_the_first_checkpoint_starts_again_from_step_0(tmp_path, c
 
     def train(config, resume, stop):
         calls.append((config, resume))
-    code = cli.main(NATURE, "", [f"--resume={run_dir}", "--timesteps=900"], train=train)
+    code = cli.main(NATURE, [f"--resume={run_dir}", "--timesteps=900"], train=train)
     out, err = capsys.readouterr()
     assert code == 0 and err == "", err
     (config, resume), = calls
@@ -185,13 +185,13 @@ def test_config_json_edited_against_its_checkpoint_is_one_line(tmp_path, capsys,
     run_dir = tmp_path / "run"
     argv = ["--env=CartPole-v1", "--timesteps=300", "--prepopulate=100", "--evaluate=0",
             "--replay-capacity=1000", "--save-replay", f"--logdir={run_dir}"]
-    assert cli.main(NATURE, "", argv, train=train_nature) == 0
+    assert cli.main(NATURE, argv, train=train_nature) == 0
     saved = json.loads((run_dir / "config.json").read_text())
     saved[name] = value
     (run_dir / "config.json").write_text(json.dumps(saved))
     before = (run_dir / "episodes.csv").read_bytes()
     capsys.readouterr()
-    code = cli.main(NATURE, "", [f"--resume={run_dir}", "--timesteps=400"], train=train_nature)
+    code = cli.main(NATURE, [f"--resume={run_dir}", "--timesteps=400"], train=train_nature)
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f'config.json has "{name}": {json.dumps(value)}, but the checkpoint of step 300 ' \
@@ -231,7 +231,7 @@ def edited_runs(tmp_path_factory):
             "--eval-episodes=1", "--checkpoint-freq=150", "--replay-capacity=1000"]
     for name, kind, train, more in [("dqn", NATURE, train_nature, []),
                                     ("fast", FAST, train_fast, ["--workers=2"])]:
-        assert cli.main(kind, "", argv + more + [f"--logdir={base / name}"], train=train) == 0
+        assert cli.main(kind, argv + more + [f"--logdir={base / name}"], train=train) == 0
     return base
 
 
@@ -252,7 +252,7 @@ def refused_resume(edited_runs, tmp_path, capsys, loop, change):
     _edit_state(run_dir / "checkpoints" / "step-000000000300", change)
     before = _tree(run_dir)
     capsys.readouterr()
-    code = cli.main(kind, "", [f"--resume={run_dir}", "--timesteps=450"], train=train)
+    code = cli.main(kind, [f"--resume={run_dir}", "--timesteps=450"], train=train)
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert _tree(run_dir) == before  # logs, best/ and checkpoints as they were

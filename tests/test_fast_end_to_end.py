@@ -96,7 +96,7 @@ FAULTY_RUN = textwrap.dedent("""
         return LocalBackend(PythonSamplers([SeedOnFirstReset(wrap_atari(
             FaultyAle(game_over_frame=500), config, True), i) for i in range(config.workers)]))
 
-    sys.exit(cli.main(FAST, "", sys.argv[1:],
+    sys.exit(cli.main(FAST, sys.argv[1:],
                       train=lambda c, **kw: training.train_fast(c, samplers, **kw)))
 """)
 

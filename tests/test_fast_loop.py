@@ -287,3 +287,46 @@ def test_lockstep_keeps_the_console_going_while_the_last_step_trains_what_is_owe
              checkpoints=MemoryCheckpoints()).run(state)
     at_the_end = sorted({trained for at, trained in monitor.ticks if at == 960})
     assert monitor.losses > 10 and at_the_end == list(range(1, monitor.losses + 1))
+
+
+def test_the_console_goes_on_while_a_sync_point_waits_and_hears_of_each_period_end():
+    """The samplers play a period in a burst, then wait for the trainer: the console ticks
+    while they wait (its clock and ETA go on), and learns where each period ends, which is
+    what its steps/s is measured between."""
+
+    class SlowLearner(FakeLearner):
+        def train(self, batch):
+            time.sleep(0.01)
+            return super().train(batch)
+
+    class Recorder(TickRecorder):
+        def __init__(self):
+            super().__init__()
+            self.sync_points = []
+
+        def sync_point(self, step):
+            self.sync_points.append(step)
+
+    config = dataclasses.replace(BASE, workers=4)
+    learner, monitor = SlowLearner(), Recorder()
+    replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
+                          num_shards=config.workers)
+    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
+                                on_loss=lambda r: monitor.record_train(*r))
+    try:
+        backend = LocalBackend(FakeSamplers(config.workers), batched=True)
+        backend.start(learner.target_q_values, None, np.random.default_rng(0))
+        FastLoop(LoopSettings.from_config(config), backend, learner, replay, trainer,
+                 monitor).run()
+    finally:
+        trainer.close()
+    ends, step = [], 0
+    while step < config.timesteps:
+        step = next_sync_point(step, config.target_update_freq, config.workers,
+                               config.timesteps)
+        ends.append(step)
+    assert monitor.sync_points == ends
+    # At a period end past warm-up, ticks of that step while minibatches still train.
+    waited = {at for at, trained in monitor.ticks if at in ends[2:-1]
+              and len({t for s, t in monitor.ticks if s == at}) > 1}
+    assert waited, "no tick while a sync point waited for the trainer"

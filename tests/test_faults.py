@@ -75,7 +75,7 @@ FAULT_RUN = textwrap.dedent("""
                 fail_after(checkpoint._ChecksumWriter, "write", 3, None)
             return save(self, *args, **kwargs)
         checkpoint.CheckpointStore.save = second_save_breaks
-    sys.exit(cli.main(FAST, "", sys.argv[3:]))
+    sys.exit(cli.main(FAST, sys.argv[3:]))
 """)
 
 TINY = ["--game=pong", "--workers=2", "--env-backend=python", "--prepopulate=400",
@@ -227,7 +227,7 @@ def test_an_abort_or_a_failed_checkpoint_gives_its_exit_status(tmp_path, capsys,
                                   "left on device)")
         raise error
 
-    assert cli.main(NATURE, "", [f"--logdir={tmp_path / 'run'}"], train=train) == code
+    assert cli.main(NATURE, [f"--logdir={tmp_path / 'run'}"], train=train) == code
     assert words in capsys.readouterr().err
 
 
@@ -249,7 +249,7 @@ def test_a_failed_checkpoint_says_what_is_safe_and_the_command(tmp_path, capsys,
         raise CheckpointError("could not write the checkpoint of step 800 in x (No space left "
                               "on device)") from cause
 
-    assert cli.main(NATURE, "", [f"--logdir={run_dir}"], train=train) == 1
+    assert cli.main(NATURE, [f"--logdir={run_dir}"], train=train) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     if earlier:
         assert err.endswith(f"the last checkpoint is at step 400: python run_dqn.py --resume "
@@ -411,7 +411,7 @@ def test_ctrl_c_while_tensorflow_imports_is_one_line_and_exit_130(tmp_path, monk
         raise KeyboardInterrupt
 
     monkeypatch.setattr(backend_setup, "keras_backend", interrupted)
-    assert cli.main(NATURE, "", [f"--logdir={tmp_path / 'run'}"]) == 130
+    assert cli.main(NATURE, [f"--logdir={tmp_path / 'run'}"]) == 130
     assert capsys.readouterr().err == ("run_dqn.py: interrupted before training began; "
                                        "nothing was made\n")
     assert not (tmp_path / "run").exists()

@@ -104,7 +104,7 @@ def test_unusable_gym_envs_are_refused(name, message):
 
 def test_config_json_records_the_final_values(tmp_path):
     logdir = tmp_path / "run"
-    code = cli.main(NATURE, "", ["--preset", "pong-quick", "--lr", "5e-5", f"--logdir={logdir}"],
+    code = cli.main(NATURE, ["--preset", "pong-quick", "--lr", "5e-5", f"--logdir={logdir}"],
                     train=lambda config, **kw: None)
     assert code == 0
     saved = json.loads((logdir / "config.json").read_text())

@@ -202,3 +202,59 @@ def test_the_steps_per_second_after_an_evaluation_leave_its_time_out(tmp_path):
     finally:
         monitor.close()
     assert "| 100 steps/s |" in out.getvalue().splitlines()[-1]
+
+
+def fast_loop_console(tmp_path, periods, total, eval_at=None):
+    """The console of a fast-loop-like run on a fake clock: each 20 s period, the samplers
+    play 2,000 steps in its first 2 s (ticks every 0.5 s), then wait 18 s for the trainer
+    (ticks go on); the trainer trains 25 minibatches/s throughout, so the run makes 100 agent
+    steps/s. An evaluation of 100 s at the end of period `eval_at`. Returns (time, line)."""
+    clock, out = FakeClock(), io.StringIO()
+    progress = RunProgress(total, train_freq=4, prepopulate=0)
+    progress.follow(MinibatchSchedule(train_start=0, train_freq=4))
+    monitor = Monitor(str(tmp_path), total, interval=10, clock=clock, progress=progress,
+                      console=ProgressLines(total, out=out, interval=10))
+    shown, step, evaluated = [], 0, 0.0
+    try:
+        for period in range(periods):
+            for tick in range(40):                   # 20 s in ticks of 0.5 s
+                clock.t = evaluated + period * 20 + (tick + 1) * 0.5
+                progress.trained(12 if tick % 2 else 13)   # 25 a second
+                step += 500 if tick < 4 else 0
+                before = len(out.getvalue().splitlines())
+                monitor.tick(step, 0.5)
+                lines = out.getvalue().splitlines()
+                if len(lines) > before:
+                    shown.append((clock.t - evaluated, lines[-1]))
+            monitor.sync_point(step)
+            if period == eval_at:
+                monitor.evaluation_game(1, 1)
+                clock.t += 100
+                evaluated += 100
+                monitor.evaluation_game(2, 1)
+    finally:
+        monitor.close()
+    return shown
+
+
+def test_the_fast_loops_steps_per_second_is_its_rate_over_whole_periods(tmp_path):
+    """In bursts of 1,000 steps/s and waits of 0 the run makes 100: the console says 100
+    once two period ends are known, and its ETA is the time left, within 5%."""
+    total = 20 * 2_000
+    shown = fast_loop_console(tmp_path, periods=12, total=total)
+    assert len(shown) > 20
+    for t, line in shown:
+        rate = int(line.split(" steps/s")[0].rsplit("| ", 1)[1].replace(",", ""))
+        if t > 40:
+            assert rate == 100, line
+        if t > 20:
+            minutes, seconds = line.rsplit("ETA ", 1)[1].rstrip("s").split("m")
+            left = total / 100 - t
+            assert abs(int(minutes) * 60 + int(seconds) - left) <= 0.05 * left, line
+
+
+def test_an_evaluation_between_periods_leaves_the_rate_alone(tmp_path):
+    shown = fast_loop_console(tmp_path, periods=8, total=20 * 2_000, eval_at=3)
+    rates = [int(line.split(" steps/s")[0].rsplit("| ", 1)[1]) for t, line in shown
+             if t > 40 and "steps/s" in line]
+    assert rates and set(rates) == {100}

@@ -227,6 +227,7 @@ class FastLoop:
             if not self._finish_period():
                 return False
             self._update_target()
+        self.monitor.sync_point(s.step)
         s.sync_pending = False
         if self.trainer is not None and s.step < self.total:
             end = next_sync_point(s.step, self.settings.target_update_freq, self.round_size,
@@ -251,7 +252,7 @@ class FastLoop:
             # The period is played: whatever it owes may train (never wait on a release
             # that no further step would bring).
             self.trainer.hold_back(0)
-            if not self.trainer.wait(abort=self._finishing if last else self.stop_requested):
+            if not self.trainer.wait(abort=self._finishing if last else self._waiting):
                 return False
             s.owed = 0
             s.held.flush(self.replay)
@@ -337,12 +338,17 @@ class FastLoop:
         run's last write of replay, the last chance to repay deferred ones."""
         return self.state.schedule.take(start, end, final, replay_ready=self.replay.can_sample)
 
+    def _waiting(self):
+        """The abort test of a sync point's wait: a stop request. Meanwhile the console goes
+        on (its clock, and the ETA of the minibatches training)."""
+        step = self.state.step
+        self.monitor.tick(step, float(self.settings.epsilon(step)))
+        return self.stop_requested()
+
     def _finishing(self):
         """The abort test of the last wait: never aborts, but keeps the console going while
         the last minibatches train, and says why a stop waits."""
-        step = self.state.step
-        self.monitor.tick(step, float(self.settings.epsilon(step)))
-        if self.stop_requested() and not self.told_finishing:
+        if self._waiting() and not self.told_finishing:
             self.monitor.message("the last period's minibatches are still training: the run "
                                  "finishes them before it stops")
             self.told_finishing = True

@@ -8,8 +8,8 @@ Layout, inside the run directory:
                         log positions, the loop's own counters and held transitions
         arrays.zst      the arrays state.json refers to
         replay.zst      the replay memory's arrays (only with --save-replay)
-        manifest.json   the format version, and the size and CRC-32 of each file above,
-                        written last
+        manifest.json   the format version, the size and CRC-32 of each file above, and
+                        the fast-dqn version and commit that wrote them; written last
     checkpoints/step-000000250000.1/   a later checkpoint at the same step, written when a run
                                        resumed at its last step finished the work left there
 
@@ -34,6 +34,7 @@ import zlib
 
 import zstandard
 
+from fast_dqn.code_version import code_record
 from fast_dqn.run.array_file import CorruptFile, read_arrays, write_arrays
 from fast_dqn.run.state_tree import from_data, to_data
 from fast_dqn.state_schema import StateMismatch, check_state
@@ -185,7 +186,9 @@ class CheckpointStore:
             if replay_arrays is not None:
                 files[REPLAY_FILE] = self._write(partial, REPLAY_FILE,
                                                  lambda f: write_arrays(f, replay_arrays))
-            manifest = {"format": FORMAT, "step": step, "finished": finished, "files": files}
+            # "code" is a record for the reader (which version wrote this), never checked.
+            manifest = {"format": FORMAT, "step": step, "finished": finished, "files": files,
+                        "code": code_record()}
             if plan:
                 manifest["plan"] = plan
             with open(os.path.join(partial, MANIFEST_FILE), "w") as f:
@@ -349,6 +352,7 @@ class Checkpointer:
         self.message = message or print
         self.last_saved = last_saved
         self.clock = clock
+        self.finished = False  # the last save ended the run
 
     def stop_requested(self):
         return bool(self.stop and self.stop())
@@ -372,7 +376,7 @@ class Checkpointer:
         # writes nothing into it) is falsy, and must still be saved as replay.
         arrays = self.replay.arrays() if self.replay is not None else None
         path = self.store.save(step, state, arrays, finished=finished, plan=self.plan)
-        self.last_saved = step
+        self.last_saved, self.finished = step, finished
         self.message(f"checkpoint at step {step:,} in {self.clock() - start:.1f} s: {path}")
 
 

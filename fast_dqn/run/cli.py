@@ -14,6 +14,7 @@ import shlex
 import sys
 import traceback
 
+from fast_dqn.code_version import code_record
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.flags import build_parser, explicit_values, fail
@@ -58,8 +59,39 @@ def validate_and_resolve(config):
 
 
 def resume_command(prog, run_dir):
-    """The command that resumes a run, as the user can paste it."""
-    return f"python {prog} --resume {shlex.quote(run_dir)}"
+    """The command that resumes a run, as the user can paste it: prog is a script
+    (run_dqn.py) or an installed command (fast-dqn fast)."""
+    command = f"python {prog}" if prog.endswith(".py") else prog
+    return f"{command} --resume {shlex.quote(run_dir)}"
+
+
+def tool_command(prog, tool):
+    """The command of a tool (evaluate, plot) as the user would type it beside `prog`."""
+    words = prog.split()
+    if len(words) > 1:  # fast-dqn fast, python -m fast_dqn fast: the same command's tool
+        return " ".join(words[:-1] + [tool])
+    return f"python -m fast_dqn.tools.{tool}"
+
+
+def _count(n):
+    """A step count as a flag takes it, short: 2M, 500k, 1_234_567."""
+    for unit, size in (("M", 10**6), ("k", 10**3)):
+        if n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n:_}"
+
+
+def next_commands(prog, config, best):
+    """What a finished run's owner does next, as commands to paste."""
+    run_dir = shlex.quote(config.logdir)
+    which = " --best" if best else ""
+    return "\n".join([
+        "next:",
+        f"  {tool_command(prog, 'evaluate')} {run_dir}{which}   # play "
+        + ("its best evaluation's weights" if best else "its last checkpoint"),
+        f"  {tool_command(prog, 'plot')} {run_dir} -o curves.png   # its learning curves",
+        f"  {resume_command(prog, config.logdir)} --timesteps {_count(2 * config.timesteps)}"
+        "   # train it on, to twice the budget"])
 
 
 def _last_checkpoint(prog, run_dir):
@@ -72,24 +104,25 @@ def _last_checkpoint(prog, run_dir):
             "continues from it")
 
 
-def main(kind, description, argv=None, train=None, script=False):
+def main(kind, argv=None, train=None, script=False, prog=None):
     """Parse, validate, create (or reopen) and lock the run directory, then train a run of
     `kind` (a RunKind; `train(config, resume=, stop=)` in its place if given); the lock is
     held until training returns.
 
     script: true when main is the whole process, whose last moments then ignore Ctrl-C and
     SIGTERM (see StopSignals); false in-process, which gets its own handlers back.
+    prog: the command's name in its messages (`fast-dqn fast`); the kind's script by default.
     Returns the process exit status: 0 when the budget is done, 2 for bad input or a run
     directory another process holds, 128 + the
     signal number when a signal stopped the run after a checkpoint, 130 when a second Ctrl-C
     aborted it, 1 when the run failed: a thread's exception (its traceback is printed),
     divergence to NaN/Inf, or a checkpoint that could not be written.
     """
-    prog, config_class, train = kind.script, kind.config_class, train or kind.train
+    prog, config_class, train = prog or kind.script, kind.config_class, train or kind.train
     if script:
         from fast_dqn.run.progress import OutlivesConsole
         sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
-    parser = build_parser(prog, description, config_class)
+    parser = build_parser(prog, kind.description, config_class)
     args = parser.parse_args(argv)
     if getattr(args, "list_games", False):
         from fast_dqn.envs.games import available_games
@@ -120,7 +153,8 @@ def main(kind, description, argv=None, train=None, script=False):
                       "again from step 0 with its saved settings", flush=True)
         else:
             config = validate_and_resolve(build_config(explicit, config_class))
-            lock = create_run_directory(config.logdir, {"loop": kind.loop, **config.to_dict()})
+            lock = create_run_directory(config.logdir, {"loop": kind.loop, **config.to_dict(),
+                                                        "code": code_record()})
     except ConfigError as error:
         if lock:
             lock.release()
@@ -198,4 +232,7 @@ def _train(prog, config, train, checkpoint, script):
         print(f"{prog}: stopped after a checkpoint; continue with: "
               f"{resume_command(prog, config.logdir)}", file=sys.stderr)
         return 128 + stop.signum
+    from fast_dqn.run.best_weights import best_store
+    print(next_commands(prog, config, best=bool(best_store(config.logdir).steps())),
+          flush=True)
     return 0

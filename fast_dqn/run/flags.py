@@ -21,6 +21,24 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+class _PrintVersion(argparse.Action):
+    """--version: the version, and the commit where the code is a checkout (found only when
+    asked, so --help and every run start spend no time on git)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest=dest, nargs=0,
+                         help="print the fast-dqn version (and git commit) and exit", **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from fast_dqn.code_version import version_line
+        print(version_line(parser.prog))  # on stdout, as argparse's own version action
+        parser.exit(0)
+
+
+def add_version_flag(parser):
+    parser.add_argument("--version", action=_PrintVersion)
+
+
 # As the docs write step counts: 100k, 1M, 1.5M (M is million, never milli).
 _MULTIPLIERS = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}
 _LONGEST_COUNT = 40  # characters: 1_000_000_000_000 is 17
@@ -154,6 +172,7 @@ def build_parser(prog, description, config_class=hp.Config):
                      + " may change")
     run.add_argument("--list-games", action="store_true",
                      help="print the Atari games of the installed ROMs and exit")
+    add_version_flag(run)
     return parser
 
 

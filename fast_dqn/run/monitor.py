@@ -156,7 +156,8 @@ class Monitor:
                  scalars=None, resume=None, replay_fill=None, progress=None):
         """replay_fill(): the replay's fill in [0, 1], read only when the scalars are due.
         progress: a RunProgress, for the console's phase and ETA (None: neither is shown)."""
-        from fast_dqn.run.progress import ProgressLines
+        from fast_dqn.run.progress import PeriodRate, ProgressLines
+        self.run_dir = run_dir
         self.total_steps = total_steps
         self.progress = progress
         self.last_step = resume["step"] if resume else 0
@@ -180,8 +181,13 @@ class Monitor:
         self.console = console or ProgressLines(total_steps, interval=interval)
         self.start = clock()
         self.last_console = self.last_scalars = self.start
-        self.last_console_step = self.last_scalars_step = resume["step"] if resume else 0
+        self.last_scalars_step = resume["step"] if resume else 0
         self.last_epsilon = None
+        # The console's steps/s, over whole periods where the loop marks them (sync_point),
+        # on a clock that leaves out the evaluations' time: they play no agent step.
+        self.period_rate, self.loop_marks_periods = PeriodRate(), False
+        self.evaluation_seconds, self.evaluation_began = 0.0, None
+        self.period_rate.sample(0.0, self.last_step)
         self._lock = threading.Lock()
         self._loss_sum = self._q_sum = 0.0
         self._num_losses = 0
@@ -232,15 +238,33 @@ class Monitor:
         if self.progress:
             self.progress.follow(schedule)
 
+    def sync_point(self, step):
+        """The fast loop's period ended at `step` (its trainer is done): the console's
+        steps/s is measured between such ends."""
+        if not self.loop_marks_periods:  # the console's own marks were samples, not ends
+            self.period_rate.ends.clear()
+            self.loop_marks_periods = True
+        self.period_rate.period_end(self._playing_seconds(self.clock()), step)
+
+    def _playing_seconds(self, now):
+        """Seconds of this session, less those spent evaluating."""
+        evaluating = now - self.evaluation_began if self.evaluation_began is not None else 0
+        return now - self.start - self.evaluation_seconds - evaluating
+
     def evaluation_game(self, game, games):
         """An evaluation starts its game `game` of `games` (game > games: it ended)."""
+        now = self.clock()
+        if game == 1 and self.evaluation_began is None:
+            self.evaluation_began = now
+        elif game > games and self.evaluation_began is not None:
+            self.evaluation_seconds += now - self.evaluation_began
+            self.evaluation_began = None
         if not self.progress:
             return
-        now = self.clock()
         self.progress.evaluation_game(now, game, games)
         if game > games:
-            # The next steps/s is measured from here: an evaluation plays no agent step.
-            self.last_console, self.last_console_step = now, self.last_step
+            # The next status line comes an interval after the evaluation's last.
+            self.last_console = now
         elif game == 1 or now - self.last_console >= self.console.interval:
             self._show(self.last_step, None, now)
 
@@ -298,14 +322,30 @@ class Monitor:
             eta, untimed_games = self.progress.estimate(step)
         rate = None
         if not (self.progress and self.progress.evaluating):
-            rate = (step - self.last_console_step) / max(now - self.last_console, 1e-9)
+            playing = self._playing_seconds(now)
+            self.period_rate.sample(playing, step)
+            if not self.loop_marks_periods:
+                self.period_rate.period_end(playing, step)
+            rate = self.period_rate.rate(playing, step)
             fields["eps"] = f"{epsilon:.3f}" if epsilon is not None else "-"
         fields["games"] = self.num_games
         fields["mean100"] = f"{self.mean_100:.2f}" if self.recent_returns else "-"
         fields["loss"] = "-" if self.last_loss is None else f"{self.last_loss:.4f}"
         self.console.update(step, rate, fields, phase=phase, eta=eta,
                             untimed_games=untimed_games)
-        self.last_console, self.last_console_step = now, step
+        self.last_console = now
+
+    def summary(self, best):
+        """The line that ends a finished run: its steps, hours, games, best evaluation."""
+        games = (f"{self.num_games:,} games, the last {len(self.recent_returns)} averaging "
+                 f"{self.mean_100:.2f}" if self.num_games else "no game finished")
+        if best is None:
+            evaluation = "no evaluation"
+        else:
+            evaluation = (f"best evaluation {best['mean']:.2f} at step {best['step']:,} (its "
+                          f"weights: {os.path.join(self.run_dir, 'best')})")
+        took = f"{self.hours:.2f} h" if self.hours >= 1 else f"{60 * self.hours:.1f} min"
+        return f"finished: {self.last_step:,} agent steps in {took}; {games}; {evaluation}"
 
     def state_dict(self, step):
         """What a checkpoint at agent step `step` needs to continue these logs."""
@@ -315,8 +355,16 @@ class Monitor:
                          "eval.csv": self.evals.contents()},
                 "tensorboard": self.scalars.state_dict() if self.scalars else None}
 
-    def close(self):
+    def close(self, finished=False, best=None):
+        """finished: the run is done, which the console says, with a summary line; best:
+        the best evaluation's {"step", "mean"}, or None."""
+        if finished:
+            if self.progress:
+                self.progress.finished = True
+            self._show(self.last_step, self.last_epsilon, self.clock())
         self.console.close(self.last_step)
+        if finished:
+            print(self.summary(best), file=self.console.out, flush=True)
         if self.scalars:
             if self.last_epsilon is not None and self.last_step > self.last_scalars_step:
                 try:

@@ -7,6 +7,10 @@ each phase at that phase's own measured rate: warm-up and refill steps act witho
 and run many times faster than training, so one overall steps/s would promise the end far
 too early during them, and say nothing while the run trains its last minibatches or plays an
 evaluation.
+
+The steps/s shown is the rate over whole periods (PeriodRate): the fast loop's samplers play
+a period in a burst, then wait for the trainer at the sync point, so a rate over the last few
+seconds would read many times the run's rate in the burst and near zero in the wait.
 """
 
 import os
@@ -64,12 +68,50 @@ class _Rate:
             self.smoothing * rate + (1 - self.smoothing) * self.value)
 
 
+class PeriodRate:
+    """Agent steps per second over whole periods: from the period end at least `window`
+    seconds before the latest one (or, while there is none, the first sample) to the latest
+    period end. Time spent evaluating is not counted (the caller's clock leaves it out).
+    Before the first period end, the rate since the first sample: the only one measured.
+
+    A loop without periods (the Nature loop's steps are even) marks each sample as one."""
+
+    def __init__(self, window=60.0):
+        self.window = window
+        self.ends = []   # [(seconds, step)]: the newest period end, and those back to the
+        self.first = None  # last one at least `window` before it
+
+    def period_end(self, seconds, step):
+        if self.ends and step < self.ends[-1][1]:
+            self.ends = []  # a new count (a resume's): the old ends measure nothing now
+        self.ends.append((seconds, step))
+        while len(self.ends) > 2 and self.ends[-1][0] - self.ends[1][0] >= self.window:
+            self.ends.pop(0)
+
+    def sample(self, seconds, step):
+        if self.first is None:
+            self.first = (seconds, step)
+
+    def rate(self, seconds, step):
+        """Steps/s, or None before any time has passed."""
+        if self.first is None:
+            return None
+        end = self.ends[-1] if self.ends else (seconds, step)
+        start = self.first
+        if len(self.ends) >= 2 and end[0] - self.ends[0][0] >= self.window:
+            start = self.ends[0]
+        if end[0] <= start[0]:
+            end = (seconds, step)
+        return (end[1] - start[1]) / (end[0] - start[0]) if end[0] > start[0] else None
+
+
 class RunProgress:
     """A run's phase and ETA, from what the loop reports (a pure model: the caller's clock).
 
     Phases: warm-up (acting before training starts), refill (a resume without replay acting
     until replay is full again), training, catching up (deferred minibatches repaid, up to
-    twice the Nature rate, and those left at the last step) and evaluating game k of N. The
+    twice the Nature rate, and those left at the last step), evaluating game k of N, and
+    finished (set by the monitor once the run's last checkpoint is written). The
     ETA sums the warm-up and refill steps left at their own steps/s, the minibatches left at
     the minibatches/s measured while training, and the evaluations left at the seconds per
     game measured in evaluations; a part whose rate is not measured yet makes it unknown,
@@ -88,12 +130,15 @@ class RunProgress:
         self.evaluating = None    # (game, games) while an evaluation plays
         self.last = None          # (time, step, minibatches_done, phase) of the last sample
         self.game_started = None  # when the evaluation game in progress began
+        self.finished = False     # the run is done: its last checkpoint is written
 
     def follow(self, schedule):
         """The loop's MinibatchSchedule, read for the warm-up, refill and deferred counts."""
         self.schedule = schedule
 
     def phase(self, step):
+        if self.finished:
+            return "finished"
         if self.evaluating is not None:
             game, games = self.evaluating
             return f"evaluating game {game} of {games}"

@@ -10,6 +10,8 @@ from fast_dqn.run.hyperparameters import Config, FastConfig
 class RunKind:
     loop: str           # what config.json's "loop" says, and the run directory's name part
     script: str         # the script that starts and resumes such runs
+    command: str        # its name as an installed command: fast-dqn COMMAND
+    description: str    # what --help says first
     config_class: type
     train_name: str     # its train function in fast_dqn.run.training
 
@@ -19,8 +21,13 @@ class RunKind:
         return getattr(training, self.train_name)(config, **kwargs)
 
 
-NATURE = RunKind("dqn", "run_dqn.py", Config, "train_nature")
-FAST = RunKind("fast", "run_fast_dqn.py", FastConfig, "train_fast")
+NATURE = RunKind("dqn", "run_dqn.py", "nature",
+                 "Train the Nature DQN of Mnih et al. (2015) on an Atari game: act 4 steps, "
+                 "train 1 minibatch.", Config, "train_nature")
+FAST = RunKind("fast", "run_fast_dqn.py", "fast",
+               "Train DQN fast (Daley & Amato 2021): W samplers act through the target network "
+               "in batched rounds while a background thread trains the main network. Same "
+               "protocol as the Nature loop.", FastConfig, "train_fast")
 RUN_KINDS = {kind.loop: kind for kind in (NATURE, FAST)}
 
 

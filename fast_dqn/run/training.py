@@ -242,7 +242,8 @@ class RunParts:
         return loop
 
     def close(self):
-        self.monitor.close()
+        self.monitor.close(finished=self.checkpoints.finished,
+                           best=self.best.best if self.best else None)
         if self.evaluator:
             self.evaluator.close()
 

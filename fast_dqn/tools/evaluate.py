@@ -16,7 +16,7 @@ import gymnasium
 import numpy as np
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run.flags import OneLineParser, fail, parse_count, parse_real
+from fast_dqn.run.flags import OneLineParser, add_version_flag, fail, parse_count, parse_real
 
 ATARI_FPS = 60
 
@@ -143,8 +143,11 @@ def build_eval_env(config, seed, recorder):
     return SeedOnFirstReset(env, seed)
 
 
-def build_parser():
-    parser = OneLineParser(prog="python -m fast_dqn.tools.evaluate",
+PROG = "python -m fast_dqn.tools.evaluate"
+
+
+def build_parser(prog=PROG):
+    parser = OneLineParser(prog=prog,
                            description="Play full games with a run's latest checkpoint and "
                            "report the mean, std and human-normalized score.")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory with checkpoints")
@@ -162,6 +165,7 @@ def build_parser():
     parser.add_argument("--seed", type=parse_count, default=12_345,
                         help="seed of the games and the epsilon draws (default: 12_345, "
                         "distinct from training's streams)")
+    add_version_flag(parser)
     return parser
 
 
@@ -336,8 +340,8 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     return result
 
 
-def main(argv=None):
-    parser = build_parser()
+def main(argv=None, prog=PROG):
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.episodes < 1:
         return fail(parser.prog, ConfigError("episodes", "must be at least 1"))

@@ -22,7 +22,7 @@ import os
 import sys
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run.flags import OneLineParser, fail
+from fast_dqn.run.flags import OneLineParser, add_version_flag, fail
 from fast_dqn.run.hyperparameters import RESUME_OVERRIDES
 from fast_dqn.tools.run_logs import read_columns
 
@@ -72,9 +72,10 @@ def default_title(run_dirs):
 
 
 # Settings that tell runs of one experiment apart without changing what it learns: the seed,
-# the directory, and what a resume may change (the budget, threads, Ray's and the like).
-# Runs stopped at other budgets still compare, at the step they all reached.
-_NOT_THE_SETTING = ("seed", "logdir") + RESUME_OVERRIDES
+# the directory, the code's version and commit (seeds run on other days), and what a resume
+# may change (the budget, threads, Ray's and the like). Runs stopped at other budgets still
+# compare, at the step they all reached.
+_NOT_THE_SETTING = ("seed", "logdir", "code") + RESUME_OVERRIDES
 
 
 def groups(run_dirs, also_ignore=()):
@@ -376,8 +377,11 @@ def save_figure(fig, plt, output):
     return output
 
 
-def main(argv=None):
-    parser = OneLineParser(prog="python -m fast_dqn.tools.plot",
+PROG = "python -m fast_dqn.tools.plot"
+
+
+def main(argv=None, prog=PROG):
+    parser = OneLineParser(prog=prog,
                            description="Plot the learning curves of one or more runs.")
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     parser.add_argument("-o", "--output", default="curves.png",
@@ -397,6 +401,7 @@ def main(argv=None):
                         "agent steps) over a published curve's band and print, per "
                         "iteration, whether it lies inside; NAME: dopamine (Dopamine's DQN, "
                         "5 runs; games: breakout, pong, space_invaders)")
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     if args.reference is not None and (args.aggregate or args.window != 100):
         return fail(parser.prog, ConfigError("--reference", "draws its own figure, of whole "

@@ -1,0 +1,50 @@
+"""Which code made a run: the package version and, where the package is a git checkout, its
+commit. config.json and every checkpoint record both, so two runs' curves can be told apart
+by the code that drew them, and `--version` prints them."""
+
+import functools
+import os
+import subprocess
+
+from fast_dqn import __version__
+
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_GIT_SECONDS = 10  # a slow network file system must not stall a run's start
+
+
+def _git(*args):
+    """git's output in the package's checkout, or None: no git, not a checkout, too slow."""
+    try:
+        done = subprocess.run(["git", "-C", _PACKAGE_ROOT, *args], capture_output=True,
+                              text=True, timeout=_GIT_SECONDS, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def commit():
+    """The checkout's commit, with "-dirty" where tracked files differ from it (as `git
+    describe --dirty` marks it); None for an installed wheel or a copy without .git.
+
+    Only a checkout whose top is the package's parent counts: a wheel installed inside some
+    other repository (a virtual environment in a project) must not record that project."""
+    top = _git("rev-parse", "--show-toplevel")
+    if top is None or os.path.realpath(top) != os.path.realpath(_PACKAGE_ROOT):
+        return None
+    head = _git("rev-parse", "HEAD")
+    if not head:
+        return None
+    changed = _git("status", "--porcelain", "--untracked-files=no")
+    return head + ("-dirty" if changed else "")
+
+
+def code_record():
+    """What config.json and each checkpoint's manifest record of the code."""
+    return {"version": __version__, "commit": commit()}
+
+
+def version_line(prog):
+    """What `--version` prints."""
+    found = commit()
+    return f"{prog} {__version__}" + (f" (commit {found})" if found else "")

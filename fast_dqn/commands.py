@@ -1,0 +1,53 @@
+"""`fast-dqn COMMAND [options]`: the installed command (pip install .), and `python -m
+fast_dqn`. Each command is the script or tool of the same job, under the same flags:
+
+    fast-dqn fast       run_fast_dqn.py
+    fast-dqn nature     run_dqn.py
+    fast-dqn evaluate   python -m fast_dqn.tools.evaluate
+    fast-dqn plot       python -m fast_dqn.tools.plot
+"""
+
+import sys
+
+from fast_dqn.code_version import version_line
+
+_SUMMARIES = {"fast": "train the fast DQN of Daley & Amato (2021), as run_fast_dqn.py",
+              "nature": "train the Nature DQN of Mnih et al. (2015), as run_dqn.py",
+              "evaluate": "play a run's checkpoint, record a video, export its network",
+              "plot": "draw runs' learning curves, against published ones too"}
+
+
+def _usage(name):
+    lines = [f"usage: {name} COMMAND [options]   ({name} COMMAND --help for its options)", "",
+             "commands:"]
+    lines += [f"  {command:<9} {what}" for command, what in _SUMMARIES.items()]
+    lines += ["", "options:", "  --version  print the fast-dqn version (and git commit) and exit"]
+    return "\n".join(lines)
+
+
+def main(argv=None, name="fast-dqn"):
+    """Run COMMAND with the rest of argv; returns its exit status."""
+    from fast_dqn.run.run_kinds import FAST, NATURE
+    argv = sys.argv[1:] if argv is None else list(argv)
+    kinds = {kind.command: kind for kind in (FAST, NATURE)}
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage(name))
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "--version":
+        print(version_line(name))
+        return 0
+    prog = f"{name} {command}"
+    if command in kinds:
+        from fast_dqn.run.cli import main as train
+        return train(kinds[command], rest, script=True, prog=prog)
+    if command == "evaluate":
+        from fast_dqn.tools.evaluate import main as evaluate
+        return evaluate(rest, prog=prog)
+    if command == "plot":
+        from fast_dqn.tools.plot import main as plot
+        return plot(rest, prog=prog)
+    choices = ", ".join(_SUMMARIES)
+    print(f"{name}: error: unknown command '{command}'; choose one of {choices} (see "
+          f"{name} --help)", file=sys.stderr)
+    return 2

@@ -1,0 +1,181 @@
+"""The installed command: `fast-dqn COMMAND` (and `python -m fast_dqn COMMAND`) runs the
+scripts and tools under their own flags, `--version` everywhere, and the code's version and
+commit recorded in config.json and in every checkpoint. The slow test installs the package
+with pip into a fresh virtual environment and runs its command."""
+
+import json
+import os
+import shutil
+import subprocess
+import venv
+
+import numpy as np
+import pytest
+
+from fast_dqn import __version__, code_version, commands
+from fast_dqn.run import cli
+from fast_dqn.run.checkpoint import CheckpointStore
+from fast_dqn.run.run_kinds import FAST, NATURE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def git_commit():
+    done = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def test_each_command_runs_its_job_under_its_own_name(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(cli, "main", lambda kind, argv, **kw: calls.append((kind, argv, kw))
+                        or 0)
+    assert commands.main(["fast", "--game", "pong"]) == 0
+    assert commands.main(["nature", "--resume", "runs/x"]) == 0
+    assert calls == [(FAST, ["--game", "pong"], {"script": True, "prog": "fast-dqn fast"}),
+                     (NATURE, ["--resume", "runs/x"],
+                      {"script": True, "prog": "fast-dqn nature"})]
+    from fast_dqn.tools import evaluate, plot
+    tools = []
+    monkeypatch.setattr(evaluate, "main", lambda argv, prog: tools.append((prog, argv)) or 0)
+    monkeypatch.setattr(plot, "main", lambda argv, prog: tools.append((prog, argv)) or 0)
+    assert commands.main(["evaluate", "runs/x", "--best"]) == 0
+    assert commands.main(["plot", "runs/x", "-o", "c.png"]) == 0
+    assert tools == [("fast-dqn evaluate", ["runs/x", "--best"]),
+                     ("fast-dqn plot", ["runs/x", "-o", "c.png"])]
+
+
+def test_an_unknown_or_missing_command_is_one_line_with_the_choices(capsys):
+    assert commands.main(["train"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "unknown command 'train'" in err
+    assert "fast, nature, evaluate, plot" in err
+    assert commands.main([]) == 2  # the usage, on stdout, lists every command
+    out = capsys.readouterr().out
+    assert all(f"  {name} " in out for name in ("fast", "nature", "evaluate", "plot"))
+    assert commands.main(["--help"]) == 0
+
+
+def test_a_resume_hint_names_the_command_the_user_typed():
+    assert cli.resume_command("run_dqn.py", "runs/a b") == "python run_dqn.py --resume 'runs/a b'"
+    assert cli.resume_command("fast-dqn fast", "runs/x") == "fast-dqn fast --resume runs/x"
+    assert (cli.resume_command("python -m fast_dqn nature", "runs/x")
+            == "python -m fast_dqn nature --resume runs/x")
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["fast", "--version"], ["nature", "--version"],
+                                  ["evaluate", "--version"], ["plot", "--version"]])
+def test_version_on_every_command(argv, capsys):
+    with pytest.raises(SystemExit) as stop:
+        if commands.main(argv) == 0:
+            raise SystemExit(0)
+    assert stop.value.code == 0
+    out = capsys.readouterr().out.strip()
+    name = " ".join(["fast-dqn"] + argv[:-1])
+    assert out.startswith(f"{name} {__version__}")
+    if git_commit():  # a checkout: its commit is named
+        assert f"(commit {git_commit()}" in out
+
+
+def test_the_commit_is_the_checkouts_and_none_outside_one(tmp_path, monkeypatch):
+    found = code_version.commit()
+    if git_commit():
+        assert found.removesuffix("-dirty") == git_commit()
+    code_version.commit.cache_clear()
+    # A copy of the package without .git, or a wheel installed inside some other project's
+    # repository, records no commit.
+    monkeypatch.setattr(code_version, "_PACKAGE_ROOT", str(tmp_path))
+    assert code_version.commit() is None
+    subprocess.run(["git", "init", "-q", str(tmp_path / "project")], check=True)
+    monkeypatch.setattr(code_version, "_PACKAGE_ROOT", str(tmp_path / "project" / "venv"))
+    os.makedirs(tmp_path / "project" / "venv")
+    code_version.commit.cache_clear()
+    assert code_version.commit() is None
+    code_version.commit.cache_clear()
+
+
+def test_a_dirty_checkout_is_marked(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a.py").write_text("x = 1\n")
+    subprocess.run(git + ["add", "a.py"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "a"], check=True)
+    head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    monkeypatch.setattr(code_version, "_PACKAGE_ROOT", str(repo))
+    code_version.commit.cache_clear()
+    assert code_version.commit() == head
+    (repo / "a.py").write_text("x = 2\n")
+    code_version.commit.cache_clear()
+    assert code_version.commit() == head + "-dirty"
+    code_version.commit.cache_clear()
+
+
+def test_config_json_and_every_checkpoint_record_the_code(tmp_path):
+    logdir = tmp_path / "run"
+    assert cli.main(NATURE, ["--game", "pong", f"--logdir={logdir}"],
+                    train=lambda config, **kw: None) == 0
+    saved = json.loads((logdir / "config.json").read_text())
+    assert saved["code"] == {"version": __version__, "commit": code_version.commit()}
+    path = CheckpointStore(str(logdir)).save(100, {"weights": np.zeros(3)})
+    manifest = json.loads(open(os.path.join(path, "manifest.json")).read())
+    assert manifest["code"] == {"version": __version__, "commit": code_version.commit()}
+
+
+def test_a_resume_accepts_the_code_record_and_plot_groups_seeds_across_commits(tmp_path):
+    from fast_dqn.tools.plot import groups
+    runs = []
+    for seed, commit in ((0, "aaa"), (1, "bbb")):
+        logdir = tmp_path / f"s{seed}"
+        assert cli.main(NATURE, ["--game", "pong", f"--seed={seed}", f"--logdir={logdir}"],
+                        train=lambda config, **kw: None) == 0
+        saved = json.loads((logdir / "config.json").read_text())
+        saved["code"]["commit"] = commit
+        (logdir / "config.json").write_text(json.dumps(saved))
+        runs.append(str(logdir))
+    assert list(groups(runs).values()) == [runs]
+    seen = []
+    assert cli.main(NATURE, [f"--resume={runs[0]}"],
+                    train=lambda config, **kw: seen.append(config)) == 0
+    assert seen and seen[0].seed == 0
+
+
+@pytest.mark.slow
+def test_pip_install_gives_the_fast_dqn_command(tmp_path):
+    """`pip install .` into a fresh virtual environment (the dependencies come from this
+    Python's site-packages: nothing is downloaded) gives `fast-dqn` and `python -m fast_dqn`,
+    with the published curves as package data."""
+    source = tmp_path / "source"
+    os.makedirs(source)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(os.path.join(ROOT, name), source)
+    shutil.copytree(os.path.join(ROOT, "fast_dqn"), source / "fast_dqn",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, system_site_packages=True, with_pip=True)
+    python, command = env_dir / "bin" / "python", env_dir / "bin" / "fast-dqn"
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--no-index", str(source)], check=True,
+                   cwd=tmp_path, timeout=300)
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(*argv):
+        return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=clean,
+                              timeout=120)
+
+    done = run(command, "--version")
+    # Installed from a copy, outside any checkout: the version without a commit.
+    assert done.returncode == 0 and done.stdout.strip() == f"fast-dqn {__version__}"
+    done = run(command, "fast", "--help")
+    assert done.returncode == 0 and "usage: fast-dqn fast [options]" in done.stdout
+    assert "--workers" in done.stdout
+    done = run(command, "nature", "--game", "pongg")
+    assert done.returncode == 2 and done.stderr.startswith("fast-dqn nature: error: --game")
+    done = run(python, "-m", "fast_dqn", "plot", "--version")
+    assert done.returncode == 0 and done.stdout.startswith("python -m fast_dqn plot")
+    where = run(python, "-c", "import fast_dqn, os; print(os.path.dirname(fast_dqn.__file__))")
+    installed = where.stdout.strip()
+    assert installed.startswith(str(env_dir)), installed  # the wheel's copy, not this checkout
+    assert os.path.exists(os.path.join(installed, "reference_data", "dopamine",
+                                       "breakout.csv"))
