@@ -37,9 +37,12 @@ def _q_head(x, num_actions, hidden, dueling, init, kw):
     if not dueling:
         x = layers.Dense(hidden, activation="relu", kernel_initializer=init(), **kw)(x)
         return layers.Dense(int(num_actions), kernel_initializer=init(), dtype="float32")(x)
-    v = layers.Dense(hidden, activation="relu", kernel_initializer=init(), **kw)(x)
+    # Named, so that fast_dqn.agent.export finds each stream.
+    v = layers.Dense(hidden, activation="relu", kernel_initializer=init(), name="value_hidden",
+                     **kw)(x)
     v = layers.Dense(1, kernel_initializer=init(), dtype="float32", name="value")(v)
-    a = layers.Dense(hidden, activation="relu", kernel_initializer=init(), **kw)(x)
+    a = layers.Dense(hidden, activation="relu", kernel_initializer=init(),
+                     name="advantages_hidden", **kw)(x)
     a = layers.Dense(int(num_actions), kernel_initializer=init(), dtype="float32",
                      name="advantages")(a)
     return DuelingCombine(dtype="float32")(v, a)

@@ -1,10 +1,13 @@
 """Evaluate a trained agent:
-python -m fast_dqn.tools.evaluate RUN_DIR [--episodes 30] [--video a.mp4]
+python -m fast_dqn.tools.evaluate RUN_DIR [--episodes 30] [--video a.mp4] [--best]
+python -m fast_dqn.tools.evaluate RUN_DIR --export agent.keras [--best]
 
 Loads the run's latest complete checkpoint, plays full games (all lives, unclipped scores) with
 the run's own preprocessing, and prints the mean, the std and, for the 57 games of the DQN
 literature, the human-normalized score. --video records the first game at the emulator's
-native resolution and frame rate (60 fps for Atari, so it plays in real time).
+native resolution and frame rate (60 fps for Atari, so it plays in real time). --export
+writes the main network instead, as a .keras file that loads without fast-dqn
+(fast_dqn.agent.export).
 """
 
 import dataclasses
@@ -162,6 +165,11 @@ def build_parser(prog=PROG):
     parser.add_argument("--best", action="store_true",
                         help="play the weights of the run's best evaluation (RUN_DIR/best) "
                         "instead of its latest checkpoint")
+    parser.add_argument("--export", metavar="PATH.keras",
+                        help="write the main network (of the latest checkpoint, or with --best "
+                        "of the best evaluation) to PATH.keras, Keras's own format, which "
+                        "keras.saving.load_model reads on any backend without fast-dqn; no "
+                        "games are played")
     parser.add_argument("--seed", type=parse_count, default=12_345,
                         help="seed of the games and the epsilon draws (default: 12_345, "
                         "distinct from training's streams)")
@@ -262,16 +270,57 @@ def evaluation_epsilon(given, config):
     return config.eval_epsilon, "the run's --eval-epsilon"
 
 
-def _check_video_path(video):
-    directory = os.path.dirname(os.path.abspath(video))
+def _check_new_file(path, setting):
+    """A file evaluate writes: in a directory that exists and is writable, and new."""
+    directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise ConfigError("video", f"'{directory}' does not exist; give a path in an "
+        raise ConfigError(setting, f"'{directory}' does not exist; give a path in an "
                           "existing directory")
-    if os.path.exists(video):
-        raise ConfigError("video", f"'{video}' exists and would be overwritten; give a new "
+    if os.path.exists(path):
+        raise ConfigError(setting, f"'{path}' exists and would be overwritten; give a new "
                           "path")
     from fast_dqn.run.run_directory import check_writable
-    check_writable(directory, "video")  # before ffmpeg starts, not a broken pipe after
+    check_writable(directory, setting)  # before the work starts, not a failure after
+
+
+def _check_video_path(video):
+    _check_new_file(video, "video")  # before ffmpeg starts, not a broken pipe after
+
+
+def _run_config(run_dir):
+    from fast_dqn.run.run_directory import load_run_config
+    from fast_dqn.run.run_kinds import NATURE, kind_of_saved
+    saved = load_run_config(run_dir, "RUN_DIR")
+    config_class = (kind_of_saved(saved) or NATURE).config_class
+    names = {f.name for f in dataclasses.fields(config_class)}
+    return _computable(config_class(**{k: v for k, v in saved.items() if k in names}))
+
+
+def _chosen_network(run_dir, best, warn):
+    """(what, step, load(learner)): the weights to play or export, read now, described,
+    and a function that puts them into a learner (refusing those of another network)."""
+    if best:
+        path, step, best_mean, weights = _best_weights(run_dir, warn)
+
+        def load(learner):
+            _check_shapes(weights, learner.main.get_weights(), run_dir)
+            learner.set_main_weights(weights)
+        return (f"{path} (the best evaluation: agent step {step:,}, mean {best_mean:.2f})",
+                step, load)
+    checkpoint, state = _newest_checkpoint(run_dir, warn)
+
+    def load(learner):
+        try:
+            learner.load_state_dict(state["learner"])
+        except ValueError as error:  # weights of another network
+            raise ConfigError("RUN_DIR", f"the networks of {checkpoint.path} do not fit "
+                              f"the run's config.json ({str(error).splitlines()[0][:160]}"
+                              "): was either edited? put back what the run started with")
+    return f"{checkpoint.path} (agent step {checkpoint.step:,})", checkpoint.step, load
+
+
+def _warn(message):
+    print(message, file=sys.stderr)
 
 
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=False):
@@ -280,27 +329,12 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     epsilon None: the run's own (evaluation_epsilon)."""
     from fast_dqn.loops.evaluation import OneAtATime, game_seeds, play
     from fast_dqn.run.components import build_evaluation_games
-    from fast_dqn.run.run_directory import load_run_config
-    from fast_dqn.run.run_kinds import NATURE, kind_of_saved
     from fast_dqn.run.training import build_learner, start_backend
     from fast_dqn.tools.atari_scores import human_normalized
 
     out = out or sys.stdout
-    saved = load_run_config(run_dir, "RUN_DIR")
-    config_class = (kind_of_saved(saved) or NATURE).config_class
-    names = {f.name for f in dataclasses.fields(config_class)}
-    config = config_class(**{k: v for k, v in saved.items() if k in names})
-    config = _computable(config)
-    def warn(message):
-        print(message, file=sys.stderr)
-
-    if best:
-        path, step, best_mean, weights = _best_weights(run_dir, warn)
-        what = f"{path} (the best evaluation: agent step {step:,}, mean {best_mean:.2f})"
-    else:
-        checkpoint, state = _newest_checkpoint(run_dir, warn)
-        step = checkpoint.step
-        what = f"{checkpoint.path} (agent step {step:,})"
+    config = _run_config(run_dir)
+    what, step, load = _chosen_network(run_dir, best, _warn)
     if video is not None:
         _check_video_path(video)
     start_backend(config)
@@ -311,16 +345,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
         else build_evaluation_games(config)
     try:
         learner = build_learner(config, games.observation_shape, games.num_actions)
-        if best:
-            _check_shapes(weights, learner.main.get_weights(), run_dir)
-            learner.set_main_weights(weights)
-        else:
-            try:
-                learner.load_state_dict(state["learner"])
-            except ValueError as error:  # weights of another network
-                raise ConfigError("RUN_DIR", f"the networks of {checkpoint.path} do not fit "
-                                  f"the run's config.json ({str(error).splitlines()[0][:160]}"
-                                  "): was either edited? put back what the run started with")
+        load(learner)
         epsilon, source = evaluation_epsilon(epsilon, config)
         print(f"evaluating {what}: {episodes} games at epsilon {epsilon:g} ({source})",
               file=out, flush=True)
@@ -340,6 +365,51 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     return result
 
 
+def _check_export_path(path):
+    if not path.endswith(".keras"):
+        raise ConfigError("export", f"'{path}' does not end in .keras, the one file name "
+                          "Keras saves its own format under; give PATH.keras")
+    _check_new_file(path, "export")
+
+
+def export_run(run_dir, path, best=False, out=None):
+    """Write the run's main network (latest checkpoint, or best/) to `path` as a .keras
+    file of built-in layers (fast_dqn.agent.export); returns the action names, or None."""
+    from fast_dqn.agent.export import portable_copy
+    from fast_dqn.envs.environment import make_env
+    from fast_dqn.run.training import build_learner, start_backend
+
+    out = out or sys.stdout
+    _check_export_path(path)
+    config = _run_config(run_dir)
+    what, step, load = _chosen_network(run_dir, best, _warn)
+    start_backend(config)
+    env = make_env(config, seed=0, training=False)
+    try:
+        actions = (env.unwrapped.get_action_meanings()
+                   if hasattr(env.unwrapped, "get_action_meanings") else None)
+        learner = build_learner(config, env.observation_space.shape, env.action_space.n)
+    finally:
+        env.close()
+    load(learner)
+    name = f"fast_dqn_{(config.game or config.env).replace('/', '_').replace('-', '_')}"
+    model = portable_copy(learner.main, name=f"{name}_step_{step}")
+    # Written beside, then renamed: a stop midway leaves no half-written file under PATH.
+    partial = os.path.join(os.path.dirname(os.path.abspath(path)),
+                           f".{os.path.basename(path)}.partial-{os.getpid()}.keras")
+    try:
+        model.save(partial)
+        os.rename(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    print(f"exported the main network of {what} to {path}: float32, input "
+          f"{model.inputs[0].dtype} {tuple(model.inputs[0].shape[1:])}, output the Q-value of "
+          f"each of its {env.action_space.n} actions" + (f" ({', '.join(actions)})"
+                                                        if actions else ""), file=out)
+    return actions
+
+
 def main(argv=None, prog=PROG):
     parser = build_parser(prog)
     args = parser.parse_args(argv)
@@ -348,6 +418,15 @@ def main(argv=None, prog=PROG):
     if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
         return fail(parser.prog, ConfigError("epsilon", f"must be in [0, 1], got "
                                              f"{args.epsilon}"))
+    if args.export is not None:
+        if args.video is not None:
+            return fail(parser.prog, ConfigError("export", "plays no game, so it records no "
+                                                 "video; give --export and --video apart"))
+        try:
+            export_run(args.run_dir, args.export, best=args.best)
+        except ConfigError as error:
+            return fail(parser.prog, error)
+        return 0
     try:
         result = evaluate_run(args.run_dir, args.episodes, args.epsilon, args.seed, args.video,
                               best=args.best)
