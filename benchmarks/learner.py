@@ -11,7 +11,8 @@ process's (KERAS_BACKEND); under JAX everything is compiled by XLA, so --xla cha
 
 For each it prints updates/s and samples/s (medians), the ratio to the first variant, the
 agent steps/s the learner allows at its train_freq (batch / 8 agent steps per minibatch keeps
-Nature's 8 samples per agent step: Lapan's batching), its FLOP/s, and that as a fraction of
+Nature's 8 samples per agent step, as Lapan's 2nd edition, ch. 9, samples 32 x N after N
+environment steps: Chapter09/02_n_envs.py lines 27-28 and 48), its FLOP/s, and that as a fraction of
 the peak of its compute type: the median rate of a large matmul, measured in the same process.
 
 FLOPs of one train step are counted from the network's layers, 2 per multiply-add: the

@@ -264,3 +264,31 @@ def test_a_gymnasium_id_is_answered_with_the_game_it_names(typed, game):
     for unknown in ("Foo-v5", "xyzzy"):
         with pytest.raises(ConfigError, match=f"unknown game '{unknown}'; --list-games"):
             resolve_game(unknown, games)
+
+
+def test_an_env_runs_config_json_records_no_atari_setting_and_resumes(tmp_path, capsys):
+    """A gymnasium --env run uses no Atari protocol: config.json records those settings as
+    null, not the Atari defaults it never applied, and a resume reads them back."""
+    import json
+
+    from fast_dqn.run import cli
+    from fast_dqn.run import hyperparameters as hp
+    from fast_dqn.run.run_kinds import FAST, NATURE
+    for kind in (NATURE, FAST):
+        logdir = tmp_path / kind.loop
+        seen = []
+        assert cli.main(kind, ["--env=CartPole-v1", f"--logdir={logdir}"],
+                        train=lambda config, **kw: seen.append(config)) == 0
+        saved = json.loads((logdir / "config.json").read_text())
+        assert {name: saved[name] for name in hp.ATARI_ONLY} == dict.fromkeys(hp.ATARI_ONLY)
+        assert saved["history_length"] == seen[0].history_length  # what it does use
+        assert cli.main(kind, [f"--resume={logdir}"],
+                        train=lambda config, **kw: seen.append(config)) == 0
+        assert seen[1] == seen[0]
+    # Typed beside --env, such a setting would be ignored: one line, nothing made.
+    code = cli.main(NATURE, ["--env=CartPole-v1", "--noop-max=5",
+                             f"--logdir={tmp_path / 'x'}"], train=lambda config, **kw: None)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and err.endswith("--noop-max: is a setting of the Atari protocol, which a "
+                                      "gymnasium --env run does not use; drop it")
+    assert not (tmp_path / "x").exists()

@@ -449,3 +449,45 @@ def test_a_video_path_that_cannot_be_written_is_one_line_before_ffmpeg_starts(tm
     with pytest.raises(ConfigError, match="exists and would be overwritten"):
         _check_video_path(str(tmp_path / "taken.mp4"))
     _check_video_path(str(tmp_path / "new.mp4"))  # a free path in a writable directory
+
+
+def test_plot_of_runs_without_a_finished_game_says_so_instead_of_empty_panels(tmp_path,
+                                                                              capsys):
+    import json
+
+    from fast_dqn.tools.plot import main
+    runs = {}
+    for name, rows in (("empty", ""), ("one", "1000,-21.0,-21.0,0.01\n")):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        (run_dir / "config.json").write_text(json.dumps({"loop": "fast", "game": "pong"}))
+        (run_dir / "episodes.csv").write_text("agent_step,return,mean_100,hours\n" + rows)
+        runs[name] = str(run_dir)
+    output = tmp_path / "c.png"
+    assert main([runs["empty"], "-o", str(output)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no finished game and no evaluation yet" in err
+    assert not output.exists()
+    # Beside a run that has a game, the empty one is named and left out; the one game is a
+    # marked point, not a line of one point that draws nothing.
+    assert main([runs["empty"], runs["one"], "-o", str(output)]) == 0
+    captured = capsys.readouterr()
+    assert f"'{runs['empty']}' is left out" in captured.err and output.exists()
+    from fast_dqn.tools.plot import make_figure
+    fig, plt = make_figure([runs["one"]])
+    try:
+        assert fig.axes[0].lines[0].get_marker() == "o"
+    finally:
+        plt.close(fig)
+
+
+def test_raw_scores_get_no_optimality_gap(capsys):
+    """The gap is the shortfall from human level: scores of a game without human reference
+    scores (CartPole) have none, and a 0.000 there would read as 'at human level'."""
+    from fast_dqn.tools.plot import print_aggregates
+    stats = {"IQM": (1.0, 0.5, 1.5), "optimality gap": (0.0, 0.0, 0.0), "mean": (2, 1, 3)}
+    print_aggregates([("CartPole-v1 dqn", 3, 1, False, 5000, stats),
+                      ("pong fast", 3, 1, True, 5000, stats)])
+    raw, normalized = capsys.readouterr().out.splitlines()[2:]
+    assert "n/a (raw scores)" in raw and "0.000 [0.000, 0.000]" not in raw
+    assert "| 0.000 [0.000, 0.000] |" in normalized

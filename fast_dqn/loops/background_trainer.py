@@ -2,8 +2,11 @@
 
 Two persistent daemon threads:
 - the trainer trains a given number of minibatches per period, on the main network;
-- the prefetcher samples the next minibatch from replay while the current one trains (the
-  async-copy trick of Lapan's "Speeding up DQN"), through a queue of at most 2 batches.
+- the prefetcher samples the next minibatch from replay while the current one trains,
+  through a queue of at most 2 batches. The prefetch thread is ours; the nearest trick in
+  Lapan's "Speeding up DQN on PyTorch" is another one, the batch's copy to the GPU made
+  without blocking (Shmuma/ptan, samples/dqn_speedup/04_cuda_async.py line 81,
+  cuda_async=True).
 
 The rules that make this safe and reproducible:
 1. Between `start(n)` and the return of `wait()`, replay is only read, and only by the

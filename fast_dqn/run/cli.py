@@ -17,6 +17,7 @@ import traceback
 from fast_dqn.code_version import code_record
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.minibatch_schedule import minibatches_due
+from fast_dqn.run import hyperparameters as hp
 from fast_dqn.run.flags import build_parser, explicit_values, fail
 from fast_dqn.run.precedence import build_config
 from fast_dqn.run.resume import describe_kept, hold_run, resume_config
@@ -56,6 +57,16 @@ def validate_and_resolve(config):
                           f"{config.prepopulate:,}); raise --timesteps to {first:,} or more")
     check_logdir(config.logdir)
     return config
+
+
+def check_applies(explicit):
+    """A setting of the Atari protocol typed beside --env would be ignored: refused."""
+    if explicit.get("env") is None:
+        return
+    for name in hp.ATARI_ONLY:
+        if name in explicit:
+            raise ConfigError(name, "is a setting of the Atari protocol, which a gymnasium "
+                              "${env} run does not use; drop it")
 
 
 def resume_command(prog, run_dir):
@@ -152,8 +163,10 @@ def main(kind, argv=None, train=None, script=False, prog=None):
                 print(f"{prog}: {args.resume} stopped before its first checkpoint; starting it "
                       "again from step 0 with its saved settings", flush=True)
         else:
+            check_applies(explicit)
             config = validate_and_resolve(build_config(explicit, config_class))
-            lock = create_run_directory(config.logdir, {"loop": kind.loop, **config.to_dict(),
+            lock = create_run_directory(config.logdir, {"loop": kind.loop,
+                                                        **hp.recorded(config),
                                                         "code": code_record()})
     except ConfigError as error:
         if lock:

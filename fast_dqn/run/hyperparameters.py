@@ -106,7 +106,8 @@ class Config:
                                "adam = Adam", choices=("rmsprop", "adam"))
     optimizer_epsilon: float = _training(None, "the optimizer's epsilon; unset = its source's "
                                          "value: 0.01 (inside the square root) for rmsprop as "
-                                         "in Nature, 1e-8 for adam as in Lapan, CleanRL and SB3")
+                                         "in Nature, 1e-8 for adam (PyTorch's default, kept "
+                                         "by Lapan's Pong DQN, CleanRL and SB3)")
     rmsprop_init: float = _training(0.0, "rmsprop: the running mean square's starting value; 0 "
                                     "as the Nature code and Keras, 1 as TensorFlow 1's "
                                     "RMSPropOptimizer, which Dopamine uses",
@@ -175,6 +176,21 @@ class Config:
 RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "save_replay",
                     "xla", "prefetch", "requests_in_flight", "ray_address",
                     "ray_object_store_mb", "eval_workers")
+
+# The Atari protocol's settings: a gymnasium --env run does not use them, and its config.json
+# records them as null (a resume reads that as the default it ran with).
+ATARI_ONLY = ("episodic_life", "sticky_actions", "full_action_space", "interp",
+              "max_episode_steps", "noop_max", "fire_start", "action_repeat",
+              "eval_max_episode_steps", "network")
+
+
+def recorded(config):
+    """The settings as config.json records them: those that do not apply are null."""
+    values = config.to_dict()
+    if config.env is not None:
+        values.update(dict.fromkeys(ATARI_ONLY))
+    return values
+
 
 # The overrides that belong to the run rather than the machine it runs on: each checkpoint
 # records those a resume changed, and a plain --resume keeps the last ones given, so that a run extended with

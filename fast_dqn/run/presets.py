@@ -4,11 +4,17 @@ Precedence, lowest first: Config's defaults (Nature), then the chosen preset, th
 the user typed. config.json records the final values, so a run never depends on this table.
 """
 
-# Small replay, short exploration, Adam and frequent target updates: the settings of
-# Lapan's Pong DQN (Deep Reinforcement Learning Hands-On, ch. 6), which solve Pong in well
-# under 1M agent steps. Training every step is the expensive part on a CPU. His Adam is
-# PyTorch's with its epsilon 1e-8 on a loss averaged over the minibatch: the adam
-# defaults of OPTIMIZER_DEFAULTS (fast_dqn.agent.optimizer_defaults).
+# Small replay, short exploration, Adam and frequent target updates: the Pong values of
+# Lapan, Deep Reinforcement Learning Hands-On, 2nd edition (PacktPublishing/
+# Deep-Reinforcement-Learning-Hands-On-Second-Edition). Replay 100k, warm-up 10k, target
+# copy every 1,000 steps, epsilon decay over 100k, lr 1e-4, batch 32: Chapter09/lib/common.py
+# lines 13-21, HYPERPARAMS['pong'] (ch. 8's holds the same). Epsilon's end 0.01:
+# Chapter06/02_dqn_pong.py line 29 (ch. 8-9: 0.02). One minibatch per agent step: ch. 6,
+# line 188. His Adam is PyTorch's, its epsilon 1e-8 left at the default (ch. 6, line 142),
+# on nn.MSELoss() averaged over the minibatch (line 115); ours keeps the Huber loss, so only
+# the mean reduction is his: the adam defaults of OPTIMIZER_DEFAULTS
+# (fast_dqn.agent.optimizer_defaults). The budget, evaluations and checkpoints are ours.
+# Training every step is the expensive part on a CPU. docs/protocol.md has the table.
 PONG_QUICK = {
     "game": "pong",
     "timesteps": 1_000_000,
@@ -84,9 +90,12 @@ PRESETS = {
     # less per sample, so that one command solves Pong soonest on 2 CPU cores
     # (docs/learning.md has the runs that chose it).
     # - Double DQN (van Hasselt et al. 2016), the dueling head (Wang et al. 2016) and 3-step
-    #   returns: Lapan's ch. 8 tries each on Pong, and Rainbow (Hessel et al. 2018) keeps all.
-    # - One minibatch of 128 per 4 agent steps: Lapan's "several steps per minibatch" (ch. 9)
-    #   keeps pong-quick's 32 samples per agent step at a higher samples/s on a CPU.
+    #   returns: Lapan's 2nd edition, ch. 8, tries each on Pong (Chapter08/03_dqn_double.py,
+    #   06_dqn_dueling.py, 02_dqn_n_steps.py, whose n is 4 by default, line 13); n = 3 is
+    #   Rainbow's (Hessel et al. 2018), which keeps all three.
+    # - One minibatch of 128 per 4 agent steps: Lapan's ch. 9 samples 32 x N after N
+    #   environment steps (Chapter09/02_n_envs.py lines 27-28 and 48); N = 4 is ours. It keeps
+    #   pong-quick's 32 samples per agent step at a higher samples/s on a CPU.
     # - bfloat16 where the hardware computes it, float32 elsewhere.
     # The measurements behind each choice: docs/learning.md, "Why the presets hold these values".
     "pong-fastest": {

@@ -78,8 +78,12 @@ def saved_values(saved, config_class):
     """config.json's settings, as the run used them: a setting added since it was written
     has its default, which is what that run used, so typing that value on resume agrees."""
     defaults = config_class()
-    return {f.name: saved.get(f.name, getattr(defaults, f.name))
-            for f in dataclasses.fields(config_class)}
+    values = {f.name: saved.get(f.name, getattr(defaults, f.name))
+              for f in dataclasses.fields(config_class)}
+    if saved.get("env") is not None:  # its Atari settings, recorded as null (hp.recorded)
+        values.update({name: getattr(defaults, name) for name in hp.ATARI_ONLY
+                       if values.get(name) is None})
+    return values
 
 
 def apply_flags(values, explicit, run_dir):

@@ -218,7 +218,7 @@ def check_saved_types(saved, run_dir, config_class=hp.Config):
     may_be_none = {f.name for f in dataclasses.fields(config_class)
                    if getattr(defaults, f.name) is None}
     if saved.get("env") is not None:
-        may_be_none.add("game")
+        may_be_none.update(("game",) + hp.ATARI_ONLY)
         if saved.get("game") is not None:  # a run plays a gymnasium env or a game, not both
             raise ConfigError("resume", f"{os.path.join(run_dir, 'config.json')} has "
                               f"\"game\": {json.dumps(saved['game'])} beside \"env\": "

@@ -288,12 +288,12 @@ def _check_video_path(video):
 
 
 def _run_config(run_dir):
+    from fast_dqn.run.resume import saved_values
     from fast_dqn.run.run_directory import load_run_config
     from fast_dqn.run.run_kinds import NATURE, kind_of_saved
     saved = load_run_config(run_dir, "RUN_DIR")
     config_class = (kind_of_saved(saved) or NATURE).config_class
-    names = {f.name for f in dataclasses.fields(config_class)}
-    return _computable(config_class(**{k: v for k, v in saved.items() if k in names}))
+    return _computable(config_class(**saved_values(saved, config_class)))
 
 
 def _chosen_network(run_dir, best, warn):

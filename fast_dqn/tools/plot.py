@@ -195,8 +195,10 @@ def print_aggregates(rows, out=None):
           "optimality gap [95% CI] | mean [95% CI] |", file=out)
     print("|---|---|---|---|---|---|---|---|", file=out)
     for label, runs, games, normalized, step, stats in rows:
-        cells = " | ".join(f"{point:.3f} [{low:.3f}, {high:.3f}]"
-                           for point, low, high in stats.values())
+        # The optimality gap is the shortfall from human level: raw scores have none.
+        cells = " | ".join("n/a (raw scores)" if name == "optimality gap" and not normalized
+                           else f"{point:.3f} [{low:.3f}, {high:.3f}]"
+                           for name, (point, low, high) in stats.items())
         kind = "human-normalized" if normalized else "raw"
         print(f"| {label} | {runs} | {games} | {step:,} | {kind} | {cells} |", file=out)
 
@@ -228,8 +230,10 @@ def _draw_group(axes, label, members, window=100):
 def _draw_run(axes, run_dir, window=100):
     """One run's curves, against steps and hours; its evaluations where axes has their row."""
     train = training_curve(run_dir, window)
-    line, = axes[0, 0].plot(train["agent_step"], train["mean"], label=run_label(run_dir))
-    axes[0, 1].plot(train["hours"], train["mean"], color=line.get_color())
+    # A single game is one point: marked, or a line of one point would draw nothing.
+    style = "o-" if len(train["mean"]) == 1 else "-"
+    line, = axes[0, 0].plot(train["agent_step"], train["mean"], style, label=run_label(run_dir))
+    axes[0, 1].plot(train["hours"], train["mean"], style, color=line.get_color())
     if len(axes) < 2:
         return
     evals = evaluations(run_dir)
@@ -257,6 +261,16 @@ def make_figure(run_dirs, title=None, aggregate=False, window=100):
         if not os.path.isfile(os.path.join(run_dir, "episodes.csv")):
             raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
                               "directories made by run_dqn.py or run_fast_dqn.py")
+    drawable = [run_dir for run_dir in run_dirs if training_curve(run_dir, window)["mean"]
+                or evaluations(run_dir)["mean"]]
+    if not drawable:
+        raise ConfigError("RUN_DIR", f"{', '.join(repr(r) for r in run_dirs)} "
+                          f"{'has' if len(run_dirs) == 1 else 'have'} no finished game and no "
+                          "evaluation yet: nothing to draw; plot once a game has ended")
+    for run_dir in run_dirs:
+        if run_dir not in drawable:
+            note(f"'{run_dir}' is left out: it has no finished game and no evaluation yet")
+    run_dirs = drawable
     evaluated = any(evaluations(run_dir)["mean"] for run_dir in run_dirs)
     fig, axes = plt.subplots(2 if evaluated else 1, 2, figsize=(12, 8 if evaluated else 4.5),
                              sharey="row", squeeze=False)
