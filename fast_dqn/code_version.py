@@ -15,8 +15,11 @@ _GIT_SECONDS = 10  # a slow network file system must not stall a run's start
 def _git(*args):
     """git's output in the package's checkout, or None: no git, not a checkout, too slow."""
     try:
-        done = subprocess.run(["git", "-C", _PACKAGE_ROOT, *args], capture_output=True,
-                              text=True, timeout=_GIT_SECONDS, stdin=subprocess.DEVNULL)
+        # --no-optional-locks: a status never takes .git/index.lock, so a git killed by the
+        # timeout cannot leave one behind to fail the user's next commit.
+        done = subprocess.run(["git", "--no-optional-locks", "-C", _PACKAGE_ROOT, *args],
+                              capture_output=True, text=True, timeout=_GIT_SECONDS,
+                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -25,7 +28,9 @@ def _git(*args):
 @functools.lru_cache(maxsize=1)
 def commit():
     """The checkout's commit, with "-dirty" where tracked files differ from it (as `git
-    describe --dirty` marks it); None for an installed wheel or a copy without .git.
+    describe --dirty` marks it) and "-unknown" where git could not say; None for an installed
+    wheel or a copy without .git. Cached: the code a process runs is the code it loaded, so
+    a run asks once, at its start.
 
     Only a checkout whose top is the package's parent counts: a wheel installed inside some
     other repository (a virtual environment in a project) must not record that project."""
@@ -36,6 +41,8 @@ def commit():
     if not head:
         return None
     changed = _git("status", "--porcelain", "--untracked-files=no")
+    if changed is None:
+        return head + "-unknown"
     return head + ("-dirty" if changed else "")
 
 

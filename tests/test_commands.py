@@ -179,3 +179,77 @@ def test_pip_install_gives_the_fast_dqn_command(tmp_path):
     assert installed.startswith(str(env_dir)), installed  # the wheel's copy, not this checkout
     assert os.path.exists(os.path.join(installed, "reference_data", "dopamine",
                                        "breakout.csv"))
+
+
+def test_a_finished_run_names_the_next_commands_in_the_users_words():
+    from fast_dqn.run.hyperparameters import Config
+    config = Config(timesteps=1_000_000, logdir="runs/my run")
+    assert cli.next_commands("run_dqn.py", config, best=True).splitlines() == [
+        "next:",
+        "  python -m fast_dqn.tools.evaluate 'runs/my run' --best   # play its best "
+        "evaluation's weights",
+        "  python -m fast_dqn.tools.plot 'runs/my run' -o curves.png   # its learning curves",
+        "  python run_dqn.py --resume 'runs/my run' --timesteps 2M   # train it on, to twice "
+        "the budget"]
+    lines = cli.next_commands("fast-dqn nature", config, best=False).splitlines()
+    assert lines[1].startswith("  fast-dqn evaluate 'runs/my run'   # play its last checkpoint")
+    assert lines[3].startswith("  fast-dqn nature --resume 'runs/my run' --timesteps 2M")
+    assert cli.tool_command("python -m fast_dqn fast", "plot") == "python -m fast_dqn plot"
+    assert [cli._count(n) for n in (2_000_000, 500_000, 4_800, 1_234_567)] == [
+        "2M", "500k", "4_800", "1_234_567"]
+    from fast_dqn.run.flags import parse_count
+    assert all(parse_count(cli._count(n)) == n for n in (2_000_000, 4_800, 1_234_567))
+
+
+def test_a_stop_that_came_as_the_run_finished_is_a_finished_run(tmp_path, capsys):
+    """SIGTERM in the last period: the run finishes that period, its last checkpoint says
+    finished, and the command line says so (exit 0), not 'continue with --resume'."""
+    logdir = tmp_path / "run"
+
+    def train(config, resume=None, stop=None):
+        os.kill(os.getpid(), __import__("signal").SIGTERM)
+        CheckpointStore(str(logdir)).save(600, {"w": np.zeros(1)}, finished=True)
+
+    assert cli.main(NATURE, ["--env=CartPole-v1", "--timesteps=600", "--prepopulate=200",
+                             f"--logdir={logdir}"], train=train) == 0
+    captured = capsys.readouterr()
+    assert "stopped after a checkpoint" not in captured.err
+    assert "next:" in captured.out
+
+
+def test_an_atari_setting_on_the_resume_of_an_env_run_is_refused_as_such(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    assert cli.main(NATURE, ["--env=CartPole-v1", f"--logdir={logdir}"],
+                    train=lambda config, **kw: None) == 0
+    assert cli.main(NATURE, [f"--resume={logdir}", "--noop-max=30"],
+                    train=lambda config, **kw: None) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "--noop-max: is a setting of the Atari protocol, which a gymnasium --env run does not "
+        "use; drop it")
+
+
+def test_seeds_of_an_env_run_made_before_and_after_the_null_record_are_one_setting(tmp_path):
+    from fast_dqn.run import hyperparameters as hp
+    from fast_dqn.tools.plot import groups
+    runs = []
+    for seed in (0, 1):
+        logdir = tmp_path / f"s{seed}"
+        assert cli.main(NATURE, ["--env=CartPole-v1", f"--seed={seed}", f"--logdir={logdir}"],
+                        train=lambda config, **kw: None) == 0
+        runs.append(str(logdir))
+    # Seed 0 as an older version recorded it: the Atari defaults, not null.
+    saved = json.loads((tmp_path / "s0" / "config.json").read_text())
+    defaults = hp.Config()
+    saved.update({name: getattr(defaults, name) for name in hp.ATARI_ONLY})
+    (tmp_path / "s0" / "config.json").write_text(json.dumps(saved))
+    assert list(groups(runs).values()) == [runs]
+
+
+def test_a_run_trained_in_float16_elsewhere_is_evaluated_in_what_this_machine_computes():
+    from fast_dqn.agent import backend_setup
+    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.tools.evaluate import _computable
+    for precision, mixed in (("float16", False), ("float32", True)):
+        config = _computable(Config(precision=precision, mixed_precision=mixed))
+        if not backend_setup.computes_float16():
+            assert config.precision in ("float32", "bfloat16") and not config.mixed_precision

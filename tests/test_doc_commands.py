@@ -109,8 +109,16 @@ def check_command(argv, monkeypatch):
     module, rest = argv[1], argv[2:]
     if module == "pytest":
         return
-    if module == "fast_dqn" and rest and rest[0] in ("fast", "nature"):
-        return _check_run_flags({"fast": FAST, "nature": NATURE}[rest[0]], rest[1:])
+    if module == "fast_dqn":  # fast-dqn COMMAND, or python -m fast_dqn COMMAND
+        if rest and rest[0] in ("fast", "nature"):
+            return _check_run_flags({"fast": FAST, "nature": NATURE}[rest[0]], rest[1:])
+        from fast_dqn.commands import main as command
+        if not rest or rest[0] in ("--version", "-h", "--help"):
+            assert command(rest[:1]) in (0, 2)
+            return
+        with pytest.raises(Parsed):
+            assert command(rest) != 2, f"unknown command {rest[0]}"
+        return
     if module == "benchmarks.learning" and "--" in rest:
         # Its flags after -- go to the run script of --loop (fast by default).
         split = rest.index("--")
@@ -146,6 +154,8 @@ def test_a_renamed_flag_is_caught(parse_only, monkeypatch):
     for argv in (["run_fast_dqn.py", "--game=pong", "--wrokers=8"],
                  ["run_dqn.py", "--preset", "pong-fast"],
                  ["-m", "fast_dqn.tools.plot", "runs/x", "--aggregated"],
+                 ["-m", "fast_dqn", "evaluate", "runs/x", "--exprot=a.keras"],
+                 ["-m", "fast_dqn", "fast", "--game=pong", "--wrokers=8"],
                  ["-m", "benchmarks.speedtest", "--variants", "a"],
                  ["-m", "benchmarks.learning", "--preset", "pong-quick", "--", "--n-steps=3"]):
         with pytest.raises(SystemExit):

@@ -145,6 +145,7 @@ def test_the_console_line_names_the_phase_and_shows_no_nan(tmp_path):
                       console=ProgressLines(1_000, out=out, interval=10))
     try:
         monitor.follow(MinibatchSchedule(train_start=500, train_freq=4))
+        monitor.tick(0, 1.0)                     # the rate counts from the first tick
         clock.t = 10.0
         monitor.tick(200, 1.0)
         monitor.evaluation_game(1, 30)
@@ -258,3 +259,56 @@ def test_an_evaluation_between_periods_leaves_the_rate_alone(tmp_path):
     rates = [int(line.split(" steps/s")[0].rsplit("| ", 1)[1]) for t, line in shown
              if t > 40 and "steps/s" in line]
     assert rates and set(rates) == {100}
+
+
+def test_a_resume_at_a_sync_point_does_not_read_zero_steps_per_second(tmp_path):
+    """A stop while the samplers wait for the trainer is saved at a sync point; the resumed
+    loop reports that sync point before it plays a step. That is no period's end: the rate
+    is measured from the first step played, not as 0 for a whole period."""
+    clock, out = FakeClock(), io.StringIO()
+    monitor = Monitor(str(tmp_path), 100_000, interval=10, clock=clock,
+                      console=ProgressLines(100_000, out=out, interval=10))
+    try:
+        clock.t = 29.0                           # restored; the loop waits for the trainer
+        monitor.tick(50_000, 0.1)                # (ticking) at the resumed sync point
+        clock.t = 30.0
+        monitor.sync_point(50_000)               # which ends no period: no step played
+        for tick in range(1, 41):                # then 100 steps/s, steadily
+            clock.t = 30.0 + tick
+            monitor.tick(50_000 + 100 * tick, 0.1)
+    finally:
+        monitor.close()
+    lines = out.getvalue().splitlines()
+    assert "steps/s" not in lines[0]  # the first tick: nothing measured yet
+    rates = [int(line.split(" steps/s")[0].rsplit("| ", 1)[1]) for line in lines[1:]]
+    # From the wait's first tick: the 2 s before the first step weigh less as time goes on.
+    assert len(rates) == 4 and min(rates) >= 85 and rates == sorted(rates) and rates[-1] >= 97
+
+
+def test_a_finished_run_says_so_with_a_summary_and_no_eta_left(tmp_path):
+    clock, out = FakeClock(), io.StringIO()
+    # The fast loop's last round ends past the budget, and past an evaluation multiple.
+    progress = RunProgress(999, train_freq=4, prepopulate=0, eval_every=500, eval_games=2)
+    monitor = Monitor(str(tmp_path), 999, interval=10, clock=clock, progress=progress,
+                      console=ProgressLines(999, out=out, interval=10))
+    for game, game_return in enumerate((1.0, 3.0), start=1):
+        monitor.record_game(400 * game, 400, game_return, 0.5)
+    progress.trained(progress.minibatches_total)
+    clock.t = 1800.0
+    monitor.tick(1_000, 0.1)
+    monitor.close(finished=True, best={"step": 500, "mean": 2.5})
+    last, summary = out.getvalue().splitlines()[-2:]
+    assert "| finished |" in last and last.endswith("ETA 0m00s")
+    assert summary == (f"finished: 1,000 agent steps in 30.0 min; 2 games, the last 2 averaging "
+                       f"2.00; best evaluation 2.50 at step 500 (its weights: "
+                       f"{tmp_path / 'best'})")
+    assert progress.evaluations_left(1_000) == 0
+
+
+def test_a_summary_without_games_or_evaluations(tmp_path):
+    clock = FakeClock()
+    monitor = Monitor(str(tmp_path), 500, clock=clock, console=ProgressLines(500, out=io.StringIO()))
+    clock.t = 7200.0
+    assert monitor.summary(None) == ("finished: 0 agent steps in 2.00 h; no game finished; "
+                                     "no evaluation")
+    monitor.close()

@@ -244,6 +244,18 @@ class CheckpointStore:
     def steps(self):
         return [step for step, _, _ in self._complete()]
 
+    def newest_is_finished(self):
+        """Whether the newest checkpoint's manifest says the run ended there (read, not
+        verified: for what the command line says at the end, not for resuming)."""
+        complete = self._complete()
+        if not complete:
+            return False
+        try:
+            with open(os.path.join(self.dir, complete[-1][2], MANIFEST_FILE)) as f:
+                return json.load(f).get("finished") is True
+        except (OSError, ValueError, AttributeError):
+            return False
+
     def latest(self):
         """The newest checkpoint that verifies, warning about each damaged newer one.
 

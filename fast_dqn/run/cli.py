@@ -141,6 +141,10 @@ def main(kind, argv=None, train=None, script=False, prog=None):
         return 0
     explicit = explicit_values(args, config_class)
     checkpoint = lock = None
+    # Asked now, at the start, so that every checkpoint names the code this process loaded
+    # (a `git pull` during a run changes the checkout, not the run).
+    from fast_dqn.code_version import commit
+    commit()
     try:
         from fast_dqn.agent.backend_setup import keras_backend
         keras_backend()  # an unusable KERAS_BACKEND is refused before anything is touched
@@ -241,7 +245,8 @@ def _train(prog, config, train, checkpoint, script):
             # Any thread's failure ends up here: the trainer's and the prefetcher's are
             # re-raised in the main thread with their own tracebacks.
             return _failed(prog, config)
-    if stop.requested:
+    from fast_dqn.run.checkpoint import CheckpointStore
+    if stop.requested and not CheckpointStore(config.logdir).newest_is_finished():
         print(f"{prog}: stopped after a checkpoint; continue with: "
               f"{resume_command(prog, config.logdir)}", file=sys.stderr)
         return 128 + stop.signum

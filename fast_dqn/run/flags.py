@@ -23,7 +23,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 class _PrintVersion(argparse.Action):
     """--version: the version, and the commit where the code is a checkout (found only when
-    asked, so --help and every run start spend no time on git)."""
+    asked, so --help spends no time on git)."""
 
     def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
         super().__init__(option_strings, dest=dest, nargs=0,

@@ -187,7 +187,6 @@ class Monitor:
         # on a clock that leaves out the evaluations' time: they play no agent step.
         self.period_rate, self.loop_marks_periods = PeriodRate(), False
         self.evaluation_seconds, self.evaluation_began = 0.0, None
-        self.period_rate.sample(0.0, self.last_step)
         self._lock = threading.Lock()
         self._loss_sum = self._q_sum = 0.0
         self._num_losses = 0
@@ -286,6 +285,9 @@ class Monitor:
         and the scalars when they are due."""
         now = self.clock()
         self.last_step, self.last_epsilon = step, epsilon
+        # The rate counts from the first tick: a run's start (a restore, the backend's start,
+        # the first compilations) is not its pace.
+        self.period_rate.sample(self._playing_seconds(now), step)
         if now - self.last_console >= self.console.interval:
             self._show(step, epsilon, now)
         # The last step's point waits for close(): that step ticks again while its last

@@ -70,8 +70,8 @@ class _Rate:
 
 class PeriodRate:
     """Agent steps per second over whole periods: from the period end at least `window`
-    seconds before the latest one (or, while there is none, the first sample) to the latest
-    period end. Time spent evaluating is not counted (the caller's clock leaves it out).
+    seconds before the latest one (or the oldest kept, or while there is one end or none,
+    the first sample) to the latest period end. Time spent evaluating is not counted (the caller's clock leaves it out).
     Before the first period end, the rate since the first sample: the only one measured.
 
     A loop without periods (the Nature loop's steps are even) marks each sample as one."""
@@ -82,6 +82,8 @@ class PeriodRate:
         self.first = None  # last one at least `window` before it
 
     def period_end(self, seconds, step):
+        if self.first is None or step <= self.first[1]:
+            return  # no step played since the first sample (a resume at a sync point)
         if self.ends and step < self.ends[-1][1]:
             self.ends = []  # a new count (a resume's): the old ends measure nothing now
         self.ends.append((seconds, step))
@@ -97,9 +99,7 @@ class PeriodRate:
         if self.first is None:
             return None
         end = self.ends[-1] if self.ends else (seconds, step)
-        start = self.first
-        if len(self.ends) >= 2 and end[0] - self.ends[0][0] >= self.window:
-            start = self.ends[0]
+        start = self.ends[0] if len(self.ends) >= 2 else self.first
         if end[0] <= start[0]:
             end = (seconds, step)
         return (end[1] - start[1]) / (end[0] - start[0]) if end[0] > start[0] else None
@@ -185,7 +185,8 @@ class RunProgress:
         if not every:
             return 0
         left = self.total // every - step // every
-        return left + (1 if self.total % every and step < self.total else 0)
+        # max: the fast loop's last round may end past a multiple of `every` beyond the budget.
+        return max(0, left + (1 if self.total % every and step < self.total else 0))
 
     def eta(self, step):
         """Seconds to the run's end, or None while a rate it needs is unmeasured."""
@@ -199,6 +200,8 @@ class RunProgress:
 
         Split so that the console can give the training's ETA from the start: with the
         default settings, the first evaluation game is timed only after 250k agent steps."""
+        if self.finished:
+            return 0.0, 0
         seconds = 0.0
         schedule = self.schedule
         train_start = schedule.train_start if schedule else 0

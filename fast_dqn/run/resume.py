@@ -95,6 +95,9 @@ def apply_flags(values, explicit, run_dir):
         if name in hp.RESUME_OVERRIDES or name == "logdir":
             values[name] = value
             continue
+        if values.get("env") is not None and name in hp.ATARI_ONLY:
+            raise ConfigError(name, "is a setting of the Atari protocol, which a gymnasium "
+                              "${env} run does not use; drop it")
         if name == "game" and values.get("game") is not None:
             from fast_dqn.envs.games import resolve_game
             value = resolve_game(value)

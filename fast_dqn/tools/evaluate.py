@@ -166,10 +166,11 @@ def build_parser(prog=PROG):
                         help="play the weights of the run's best evaluation (RUN_DIR/best) "
                         "instead of its latest checkpoint")
     parser.add_argument("--export", metavar="PATH.keras",
-                        help="write the main network (of the latest checkpoint, or with --best "
-                        "of the best evaluation) to PATH.keras, Keras's own format, which "
-                        "keras.saving.load_model reads on any backend without fast-dqn; no "
-                        "games are played")
+                        help="write the network (the latest checkpoint's main network, or with "
+                        "--best the best evaluation's) to PATH.keras, Keras's own format, "
+                        "which keras.saving.load_model reads without fast-dqn (TensorFlow and "
+                        "JAX tested); no games are played, so --episodes, --epsilon, --seed "
+                        "and --video do not apply")
     parser.add_argument("--seed", type=parse_count, default=12_345,
                         help="seed of the games and the epsilon draws (default: 12_345, "
                         "distinct from training's streams)")
@@ -179,13 +180,15 @@ def build_parser(prog=PROG):
 
 def _computable(config):
     """config.json holds the run's resolved settings; only its compute type may need
-    resolving again here. A run trained in bfloat16 elsewhere is evaluated in what this
-    machine computes fastest: its weights are float32 whatever the compute type, and
-    evaluate has no --precision to give."""
-    from fast_dqn.agent.backend_setup import computes_bfloat16
+    resolving again here. A run trained in bfloat16 or float16 elsewhere (a GPU) is evaluated
+    in what this machine computes fastest: its weights are float32 whatever the compute type,
+    and evaluate has no --precision to give."""
+    from fast_dqn.agent.backend_setup import computes_bfloat16, computes_float16
     from fast_dqn.run.validation import resolve_precision
-    if config.precision == "bfloat16" and not computes_bfloat16():
-        config = dataclasses.replace(config, precision="auto")
+    native = {"bfloat16": computes_bfloat16, "float16": computes_float16}
+    if config.mixed_precision or (config.precision in native
+                                  and not native[config.precision]()):
+        config = dataclasses.replace(config, precision="auto", mixed_precision=False)
     return resolve_precision(config)
 
 
@@ -399,11 +402,15 @@ def export_run(run_dir, path, best=False, out=None):
                            f".{os.path.basename(path)}.partial-{os.getpid()}.keras")
     try:
         model.save(partial)
-        os.rename(partial, path)
+        try:
+            os.link(partial, path)  # fails where PATH now exists: another export's, kept
+        except FileExistsError:
+            raise ConfigError("export", f"'{path}' was written by another process meanwhile; "
+                              "it is kept: give a new path")
     finally:
         if os.path.exists(partial):
             os.remove(partial)
-    print(f"exported the main network of {what} to {path}: float32, input "
+    print(f"exported the network of {what} to {path}: float32, input "
           f"{model.inputs[0].dtype} {tuple(model.inputs[0].shape[1:])}, output the Q-value of "
           f"each of its {env.action_space.n} actions" + (f" ({', '.join(actions)})"
                                                         if actions else ""), file=out)

@@ -24,7 +24,7 @@ import sys
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.flags import OneLineParser, add_version_flag, fail
 from fast_dqn.run.hyperparameters import RESUME_OVERRIDES
-from fast_dqn.tools.run_logs import read_columns
+from fast_dqn.tools.run_logs import read_columns, read_rows
 
 
 def training_curve(run_dir, window=100):
@@ -81,15 +81,14 @@ _NOT_THE_SETTING = ("seed", "logdir", "code") + RESUME_OVERRIDES
 def groups(run_dirs, also_ignore=()):
     """{label: [run_dir]}: runs whose config.json differ only in their seed (and in
     `also_ignore`) form a group, in the order first given."""
-    import dataclasses
-
     from fast_dqn.run.hyperparameters import FastConfig
-    # A setting added since a run was written has its default there: that is what it used.
-    defaults = dataclasses.asdict(FastConfig())
+    from fast_dqn.run.resume import saved_values
     found = {}
     for run_dir in run_dirs:
         saved = saved_config(run_dir)
-        key = json.dumps({k: v for k, v in {**defaults, **saved}.items()
+        # The settings as the run used them: one added since it was written has its default,
+        # and an --env run's Atari settings are the defaults whether recorded or null.
+        key = json.dumps({k: v for k, v in {**saved, **saved_values(saved, FastConfig)}.items()
                           if k not in _NOT_THE_SETTING + tuple(also_ignore)}, sort_keys=True,
                          default=str)
         found.setdefault(key, []).append(run_dir)
@@ -261,8 +260,10 @@ def make_figure(run_dirs, title=None, aggregate=False, window=100):
         if not os.path.isfile(os.path.join(run_dir, "episodes.csv")):
             raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
                               "directories made by run_dqn.py or run_fast_dqn.py")
-    drawable = [run_dir for run_dir in run_dirs if training_curve(run_dir, window)["mean"]
-                or evaluations(run_dir)["mean"]]
+    def has_rows(run_dir, name, column):  # quietly: the drawing reads and names bad rows
+        return read_rows(os.path.join(run_dir, name), (column,), warn=lambda message: None)
+    drawable = [run_dir for run_dir in run_dirs if has_rows(run_dir, "episodes.csv", "agent_step")
+                or has_rows(run_dir, "eval.csv", "mean")]
     if not drawable:
         raise ConfigError("RUN_DIR", f"{', '.join(repr(r) for r in run_dirs)} "
                           f"{'has' if len(run_dirs) == 1 else 'have'} no finished game and no "
