@@ -286,8 +286,9 @@ class Monitor:
         now = self.clock()
         self.last_step, self.last_epsilon = step, epsilon
         # The rate counts from the first tick: a run's start (a restore, the backend's start,
-        # the first compilations) is not its pace.
-        self.period_rate.sample(self._playing_seconds(now), step)
+        # the first compilations) is not its pace. (Checked here: tick is per step.)
+        if self.period_rate.first is None:
+            self.period_rate.sample(self._playing_seconds(now), step)
         if now - self.last_console >= self.console.interval:
             self._show(step, epsilon, now)
         # The last step's point waits for close(): that step ticks again while its last
