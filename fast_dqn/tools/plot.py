@@ -247,6 +247,23 @@ def evaluations(run_dir):
     return read_columns(os.path.join(run_dir, "eval.csv"), ("agent_step", "mean", "hours"))
 
 
+def _drawable(run_dirs):
+    """The runs with a finished game or an evaluation; each other one is named in a note,
+    and none at all is one line: empty panels would read as a plot that failed."""
+    def has_rows(run_dir, name, column):  # quietly: the drawing reads and names bad rows
+        return read_rows(os.path.join(run_dir, name), (column,), warn=lambda message: None)
+    drawable = [run_dir for run_dir in run_dirs if has_rows(run_dir, "episodes.csv", "agent_step")
+                or has_rows(run_dir, "eval.csv", "mean")]
+    if not drawable:
+        raise ConfigError("RUN_DIR", f"{', '.join(repr(r) for r in run_dirs)} "
+                          f"{'has' if len(run_dirs) == 1 else 'have'} no finished game and no "
+                          "evaluation yet: nothing to draw; plot once a game has ended")
+    for run_dir in run_dirs:
+        if run_dir not in drawable:
+            note(f"'{run_dir}' is left out: it has no finished game and no evaluation yet")
+    return drawable
+
+
 def make_figure(run_dirs, title=None, aggregate=False, window=100):
     """The panels of the runs, as a matplotlib figure (the caller closes it); with
     `aggregate`, one mean line and band per group of seeds; the training return as the mean
@@ -260,18 +277,7 @@ def make_figure(run_dirs, title=None, aggregate=False, window=100):
         if not os.path.isfile(os.path.join(run_dir, "episodes.csv")):
             raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
                               "directories made by run_dqn.py or run_fast_dqn.py")
-    def has_rows(run_dir, name, column):  # quietly: the drawing reads and names bad rows
-        return read_rows(os.path.join(run_dir, name), (column,), warn=lambda message: None)
-    drawable = [run_dir for run_dir in run_dirs if has_rows(run_dir, "episodes.csv", "agent_step")
-                or has_rows(run_dir, "eval.csv", "mean")]
-    if not drawable:
-        raise ConfigError("RUN_DIR", f"{', '.join(repr(r) for r in run_dirs)} "
-                          f"{'has' if len(run_dirs) == 1 else 'have'} no finished game and no "
-                          "evaluation yet: nothing to draw; plot once a game has ended")
-    for run_dir in run_dirs:
-        if run_dir not in drawable:
-            note(f"'{run_dir}' is left out: it has no finished game and no evaluation yet")
-    run_dirs = drawable
+    run_dirs = _drawable(run_dirs)
     evaluated = any(evaluations(run_dir)["mean"] for run_dir in run_dirs)
     fig, axes = plt.subplots(2 if evaluated else 1, 2, figsize=(12, 8 if evaluated else 4.5),
                              sharey="row", squeeze=False)
