@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 
+from fast_dqn.run.components import env_settings
+
 
 def measure(games_factory, q_values, games, repeats, key):
     from fast_dqn.loops.evaluation import game_seeds, play
@@ -59,10 +61,10 @@ def main(argv=None):
     learner.q_values(np.zeros((8, 4, 84, 84), np.uint8))  # compile before the clock runs
 
     variants = [("one at a time (Python env)",
-                 lambda: OneAtATime(make_env(config, seed=None, training=False)))]
+                 lambda: OneAtATime(make_env(env_settings(config), seed=None, training=False)))]
     for workers in args.workers:
         variants.append((f"{workers} at once (vector env)",
-                         lambda w=workers: AtOnce(VectorSamplers(config, w, seed=0))))
+                         lambda w=workers: AtOnce(VectorSamplers(env_settings(config), w, seed=0))))
     times = {name: [] for name, _ in variants}
     returns = {}
     for repeat in range(args.repeats):  # the variants take turns, so drift hits each alike

@@ -93,7 +93,6 @@ def with_learner(config, backend, learner, segments):
     from benchmarks.speedtest import TimingMonitor
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import FastLoop
-    from fast_dqn.loops.settings import LoopSettings
     from fast_dqn.run import components
     replay = components.build_replay(config, (84, 84), backend.num_shards)
     # Timed from the second sync point after warm-up (the first trains the warm-up's tail).
@@ -104,7 +103,7 @@ def with_learner(config, backend, learner, segments):
     monitor.message = lambda line: None
     trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
     try:
-        FastLoop(LoopSettings.from_config(config), backend, learner, replay, trainer,
+        FastLoop(components.loop_settings(config), backend, learner, replay, trainer,
                  monitor).run()
     finally:
         trainer.close()
@@ -145,7 +144,8 @@ def main():
     base = resolve(base)
     for n in args.actors:
         config = dataclasses.replace(base, num_samplers=n)
-        backend = RayBackend(config, *components.ray_sampler_builders(config),
+        backend = RayBackend(components.ray_settings(config),
+                             *components.ray_sampler_builders(config),
                              log=lambda line: None)
         try:
             learner = components.build_learner(config, (4, 84, 84), backend.num_actions)

@@ -17,11 +17,13 @@ import time
 
 import numpy as np
 
+from fast_dqn.run.components import env_settings
+
 
 def python_envs(workers):
     from fast_dqn.envs.environment import make_atari_env
     from fast_dqn.run.hyperparameters import Config
-    envs = [make_atari_env(Config(game="pong"), seed=i) for i in range(workers)]
+    envs = [make_atari_env(env_settings(Config(game="pong")), seed=i) for i in range(workers)]
     for env in envs:
         env.reset()
     return envs

@@ -137,19 +137,17 @@ def measure(case, args):
     if kind == "nature":
         from fast_dqn.envs.environment import make_atari_env
         from fast_dqn.loops.nature_loop import run_nature_loop
-        from fast_dqn.loops.settings import LoopSettings
         start, segment = args.warmup, args.nature_segment
         config = dataclasses.replace(config, timesteps=start + args.steps)
-        env = make_atari_env(config, seed=0)
+        env = make_atari_env(components.env_settings(config), seed=0)
         learner = components.build_learner(config, shape, env.action_space.n)
         replay = components.build_replay(config, shape[1:])
         monitor = TimingMonitor(start, segment, start + args.steps)
-        run_nature_loop(LoopSettings.from_config(config), env, learner, replay, monitor,
+        run_nature_loop(components.loop_settings(config), env, learner, replay, monitor,
                         np.random.default_rng(0))
     else:
         from fast_dqn.loops.background_trainer import BackgroundTrainer
         from fast_dqn.loops.fast_loop import FastLoop
-        from fast_dqn.loops.settings import LoopSettings
         samplers_only = kind == "samplers"
         if samplers_only:
             # Act through the network every round (epsilon 0.1 throughout), never train.
@@ -173,7 +171,7 @@ def measure(case, args):
                                 busy=trainer and trainer.busy_seconds)
         try:
             samplers.start(learner.target_q_values, None, np.random.default_rng(0))
-            FastLoop(LoopSettings.from_config(config), samplers, learner, replay, trainer,
+            FastLoop(components.loop_settings(config), samplers, learner, replay, trainer,
                      monitor).run()
         finally:
             if trainer is not None:

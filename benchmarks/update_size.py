@@ -16,6 +16,8 @@ import argparse
 
 import numpy as np
 
+from fast_dqn.run.components import env_settings
+
 RMSPROP = {"reference": ("rmsprop", 2.5e-4, 0.01, "sum"),
            "mean loss, eps 0.01 (before)": ("rmsprop", 2.5e-4, 0.01, "mean"),
            "mean loss, eps 1e-5 (Dopamine)": ("rmsprop", 2.5e-4, 1e-5, "mean")}
@@ -27,7 +29,7 @@ def real_minibatches(game, count, batch_size=32, seed=0):
     from fast_dqn.agent.replay_memory import ReplayMemory
     from fast_dqn.envs.samplers import VectorSamplers
     from fast_dqn.run.hyperparameters import FastConfig
-    samplers = VectorSamplers(FastConfig(game=game), 8, seed, num_threads=1)
+    samplers = VectorSamplers(env_settings(FastConfig(game=game)), 8, seed, num_threads=1)
     replay = ReplayMemory(20_000, (84, 84), 4, seed=seed, num_shards=8)
     rng = np.random.default_rng(seed)
     samplers.reset()

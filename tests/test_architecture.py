@@ -107,3 +107,47 @@ def test_each_layer_imports_only_the_layers_below_it():
 ])
 def test_the_cycle_finder(graph, cycle):
     assert find_cycle(graph) == cycle
+
+
+def names_of(path):
+    """Every variable, parameter and attribute name a module's code uses."""
+    names = set()
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def test_nothing_below_run_takes_the_config():
+    """envs/, agent/ and loops/ are given their own frozen settings (EnvSettings, LoopSettings,
+    RaySettings), built from the Config in fast_dqn/run/components.py: a module below run/
+    that names a `config` reads fields a reader cannot see from its signature."""
+    below = [module for module in package_modules() if layer(module) in ("", "envs", "agent",
+                                                                          "loops")]
+    assert "envs.environment" in below and "loops.ray_backend" in below
+    readers = sorted(module for module in below
+                     if "config" in names_of(package_modules()[module]))
+    assert readers == []
+
+
+def attributes_read(path):
+    """(object name, attribute) of every `name.attribute` a module reads."""
+    return {(node.value.id, node.attr) for node in ast.walk(ast.parse(open(path).read()))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)}
+
+
+def test_every_config_field_is_read_by_name():
+    """A field declared on Config but read by nothing is an option that silently does nothing
+    (Acme's max_gradient_norm). Each must be read as config.<field> somewhere in the package
+    (generic loops over the fields, such as the checkpoint's settings, do not count)."""
+    import dataclasses
+
+    from fast_dqn.run.hyperparameters import Config, FastConfig
+    read = set()
+    for path in package_modules().values():
+        read |= {attr for name, attr in attributes_read(path) if name == "config"}
+    fields = {field.name for config in (Config, FastConfig) for field in dataclasses.fields(config)}
+    assert len(fields) > 50
+    assert sorted(fields - read) == []

@@ -5,6 +5,7 @@ from fake_ale import SPRITE, FakeAtariEnv
 
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.envs.environment import wrap_atari
+from fast_dqn.run.components import env_settings
 from fast_dqn.run.hyperparameters import Config
 
 
@@ -173,7 +174,7 @@ def test_frame_history_zero_pads_at_reset_and_shifts():
 def test_full_stack_on_fake_ale_resets_history_on_life_loss():
     config = Config(noop_max=0)
     fake = FakeAtariEnv(lives=2, life_loss_frames=(9,), game_over_frame=100)
-    env = wrap_atari(fake, config, training=True)
+    env = wrap_atari(fake, env_settings(config), training=True)
     obs, _ = env.reset(seed=0)
     # FIRE is one emulator frame, as in ale-py's vector env.
     assert obs.shape == (4, 84, 84) and fake.actions == [1]
@@ -190,7 +191,8 @@ def test_full_stack_on_fake_ale_resets_history_on_life_loss():
 
 def test_time_limit_truncates_in_agent_steps():
     config = Config(noop_max=0, max_episode_steps=3)
-    env = wrap_atari(FakeAtariEnv(action_meanings=("NOOP", "UP")), config, training=True)
+    env = wrap_atari(FakeAtariEnv(action_meanings=("NOOP", "UP")), env_settings(config),
+                     training=True)
     env.reset(seed=0)
     flags = [env.step(1)[3] for _ in range(3)]
     assert flags == [False, False, True]

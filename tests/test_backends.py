@@ -14,7 +14,6 @@ from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop, HeldTransitions
 from fast_dqn.loops.minibatch_schedule import minibatches_due
-from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run import components, precedence
 from fast_dqn.run.hyperparameters import FastConfig
 from fast_dqn.run.validation import resolve
@@ -45,7 +44,8 @@ def make_backend(kind, request, config=CONFIG, log=None):
         return LocalBackend(components.build_samplers(config))
     request.getfixturevalue("ray_cluster")
     from fast_dqn.loops.ray_backend import RayBackend
-    return RayBackend(ray_config := dataclasses.replace(config, backend="ray"),
+    ray_config = dataclasses.replace(config, backend="ray")
+    return RayBackend(components.ray_settings(ray_config),
                       *components.ray_sampler_builders(ray_config), log=log or (lambda line: None))
 
 
@@ -210,7 +210,7 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
                                 on_loss=lambda result: monitor.record_train(*result))
     backend.start(learner.target_q_values, learner.target_weights, np.random.default_rng(0))
     try:
-        steps = FastLoop(LoopSettings.from_config(config), backend, learner, replay, trainer,
+        steps = FastLoop(components.loop_settings(config), backend, learner, replay, trainer,
                          monitor).run()
         import ray
         new_pid = ray.get(backend.actors[0].spec.remote())["pid"]

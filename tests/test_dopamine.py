@@ -22,7 +22,7 @@ from test_learner import nature_lua_gradients, pong_like_batch
 
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.errors import ConfigError
-from fast_dqn.loops.settings import LoopSettings
+from fast_dqn.run.components import loop_settings
 from fast_dqn.run.hyperparameters import Config, FastConfig
 from fast_dqn.run.presets import PRESETS
 from fast_dqn.run.validation import resolve
@@ -90,13 +90,13 @@ def dopamine_epsilon(step, decay_period=250_000, warmup_steps=20_000, epsilon=0.
 
 
 def test_epsilon_is_held_through_the_warm_up_then_decays_as_dopamines():
-    settings = LoopSettings.from_config(Config(**PRESETS["dopamine"]))
+    settings = loop_settings(Config(**PRESETS["dopamine"]))
     steps = np.array([0, 1, 19_999, 20_000, 20_001, 100_000, 145_000, 269_999, 270_000,
                       270_001, 1_000_000])
     np.testing.assert_allclose(settings.epsilon(steps), dopamine_epsilon(steps), atol=1e-12)
     assert settings.epsilon(145_000) == pytest.approx(0.505)
     # Nature's schedule is unchanged: it decays from step 0 (1M steps to 0.1).
-    nature = LoopSettings.from_config(Config(prepopulate=0))
+    nature = loop_settings(Config(prepopulate=0))
     assert nature.epsilon(500_000) == pytest.approx(0.55)
 
 

@@ -9,6 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from fast_dqn.envs.environment import EnvStateMismatch, env_state, load_env_state, make_env
+from fast_dqn.run.components import env_settings
 from fast_dqn.run.hyperparameters import Config
 from fast_dqn.run.state_tree import from_data, to_data
 
@@ -16,7 +17,7 @@ from fast_dqn.run.state_tree import from_data, to_data
 @pytest.mark.parametrize("game", ["breakout", "pong"])
 @pytest.mark.parametrize("training", [True, False])
 def test_gymnasiums_checker_passes(game, training):
-    env = make_env(Config(game=game), seed=1, training=training)
+    env = make_env(env_settings(Config(game=game)), seed=1, training=training)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env, skip_render_check=True)
@@ -43,7 +44,7 @@ def assert_same(a, b):
 
 
 def test_a_seeded_reset_starts_the_same_game_with_sticky_actions_too():
-    env = make_env(Config(game="breakout", sticky_actions=0.25), seed=1)
+    env = make_env(env_settings(Config(game="breakout", sticky_actions=0.25)), seed=1)
     actions = np.random.default_rng(0).integers(0, 4, 300)
     first, _ = env.reset(seed=123)
     a = play(env, actions)
@@ -72,14 +73,14 @@ def assert_same_state(a, b):
 @pytest.mark.parametrize("seed", range(4))
 def test_a_saved_state_continues_the_same_game(sticky_actions, seed):
     config = Config(game="breakout", sticky_actions=sticky_actions)
-    env = make_env(config, seed=seed)
+    env = make_env(env_settings(config), seed=seed)
     env.reset()
     rng = np.random.default_rng(seed)
     play(env, rng.integers(0, 4, 150))
     saved = saved_as_data(env)
     assert saved["foreign"] is None  # every layer, the emulator's included, kept as data
     # Loaded into an env of another seed, mid-game itself: nothing of its own may remain.
-    other = make_env(config, seed=seed + 100)
+    other = make_env(env_settings(config), seed=seed + 100)
     other.reset()
     play(other, rng.integers(0, 4, 77))
     assert load_env_state(other, saved) is other
@@ -92,10 +93,10 @@ def test_a_saved_state_continues_the_same_game(sticky_actions, seed):
 def test_a_saved_state_continues_a_gymnasium_env():
     """--env: gymnasium's CartPole has no state API; it is kept pickled beneath our layers."""
     config = Config(env="CartPole-v1", history_length=2)
-    env = make_env(config, seed=5)
+    env = make_env(env_settings(config), seed=5)
     env.reset()
     play(env, np.random.default_rng(5).integers(0, 2, 30))
-    other = make_env(config, seed=6)
+    other = make_env(env_settings(config), seed=6)
     assert load_env_state(other, saved_as_data(env)) is other
     actions = np.random.default_rng(6).integers(0, 2, 200)
     assert_same(play(env, actions), play(other, actions))
@@ -104,9 +105,9 @@ def test_a_saved_state_continues_a_gymnasium_env():
 
 
 def test_a_saved_state_of_another_wrapper_stack_is_refused_untouched():
-    training = make_env(Config(game="pong"), seed=0, training=True)
+    training = make_env(env_settings(Config(game="pong")), seed=0, training=True)
     training.reset()
-    evaluation = make_env(Config(game="pong"), seed=0, training=False)
+    evaluation = make_env(env_settings(Config(game="pong")), seed=0, training=False)
     with pytest.raises(EnvStateMismatch, match="ClipReward"):
         load_env_state(evaluation, saved_as_data(training))
     assert evaluation.state_dict()["pending_seed"] == 0  # still its own, never reset

@@ -17,6 +17,7 @@ from fast_dqn.loops.evaluation import (
     game_seeds,
     play,
 )
+from fast_dqn.run.components import env_settings
 
 
 class Scores(NullMonitor):
@@ -116,9 +117,9 @@ def test_w_games_at_once_are_the_games_played_one_after_another(game, sticky):
     from fast_dqn.run.hyperparameters import Config
     config = Config(game=game, max_episode_steps=200, sticky_actions=sticky)
     seeds = lambda: game_seeds((11, 1), 250_000, 7)  # noqa: E731
-    one_at_a_time = play(OneAtATime(make_env(config, seed=None, training=False)),
+    one_at_a_time = play(OneAtATime(make_env(env_settings(config), seed=None, training=False)),
                          pixel_q_values, seeds(), 0.1)
-    games = AtOnce(VectorSamplers(config, 3, seed=0))
+    games = AtOnce(VectorSamplers(env_settings(config), 3, seed=0))
     try:
         at_once = play(games, pixel_q_values, seeds(), 0.1)
     finally:

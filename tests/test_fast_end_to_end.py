@@ -83,7 +83,7 @@ FAULTY_RUN = textwrap.dedent("""
     from fast_dqn.envs.environment import SeedOnFirstReset, wrap_atari
     from fast_dqn.envs.samplers import PythonSamplers
     from fast_dqn.loops.experience import LocalBackend
-    from fast_dqn.run import cli, training
+    from fast_dqn.run import cli, components, training
     from fast_dqn.run.run_kinds import FAST
 
     class FaultyAle(FakeAtariEnv):
@@ -94,7 +94,8 @@ FAULTY_RUN = textwrap.dedent("""
 
     def samplers(config):
         return LocalBackend(PythonSamplers([SeedOnFirstReset(wrap_atari(
-            FaultyAle(game_over_frame=500), config, True), i) for i in range(config.workers)]))
+            FaultyAle(game_over_frame=500), components.env_settings(config), True), i)
+            for i in range(config.workers)]))
 
     sys.exit(cli.main(FAST, sys.argv[1:],
                       train=lambda c, **kw: training.train_fast(c, samplers, **kw)))

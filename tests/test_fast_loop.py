@@ -12,7 +12,7 @@ from fast_dqn.loops.background_trainer import BackgroundTrainer
 from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop, next_sync_point
 from fast_dqn.loops.minibatch_schedule import minibatches_due
-from fast_dqn.loops.settings import LoopSettings
+from fast_dqn.run.components import loop_settings
 from fast_dqn.run.hyperparameters import FastConfig
 
 BASE = FastConfig(**TINY_FAKE)
@@ -32,7 +32,7 @@ def run(config, samplers=None, learner=None, prefetch=True):
     try:
         backend = LocalBackend(samplers, batched=config.synchronize)
         backend.start(learner.target_q_values, None, np.random.default_rng(0))
-        steps = FastLoop(LoopSettings.from_config(config), backend, learner, replay, trainer,
+        steps = FastLoop(loop_settings(config), backend, learner, replay, trainer,
                          monitor).run()
     finally:
         if trainer:
@@ -164,7 +164,7 @@ def test_the_loop_state_survives_a_checkpoint_as_it_is(flags):
     from helpers import through_checkpoint
 
     from fast_dqn.loops.fast_loop import FastLoopState
-    settings = LoopSettings.from_config(BASE)
+    settings = loop_settings(BASE)
     state = FastLoopState.fresh(settings)
     state.step, state.trained_through, state.last_eval, state.owed = 480, 576, 400, 23
     state.sync_pending, state.eval_pending, state.boundary = flags
@@ -193,7 +193,7 @@ def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(
 
     from fast_dqn.loops.fast_loop import FastLoopState
     config = dataclasses.replace(BASE, workers=4, concurrent=concurrent)
-    settings = LoopSettings.from_config(config)
+    settings = loop_settings(config)
 
     def parts():
         learner = FakeLearner()
@@ -236,7 +236,7 @@ def test_only_a_run_that_ends_with_its_last_evaluation_is_marked_finished(
 
     from fast_dqn.loops.evaluation import EvaluationInterrupted
     config = dataclasses.replace(BASE, workers=4, evaluate=480)
-    settings = LoopSettings.from_config(config)
+    settings = loop_settings(config)
     checkpoints, evaluated = MemoryCheckpoints(), []
 
     def evaluator(step):
@@ -270,7 +270,7 @@ def test_lockstep_keeps_the_console_going_while_the_last_step_trains_what_is_owe
     from fast_dqn.loops.fast_loop import FastLoopState
 
     config = dataclasses.replace(BASE, workers=4, concurrent=False)
-    settings = LoopSettings.from_config(config)
+    settings = loop_settings(config)
     learner = FakeLearner()
     replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
                           num_shards=config.workers, seed=3)
@@ -316,7 +316,7 @@ def test_the_console_goes_on_while_a_sync_point_waits_and_hears_of_each_period_e
     try:
         backend = LocalBackend(FakeSamplers(config.workers), batched=True)
         backend.start(learner.target_q_values, None, np.random.default_rng(0))
-        FastLoop(LoopSettings.from_config(config), backend, learner, replay, trainer,
+        FastLoop(loop_settings(config), backend, learner, replay, trainer,
                  monitor).run()
     finally:
         trainer.close()

@@ -8,15 +8,16 @@ import pytest
 
 from fast_dqn.envs.environment import make_env
 from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
+from fast_dqn.run.components import env_settings
 from fast_dqn.run.hyperparameters import FastConfig
 
 FIELDS = ("rewards", "terminated", "truncated", "game_over", "game_returns", "game_lengths")
 
 
 def drive_both(config, num_samplers, steps, seed, action_seed=0):
-    python = PythonSamplers([make_env(config, seed=seed + i, training=True)
+    python = PythonSamplers([make_env(env_settings(config), seed=seed + i, training=True)
                              for i in range(num_samplers)])
-    vector = VectorSamplers(config, num_samplers, seed, num_threads=1)
+    vector = VectorSamplers(env_settings(config), num_samplers, seed, num_threads=1)
     counts = {"life_losses": 0, "game_overs": 0, "cuts": 0}
     try:
         np.testing.assert_array_equal(python.reset(), vector.reset())

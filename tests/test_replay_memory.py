@@ -6,6 +6,7 @@ from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.replay_memory import ReplayMemory, check_fits_in_memory, estimate_bytes
 from fast_dqn.envs.environment import wrap_atari
 from fast_dqn.errors import ConfigError
+from fast_dqn.run.components import env_settings
 from fast_dqn.run.hyperparameters import Config
 
 K = 4
@@ -120,7 +121,7 @@ def test_add_batch_matches_add():
 
 def test_replay_rebuilds_exactly_the_states_the_env_showed():
     fake = FakeAtariEnv(lives=3, life_loss_frames=(30, 60), game_over_frame=90)
-    env = wrap_atari(fake, Config(noop_max=0), training=True)
+    env = wrap_atari(fake, env_settings(Config(noop_max=0)), training=True)
     replay = ReplayMemory(40, (84, 84), K)
     rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=0)

@@ -3,6 +3,7 @@ from fake_ale import FakeAtariEnv
 
 from fast_dqn.envs.environment import SeedOnFirstReset, wrap_atari
 from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
+from fast_dqn.run.components import env_settings
 from fast_dqn.run.hyperparameters import FastConfig
 
 
@@ -10,7 +11,8 @@ def test_python_samplers_reset_finished_episodes_and_report_games():
     config = FastConfig(noop_max=0)
     envs = [SeedOnFirstReset(wrap_atari(FakeAtariEnv(lives=2, life_loss_frames=(9, 21),
                                                      reward_fn=lambda f, a: 3.0),
-                                        config, training=True), seed=i) for i in range(2)]
+                                        env_settings(config), training=True), seed=i)
+            for i in range(2)]
     samplers = PythonSamplers(envs)
     obs = samplers.reset()
     assert obs.shape == (2, 4, 84, 84) and samplers.num_actions == 4
@@ -30,7 +32,7 @@ def test_python_samplers_reset_finished_episodes_and_report_games():
 
 def test_vector_samplers_on_breakout_detect_lives_games_and_pad_stacks():
     config = FastConfig(game="breakout")
-    samplers = VectorSamplers(config, 2, seed=0, num_threads=1)
+    samplers = VectorSamplers(env_settings(config), 2, seed=0, num_threads=1)
     obs = samplers.reset()
     assert obs.shape == (2, 4, 84, 84) and samplers.num_actions == 4
     rng = np.random.default_rng(0)
@@ -55,7 +57,7 @@ def test_vector_samplers_on_breakout_detect_lives_games_and_pad_stacks():
 
 def test_vector_samplers_are_reproducible_with_a_seed():
     def trajectory():
-        samplers = VectorSamplers(FastConfig(game="pong"), 2, seed=7, num_threads=2)
+        samplers = VectorSamplers(env_settings(FastConfig(game="pong")), 2, seed=7, num_threads=2)
         obs = [samplers.reset()]
         for a in range(50):
             obs.append(samplers.step(np.array([a % 6, (a * 5) % 6])).observations)

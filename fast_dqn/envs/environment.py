@@ -1,4 +1,4 @@
-"""Building a run's environment from its Config: an Atari game, or any gymnasium env."""
+"""Building a run's environment from its EnvSettings: an Atari game, or any gymnasium env."""
 
 import difflib
 import pickle
@@ -28,18 +28,19 @@ def make_raw_atari_env(game, sticky_actions, full_action_space):
     return AleGame(game, sticky_actions=sticky_actions, full_action_space=full_action_space)
 
 
-def wrap_atari(env, config, training):
-    """Apply the preprocessing stack (see fast_dqn.envs.atari_wrappers) to a raw emulator env."""
-    env = w.GameStart(env, noop_max=config.noop_max, fire=config.fire_start)
-    env = w.MaxAndSkip(env, skip=config.action_repeat)
-    env = w.TimeLimit(env, max_episode_steps=config.max_episode_steps)
+def wrap_atari(env, settings, training):
+    """Apply the preprocessing stack (see fast_dqn.envs.atari_wrappers) to a raw emulator env.
+    settings: an EnvSettings."""
+    env = w.GameStart(env, noop_max=settings.noop_max, fire=settings.fire_start)
+    env = w.MaxAndSkip(env, skip=settings.action_repeat)
+    env = w.TimeLimit(env, max_episode_steps=settings.max_episode_steps)
     env = w.FullGameStats(env)
-    if config.episodic_life:
+    if settings.episodic_life:
         env = w.EpisodicLife(env)
     if training:
         env = w.ClipReward(env)
-    env = w.Resize(env, interp=config.interp)
-    return w.FrameHistory(env, k=config.history_length)
+    env = w.Resize(env, interp=settings.interp)
+    return w.FrameHistory(env, k=settings.history_length)
 
 
 class SeedOnFirstReset(gymnasium.Wrapper):
@@ -69,19 +70,19 @@ class SeedOnFirstReset(gymnasium.Wrapper):
         self.pending_seed = state["pending_seed"]
 
 
-def make_atari_env(config, seed, training=True):
+def make_atari_env(settings, seed, training=True):
     """A preprocessed env that seeds itself with `seed` at its first reset()."""
-    env = make_raw_atari_env(config.game, config.sticky_actions, config.full_action_space)
-    return SeedOnFirstReset(wrap_atari(env, config, training), seed)
+    env = make_raw_atari_env(settings.game, settings.sticky_actions, settings.full_action_space)
+    return SeedOnFirstReset(wrap_atari(env, settings, training), seed)
 
 
-def make_env(config, seed, training=True):
-    """The run's env: Atari with the wrappers of fast_dqn.envs.atari_wrappers, or the --env one
-    with stats and history."""
-    if config.env is None:
-        return make_atari_env(config, seed, training)
-    env = gymnasium.make(config.env, disable_env_checker=True)
-    env = w.FrameHistory(w.FullGameStats(env), k=config.history_length)
+def make_env(settings, seed, training=True):
+    """The run's env (settings: an EnvSettings): Atari with the wrappers of
+    fast_dqn.envs.atari_wrappers, or the --env one with stats and history."""
+    if settings.env is None:
+        return make_atari_env(settings, seed, training)
+    env = gymnasium.make(settings.env, disable_env_checker=True)
+    env = w.FrameHistory(w.FullGameStats(env), k=settings.history_length)
     return SeedOnFirstReset(env, seed)
 
 

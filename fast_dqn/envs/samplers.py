@@ -99,24 +99,25 @@ class VectorSamplers:
     area cannot be honoured here; the flag check refuses it.
     """
 
-    def __init__(self, config, num_samplers, seed, num_threads=0):
+    def __init__(self, settings, num_samplers, seed, num_threads=0):
+        """settings: an EnvSettings (its interp aside: this env resizes with area)."""
         from ale_py.vector_env import AtariVectorEnv
         self.env = AtariVectorEnv(
-            config.game, num_samplers,
+            settings.game, num_samplers,
             num_threads=num_threads or min(num_samplers, _cpu_count()),
             autoreset_mode="SameStep",
-            frameskip=config.action_repeat, stack_num=config.history_length,
+            frameskip=settings.action_repeat, stack_num=settings.history_length,
             img_height=84, img_width=84, grayscale=True, maxpool=True,
-            noop_max=config.noop_max, use_fire_reset=config.fire_start,
-            episodic_life=False, life_loss_info=config.episodic_life, reward_clipping=False,
-            max_num_frames_per_episode=config.max_episode_steps * config.action_repeat,
-            repeat_action_probability=config.sticky_actions,
-            full_action_space=config.full_action_space)
+            noop_max=settings.noop_max, use_fire_reset=settings.fire_start,
+            episodic_life=False, life_loss_info=settings.episodic_life, reward_clipping=False,
+            max_num_frames_per_episode=settings.max_episode_steps * settings.action_repeat,
+            repeat_action_probability=settings.sticky_actions,
+            full_action_space=settings.full_action_space)
         self.num_samplers = num_samplers
         self.num_actions = int(self.env.single_action_space.n)
-        self.observation_space = gymnasium.spaces.Box(0, 255, (config.history_length, 84, 84),
+        self.observation_space = gymnasium.spaces.Box(0, 255, (settings.history_length, 84, 84),
                                                       np.uint8)
-        self.history_length = config.history_length
+        self.history_length = settings.history_length
         self.seed = game_seed(seed, num_samplers)
         self.returns = np.zeros(num_samplers)
         self.lengths = np.zeros(num_samplers, np.int64)

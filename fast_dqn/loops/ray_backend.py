@@ -57,7 +57,7 @@ def package_dir():
     return os.path.dirname(os.path.abspath(fast_dqn.__file__))
 
 
-def connect(config, log):
+def connect(settings, log):
     """Start or join the cluster; returns whether this process connected (and so must
     disconnect at the end, which also stops a cluster it started).
 
@@ -78,15 +78,15 @@ def connect(config, log):
             # processes, which inherit none of JAX's threads.
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called",
                                     category=RuntimeWarning)
-            if config.ray_address:  # checked by check_reachable when the flags were validated
-                ray.init(address=config.ray_address, runtime_env=runtime_env,
+            if settings.address:  # checked by check_reachable when the flags were validated
+                ray.init(address=settings.address, runtime_env=runtime_env,
                          log_to_driver=True, logging_level="WARNING")
             else:
                 cores = os.cpu_count() or 1
-                if config.num_samplers > cores:
-                    log(f"{config.num_samplers} sampler actors share {cores} cores")
-                start_private_cluster(max(cores, config.num_samplers),
-                                      config.ray_object_store_mb, runtime_env=runtime_env)
+                if settings.num_samplers > cores:
+                    log(f"{settings.num_samplers} sampler actors share {cores} cores")
+                start_private_cluster(max(cores, settings.num_samplers),
+                                      settings.object_store_mb, runtime_env=runtime_env)
     finally:
         signal.signal(signal.SIGTERM, handler)
     return True
@@ -253,17 +253,18 @@ class SamplerActor:
 class RayBackend:
     """The fast loop's backend on Ray (see fast_dqn.loops.experience for the interface)."""
 
-    def __init__(self, config, make_samplers, make_network, log=print):
-        """make_samplers(seed): one actor's games; make_network(shape, num_actions): a
-        function that builds its Q-network. Both are pickled to the actors, so they must be
-        module-level functions or partials of them (fast_dqn.run.components has them)."""
-        self.config, self.log = config, log
+    def __init__(self, settings, make_samplers, make_network, log=print):
+        """settings: a RaySettings (fast_dqn.loops.settings); make_samplers(seed): one
+        actor's games; make_network(shape, num_actions): a function that builds its Q-network.
+        Both are pickled to the actors, so they must be module-level functions or partials of
+        them (fast_dqn.run.components has them)."""
+        self.settings, self.log = settings, log
         self.make_samplers, self.make_network = make_samplers, make_network
-        self.connected = connect(config, log)
-        self.num_samplers = config.num_samplers
-        self.games = config.envs_per_sampler
+        self.connected = connect(settings, log)
+        self.num_samplers = settings.num_samplers
+        self.games = settings.envs_per_sampler
         self.num_shards = self.num_samplers * self.games
-        self.round_size = self.games * config.rollout_steps
+        self.round_size = self.games * settings.rollout_steps
         self.actors = [None] * self.num_samplers
         self.pending = [collections.deque() for _ in range(self.num_samplers)]
         self.incarnations = [0] * self.num_samplers
@@ -285,7 +286,7 @@ class RayBackend:
 
     def _seed(self, i):
         # Distinct for every game of every actor and incarnation; game g of an actor adds g.
-        return game_seed(self.config.seed + self.seed_offset
+        return game_seed(self.settings.seed + self.seed_offset
                          + (self.incarnations[i] * self.num_samplers + i) * self.games,
                          self.games)
 
@@ -352,9 +353,9 @@ class RayBackend:
             self.version += 1
             self.stale = False
         for i, actor in enumerate(self.actors):
-            while len(self.pending[i]) < self.config.requests_in_flight:
+            while len(self.pending[i]) < self.settings.requests_in_flight:
                 self.pending[i].append(actor.rollout.remote(
-                    [self.weights_ref], self.version, epsilon, self.config.rollout_steps))
+                    [self.weights_ref], self.version, epsilon, self.settings.rollout_steps))
 
     def _replace(self, i, error):
         """Start a new actor in place of a lost one; the others go on meanwhile."""

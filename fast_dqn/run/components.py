@@ -1,5 +1,6 @@
 """The parts of a run, each built from a Config: the Q-network, the learner, replay and the
-samplers, with the seeds that keep their random streams apart.
+samplers, with the seeds that keep their random streams apart; and the settings the layers
+below run/ are given instead of the Config (EnvSettings, LoopSettings, RaySettings).
 
 Both the run builder (fast_dqn.run.training) and the Ray sampler actors (fast_dqn.loops.ray_backend)
 build from here, so neither needs the other.
@@ -10,7 +11,10 @@ import functools
 import numpy as np
 
 from fast_dqn.agent.replay_memory import ReplayMemory
+from fast_dqn.agent.schedules import LinearSchedule
 from fast_dqn.envs.environment import game_seed, make_env
+from fast_dqn.envs.settings import EnvSettings
+from fast_dqn.loops.settings import LoopSettings, RaySettings
 from fast_dqn.run import hyperparameters as hp
 from fast_dqn.run.validation import check_resolved
 
@@ -21,6 +25,35 @@ ACTION_RNG_STREAM, EVAL_RNG_STREAM, REPLAY_RNG_STREAM = 0, 1, 2
 
 def rng_for(seed, stream):
     return np.random.default_rng([seed, stream])
+
+
+def env_settings(config, evaluation=False):
+    """What the games are built from; an evaluation's games under their own time limit."""
+    if evaluation:
+        config = hp.evaluation_protocol(config)
+    return EnvSettings(
+        game=config.game, env=config.env, history_length=config.history_length,
+        noop_max=config.noop_max, fire_start=config.fire_start,
+        action_repeat=config.action_repeat, max_episode_steps=config.max_episode_steps,
+        episodic_life=config.episodic_life, sticky_actions=config.sticky_actions,
+        full_action_space=config.full_action_space, interp=config.interp)
+
+
+def loop_settings(config):
+    """The schedule both loops follow, in agent steps."""
+    return LoopSettings(config.timesteps, config.prepopulate, config.train_freq,
+                        config.target_update_freq, config.batch_size, config.evaluate,
+                        LinearSchedule(config.eps_start, config.eps_end,
+                                       config.eps_decay_steps, config.eps_decay_start))
+
+
+def ray_settings(config):
+    """The Ray backend's cluster and actors."""
+    return RaySettings(address=config.ray_address, object_store_mb=config.ray_object_store_mb,
+                       num_samplers=config.num_samplers,
+                       envs_per_sampler=config.envs_per_sampler,
+                       rollout_steps=config.rollout_steps,
+                       requests_in_flight=config.requests_in_flight, seed=config.seed)
 
 
 def network_builder(config, observation_shape, num_actions):
@@ -62,9 +95,10 @@ def build_samplers(config, count=None, seed=None):
     from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
     count = config.workers if count is None else count
     seed = game_seed(config.seed if seed is None else seed, count)
+    settings = env_settings(config)
     if config.env_backend == "vector" and config.env is None:
-        return VectorSamplers(config, count, seed, config.env_threads)
-    return PythonSamplers([make_env(config, seed=seed + i, training=True)
+        return VectorSamplers(settings, count, seed, config.env_threads)
+    return PythonSamplers([make_env(settings, seed=seed + i, training=True)
                            for i in range(count)])
 
 
@@ -73,12 +107,12 @@ def build_evaluation_games(config):
     on ale-py's vector env, or one game at a time on a Python env (--env, one worker, or an
     --interp the vector env cannot honour)."""
     from fast_dqn.loops.evaluation import AtOnce, OneAtATime
-    config = hp.evaluation_protocol(config)
+    settings = env_settings(config, evaluation=True)
     if config.env is None and config.eval_workers > 1 and config.interp == "area":
         from fast_dqn.envs.samplers import VectorSamplers
         # Threads of the samplers' own size: they run only while an evaluation plays.
-        return AtOnce(VectorSamplers(config, config.eval_workers, seed=0))
-    return OneAtATime(make_env(config, seed=None, training=False))
+        return AtOnce(VectorSamplers(settings, config.eval_workers, seed=0))
+    return OneAtATime(make_env(settings, seed=None, training=False))
 
 
 def ray_sampler_builders(config):

@@ -16,7 +16,6 @@ from fast_dqn.envs.environment import (
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.evaluation import Evaluator
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
-from fast_dqn.loops.settings import LoopSettings
 from fast_dqn.run.best_weights import BestWeights
 from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.run.components import (
@@ -26,7 +25,10 @@ from fast_dqn.run.components import (
     build_learner,
     build_replay,
     build_samplers,
+    env_settings,
+    loop_settings,
     ray_sampler_builders,
+    ray_settings,
     rng_for,
 )
 from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, learning_settings
@@ -107,7 +109,7 @@ class RunParts:
         raises, changing nothing, where the loop could not load its own parts (its games,
         its held transitions)."""
         self.config = config
-        self.settings = LoopSettings.from_config(config)
+        self.settings = loop_settings(config)
         # What a checkpoint must match to be loaded into this run at all.
         self.identity = {"game": config.game, "env": config.env, "num_actions": int(num_actions),
                          "observation_shape": tuple(observation_shape)}
@@ -252,7 +254,7 @@ def build_backend(config):
     """The fast loop's experience source for --backend (ray is imported only when chosen)."""
     if config.backend == "ray":
         from fast_dqn.loops.ray_backend import RayBackend
-        return RayBackend(config, *ray_sampler_builders(config))
+        return RayBackend(ray_settings(config), *ray_sampler_builders(config))
     from fast_dqn.loops.experience import LocalBackend
     return LocalBackend(build_samplers(config), batched=config.synchronize)
 
@@ -331,7 +333,7 @@ def train_nature(config, resume=None, stop=None):
 
     config = resolve(config)
     start_backend(config)
-    env = make_env(config, seed=config.seed, training=True)
+    env = make_env(env_settings(config), seed=config.seed, training=True)
     try:
         shape = env.observation_space.shape
         parts = RunParts(config, shape, env.observation_space.dtype, env.action_space.n, 1,

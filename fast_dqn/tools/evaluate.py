@@ -128,11 +128,12 @@ def build_eval_env(config, seed, recorder):
     """The run's evaluation env, with the recorder on its raw frames."""
     from fast_dqn.envs import atari_wrappers as w
     from fast_dqn.envs.environment import SeedOnFirstReset, make_raw_atari_env, wrap_atari
-    from fast_dqn.run.hyperparameters import evaluation_protocol
-    config = evaluation_protocol(config)
+    from fast_dqn.run.components import env_settings
+    settings = env_settings(config, evaluation=True)
     if config.env is None:
-        raw = make_raw_atari_env(config.game, config.sticky_actions, config.full_action_space)
-        env = wrap_atari(RecordFrames(raw, recorder, True), config, training=False)
+        raw = make_raw_atari_env(settings.game, settings.sticky_actions,
+                                 settings.full_action_space)
+        env = wrap_atari(RecordFrames(raw, recorder, True), settings, training=False)
         return SeedOnFirstReset(env, seed)
     try:
         raw = gymnasium.make(config.env, render_mode="rgb_array", disable_env_checker=True)
@@ -380,6 +381,7 @@ def export_run(run_dir, path, best=False, out=None):
     file of built-in layers (fast_dqn.agent.export); returns the action names, or None."""
     from fast_dqn.agent.export import portable_copy
     from fast_dqn.envs.environment import make_env
+    from fast_dqn.run.components import env_settings
     from fast_dqn.run.training import build_learner, start_backend
 
     out = out or sys.stdout
@@ -387,7 +389,7 @@ def export_run(run_dir, path, best=False, out=None):
     config = _run_config(run_dir)
     what, step, load = _chosen_network(run_dir, best, _warn)
     start_backend(config)
-    env = make_env(config, seed=0, training=False)
+    env = make_env(env_settings(config), seed=0, training=False)
     try:
         actions = (env.unwrapped.get_action_meanings()
                    if hasattr(env.unwrapped, "get_action_meanings") else None)
