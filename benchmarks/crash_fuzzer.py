@@ -1,6 +1,10 @@
 r"""Crash fuzzer: tiny runs stopped at random moments, resumed until done, then checked.
 
     python -m benchmarks.crash_fuzzer [--trials 100] [--seed 0] [--keep DIR] [--json FILE]
+    python -m benchmarks.crash_fuzzer --fixed [--keep DIR] [--json FILE]
+
+--fixed runs the eight fixed trials of FIXED instead of drawn ones, each built by hand for
+one case (the test suite used to run all eight; tests/test_crash_fuzzer.py keeps two).
 
 Trial i (seed + i) draws a run, each choice from the trial's seed:
 - CartPole or Pong (1/2 each), the Nature or the fast loop (1/2 each), for Pong's fast loop
@@ -54,6 +58,7 @@ relies on:
 - at most 2 checkpoints, and no partial checkpoint directory;
 - python backend with replay saved: the same logs as the same run uninterrupted, with the
   final budget.
+A fixed trial must also show, in its line, that it did what it is there for (FIXED_SIGNS).
 It prints a line per trial and exits 1 if any trial failed.
 """
 
@@ -675,18 +680,90 @@ def run_trial(trial, workdir):
     return passed, line
 
 
+# The fixed trials, each built by hand for one case (python -m benchmarks.crash_fuzzer
+# --fixed). Their seeds are their names: 1 to 9, none drawn. tests/test_crash_fuzzer.py runs
+# trials 1 and 9, each of which reproduces a defect that was fixed (that file names them);
+# what the others stop and check is proven in the suite by tests of its own (docs/testing.md,
+# "The crash fuzzer's fixed trials").
+FIXED = [
+    # The reported failure: Ctrl-C mid-period without --save-replay, then resume.
+    # evaluate and plot run beside it all along, and before the resume a value of the
+    # checkpoint's state.json is replaced: that resume refuses in one line, changing nothing.
+    Trial(1, "cartpole", "fast", "python", False, 800, [("SIGINT", 0.5)], beside=True,
+          edit=(1, "state.json")),
+    # kill -9, then a clean stop: the logs must equal an uninterrupted run's.
+    Trial(2, "pong", "fast", "python", True, 96, [("SIGKILL", 0.5), ("SIGINT", 0.3)]),
+    # Games that cannot be saved, no replay: the Nature loop and the vector backend.
+    Trial(3, "pong", "nature", "python", False, 96, [("SIGTERM", 0.4)]),
+    Trial(4, "pong", "fast", "vector", False, 800, [("SIGTERM", 0.6), ("SIGKILL", 0.2)]),
+    # kill -9 the instant config.json appears (none is periodic), then --resume: it starts
+    # again from step 0 with the saved settings, and logs what a straight run logs.
+    Trial(6, "cartpole", "nature", "python", True, 96, [("SIGKILL", 0.3)],
+          checkpoint_freq=100_000, on_disk="config.json"),
+    # Ctrl-C mid-period on the fast loop, the instant its first checkpoint is begun, resumed
+    # with --timesteps a tenth of the way from the checkpoint to the budget, off a multiple
+    # of the workers: the period's minibatches past the new end are taken back, and the logs
+    # equal a straight run's with that budget.
+    Trial(7, "cartpole", "fast", "python", True, 800, [("SIGINT", 0.5)],
+          cut=(1, 0.1, True), on_disk=".partial-"),
+    # The budget cut at the first resume, then Ctrl-C: the second resume gives no
+    # --timesteps, goes on to the cut budget its checkpoint recorded, and says so.
+    Trial(9, "cartpole", "nature", "python", True, 96, [("SIGINT", 0.4), ("SIGINT", 0.4)],
+          cut=(1, 0.8, False)),
+    # eval.csv deleted and episodes.csv converted by dos2unix between runs: both rebuilt from
+    # the checkpoint's copy, the converted one kept aside, and the logs as a straight run's.
+    # A value of config.json replaced too: that resume refuses it first.
+    Trial(8, "cartpole", "nature", "python", True, 96, [("SIGTERM", 0.5)],
+          damage=[(1, "delete", "eval.csv"), (1, "dos2unix", "episodes.csv")],
+          edit=(1, "config.json")),
+]
+# What a fixed trial's line must show it did, or the trial did not test what it is there for
+# (a stop that came too late to be resumed, say): by the trial's seed.
+FIXED_SIGNS = {1: ["(evaluate->", "[state:/", "refused->2"], 6: ["SIGKILL->", "[from 0]"],
+               7: ["[timesteps="], 9: ["[timesteps=", "kept"],
+               8: ["delete:eval.csv,", "dos2unix:episodes.csv]", "[config:", "refused->2"]}
+
+
+def fixed_trial(seed):
+    """The fixed trial of that seed."""
+    return next(trial for trial in FIXED if trial.seed == seed)
+
+
+def run_fixed_trial(trial, workdir):
+    """run_trial, and a fixed trial that passed but did not do what it is there for fails."""
+    passed, line = run_trial(trial, workdir)
+    missing = [sign for sign in FIXED_SIGNS.get(trial.seed, []) if sign not in line]
+    if passed and missing:
+        passed = False
+        head, _, tail = line.rpartition("| ok (")
+        line = f"{head}| FAILED ({tail}\n    it did not do what it is there for: no " \
+               f"{missing} in its line"
+    return passed, line
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0, help="trial i uses seed + i")
+    parser.add_argument("--trials", type=int, help="how many trials to draw (default 100)")
+    parser.add_argument("--seed", type=int, help="trial i uses seed + i (default 0)")
+    parser.add_argument("--fixed", action="store_true",
+                        help=f"run the {len(FIXED)} fixed trials (FIXED), not drawn ones")
     parser.add_argument("--keep", help="keep each trial's runs under this directory")
     parser.add_argument("--json", help="write the results here as JSON")
     args = parser.parse_args(argv)
+    if args.fixed and (args.trials is not None or args.seed is not None):
+        parser.error("--fixed runs the fixed trials, which are not drawn: drop --trials and "
+                     "--seed")
+    if args.fixed:
+        trials, run = FIXED, run_fixed_trial
+    else:
+        first = 0 if args.seed is None else args.seed
+        count = 100 if args.trials is None else args.trials
+        trials, run = [Trial.draw(seed) for seed in range(first, first + count)], run_trial
     results = []
-    for seed in range(args.seed, args.seed + args.trials):
-        trial = Trial.draw(seed)
+    for trial in trials:
+        seed = trial.seed
         workdir = tempfile.mkdtemp(prefix=f"fuzz-{seed}-", dir=args.keep)
-        passed, line = run_trial(trial, workdir)
+        passed, line = run(trial, workdir)
         print(line, flush=True)
         results.append({"seed": seed, "trial": dataclasses.asdict(trial), "passed": passed,
                         "line": line})

@@ -10,6 +10,8 @@ from helpers import ROOT
 
 from fast_dqn.agent.backend_setup import without_start_up_noise
 
+pytestmark = pytest.mark.backends  # Keras backends, precision: see docs/testing.md's markers
+
 
 def test_start_up_noise_is_dropped_and_other_lines_are_kept(capfd):
     noise = (

@@ -83,7 +83,8 @@ def streams(chunks):
             for shard, parts in out.items()}
 
 
-@pytest.mark.parametrize("kind", ["threads", pytest.param("ray", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind", ["threads", pytest.param("ray", marks=[pytest.mark.slow,
+                                                                        pytest.mark.ray])])
 def test_backend_contract(kind, request):
     backend = make_backend(kind, request)
     try:
@@ -197,6 +198,8 @@ class KillingMonitor:
 
 
 @pytest.mark.slow
+@pytest.mark.faults
+@pytest.mark.ray
 def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     config = dataclasses.replace(CONFIG, timesteps=2400, prepopulate=200, target_update_freq=96,

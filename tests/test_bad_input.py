@@ -172,6 +172,7 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, monkeypatch, capsys, loop,
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.faults
 def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys):
     run_dir = make_run(tmp_path / "run", checkpoints=(100, 200))
     state = run_dir / "checkpoints" / "step-000000000200" / ckpt.STATE_FILE
@@ -182,6 +183,7 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys)
     assert "warning: skipping damaged checkpoint step-000000000200" in err
 
 
+@pytest.mark.faults
 def test_a_run_from_before_a_setting_existed_resumes_with_its_default_typed(tmp_path):
     """config.json written before --eval-max-episode-steps existed: that run used 0, so 0
     typed on resume agrees, and another value is refused as any protocol change is."""
@@ -197,6 +199,7 @@ def test_a_run_from_before_a_setting_existed_resumes_with_its_default_typed(tmp_
 
 
 @pytest.mark.slow  # a real run
+@pytest.mark.faults
 def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_path,
                                                                      tiny_pong_run):
     # A real checkpoint of a Pong run, copied into a Breakout run: action counts differ.
@@ -219,6 +222,7 @@ def test_a_checkpoint_from_another_run_is_refused_before_any_log_changes(tmp_pat
         {k: v for k, v in before.items() if k != lock}
 
 
+@pytest.mark.faults
 def test_a_fast_run_that_ended_past_its_budget_resumes(tmp_path):
     # --timesteps 401 with 4 workers ends at 404, the next whole round; its checkpoint there
     # (a stop at the last sync point, before its evaluation) resumes with the same budget.
@@ -230,6 +234,7 @@ def test_a_fast_run_that_ended_past_its_budget_resumes(tmp_path):
         resume_config(str(run_dir), {"timesteps": 400}, FAST)
 
 
+@pytest.mark.faults
 def test_a_plain_resume_keeps_the_budget_and_replay_an_earlier_resume_gave(tmp_path):
     """`--resume RUN --timesteps 3000 --save-replay`, stopped at 1,500, then `--resume RUN`:
     it goes on to 3,000 and keeps saving replay, though config.json still says 1,000."""
@@ -250,6 +255,7 @@ def test_a_plain_resume_keeps_the_budget_and_replay_an_earlier_resume_gave(tmp_p
                                                            {"checkpoint_freq": 50_000})
 
 
+@pytest.mark.faults
 def test_a_hand_edited_plan_is_ignored_and_a_budget_not_typed_is_named_so(tmp_path):
     run_dir = make_run(tmp_path / "run", checkpoints=(), timesteps=1000)
     CheckpointStore(str(run_dir)).save(1500, {"loop": {"step": 1500}}, plan={

@@ -11,6 +11,8 @@ from fast_dqn.run import checkpoint as ckpt
 from fast_dqn.run.array_file import CorruptFile, read_arrays, write_arrays
 from fast_dqn.run.checkpoint import Checkpointer, CheckpointError, CheckpointStore
 
+pytestmark = pytest.mark.faults  # stops, resumes, crashes: see docs/testing.md's markers
+
 
 def replay_like(seed=0):
     rng = np.random.default_rng(seed)

@@ -201,6 +201,7 @@ def test_a_finished_run_names_the_next_commands_in_the_users_words():
     assert all(parse_count(cli._count(n)) == n for n in (2_000_000, 4_800, 1_234_567))
 
 
+@pytest.mark.faults
 def test_a_stop_that_came_as_the_run_finished_is_a_finished_run(tmp_path, capsys):
     """SIGTERM in the last period: the run finishes that period, its last checkpoint says
     finished, and the command line says so (exit 0), not 'continue with --resume'."""
@@ -245,6 +246,7 @@ def test_seeds_of_an_env_run_made_before_and_after_the_null_record_are_one_setti
     assert list(groups(runs).values()) == [runs]
 
 
+@pytest.mark.backends
 def test_a_run_trained_in_float16_elsewhere_is_evaluated_in_what_this_machine_computes():
     from fast_dqn.agent import backend_setup
     from fast_dqn.run.hyperparameters import Config

@@ -1,64 +1,65 @@
-"""A fixed handful of benchmarks/crash_fuzzer.py's trials: real runs stopped by signals at
-random moments or the instant a file appears, and resumed until they finish (one from before
-its first checkpoint, one with a lowered budget, one with logs damaged between runs, two with
-a run file's value edited, one with evaluate and plot beside it), then checked as the fuzzer
-checks them. The 100+ random trials are run with the script itself (see docs/reliability.md)."""
+"""benchmarks/crash_fuzzer.py: two of its fixed trials (real runs stopped by signals at
+random moments or the instant a file appears, resumed until they finish, then checked as the
+fuzzer checks them), each the reproduction of a defect that was fixed; and unit tests of the
+fuzzer's own checks, draws and damage, so that a trial that passes means what it says.
+
+All eight fixed trials run with `python -m benchmarks.crash_fuzzer --fixed`, the 100+ random
+ones with `--trials N --seed S` (docs/reliability.md); docs/testing.md names, for each fixed
+trial left out here, the tests that prove what it stops and checks."""
 
 
 import os
 
 import pytest
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
+pytestmark = pytest.mark.faults  # stop/resume proofs: see docs/testing.md's markers
 
 from benchmarks import crash_fuzzer as fuzzer
 
-TRIALS = [
-    # The reported failure: Ctrl-C mid-period without --save-replay, then resume.
-    # evaluate and plot run beside it all along, and before the resume a value of the
-    # checkpoint's state.json is replaced: that resume refuses in one line, changing nothing.
-    fuzzer.Trial(1, "cartpole", "fast", "python", False, 800, [("SIGINT", 0.5)], beside=True,
-                 edit=(1, "state.json")),
-    # kill -9, then a clean stop: the logs must equal an uninterrupted run's.
-    fuzzer.Trial(2, "pong", "fast", "python", True, 96, [("SIGKILL", 0.5), ("SIGINT", 0.3)]),
-    # Games that cannot be saved, no replay: the Nature loop and the vector backend.
-    fuzzer.Trial(3, "pong", "nature", "python", False, 96, [("SIGTERM", 0.4)]),
-    fuzzer.Trial(4, "pong", "fast", "vector", False, 800, [("SIGTERM", 0.6), ("SIGKILL", 0.2)]),
-    # kill -9 the instant config.json appears (none is periodic), then --resume: it starts
-    # again from step 0 with the saved settings, and logs what a straight run logs.
-    fuzzer.Trial(6, "cartpole", "nature", "python", True, 96, [("SIGKILL", 0.3)],
-                 checkpoint_freq=100_000, on_disk="config.json"),
-    # Ctrl-C mid-period on the fast loop, the instant its first checkpoint is begun, resumed
-    # with --timesteps a tenth of the way from the checkpoint to the budget, off a multiple
-    # of the workers: the period's minibatches past the new end are taken back, and the logs
-    # equal a straight run's with that budget.
-    fuzzer.Trial(7, "cartpole", "fast", "python", True, 800, [("SIGINT", 0.5)],
-                 cut=(1, 0.1, True), on_disk=".partial-"),
-    # The budget cut at the first resume, then Ctrl-C: the second resume gives no
-    # --timesteps, goes on to the cut budget its checkpoint recorded, and says so.
-    fuzzer.Trial(9, "cartpole", "nature", "python", True, 96, [("SIGINT", 0.4), ("SIGINT", 0.4)],
-                 cut=(1, 0.8, False)),
-    # eval.csv deleted and episodes.csv converted by dos2unix between runs: both rebuilt from
-    # the checkpoint's copy, the converted one kept aside, and the logs as a straight run's.
-    # A value of config.json replaced too: that resume refuses it first.
-    fuzzer.Trial(8, "cartpole", "nature", "python", True, 96, [("SIGTERM", 0.5)],
-                 damage=[(1, "delete", "eval.csv"), (1, "dos2unix", "episodes.csv")],
-                 edit=(1, "config.json")),
+KEPT = [
+    # The reported failure (docs/reliability.md, "The crash fuzzer"): Ctrl-C mid-period on
+    # the fast loop without --save-replay made the resume fail with "ValueError: replay
+    # memory holds no complete transition yet", until the refill. With evaluate and plot
+    # beside it, and a value of its checkpoint's state.json replaced before the resume.
+    fuzzer.fixed_trial(1),
+    # A budget cut at the first resume, then Ctrl-C and a plain --resume: it used to fall back
+    # to config.json's first budget (3543f53: a plain resume forgot the --timesteps an earlier
+    # resume gave, and ran on past it, or refused "below the checkpoint's step" for a flag
+    # never typed). Now it goes on to the cut budget its checkpoint recorded, says it keeps
+    # it, and logs what a straight run with that budget logs.
+    fuzzer.fixed_trial(9),
 ]
-# What the trial's line must show it did, or the trial did not test what it is here for.
-DONE = {1: ["(evaluate->", "[state:/", "refused->2"], 6: ["SIGKILL->", "[from 0]"],
-        7: ["[timesteps="], 9: ["[timesteps=", "kept"],
-        8: ["delete:eval.csv,", "dos2unix:episodes.csv]", "[config:", "refused->2"]}
 
 
-@pytest.mark.parametrize("trial", TRIALS, ids=lambda t: t.describe().replace(" ", "-"))
+@pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
+@pytest.mark.parametrize("trial", KEPT, ids=lambda t: t.describe().replace(" ", "-"))
 def test_a_run_stopped_at_random_moments_finishes_with_consistent_logs(tmp_path, trial):
-    passed, line = fuzzer.run_trial(trial, str(tmp_path))
+    passed, line = fuzzer.run_fixed_trial(trial, str(tmp_path))
     assert passed, line
-    for sign in DONE.get(trial.seed, []):
-        assert sign in line, line
 
 
+def test_the_fixed_trials_are_the_benchmarks_and_each_must_show_what_it_did(monkeypatch,
+                                                                           tmp_path, capsys):
+    ran = []
+
+    def trial_that_did_nothing(trial, workdir):
+        ran.append(trial.seed)
+        return True, f"trial {trial.seed}: {trial.describe()} | SIGINT->130 | ok (1 s)"
+    monkeypatch.setattr(fuzzer, "run_trial", trial_that_did_nothing)
+    # --fixed runs exactly FIXED, in order; the kept ones are among them.
+    assert fuzzer.main(["--fixed", f"--keep={tmp_path}"]) == 1
+    assert ran == [trial.seed for trial in fuzzer.FIXED] == [1, 2, 3, 4, 6, 7, 9, 8]
+    assert all(trial in fuzzer.FIXED for trial in KEPT)
+    # A trial whose line lacks what it is there for fails, naming what it lacks.
+    out = capsys.readouterr().out
+    assert "trial 9: " in out and "| FAILED (1 s)" in out and "['[timesteps=', 'kept']" in out
+    assert out.strip().splitlines()[-1] == "8 trials, 3 passed, failed: 1 6 7 9 8"
+    with pytest.raises(SystemExit):
+        fuzzer.main(["--fixed", "--trials=3"])
+    assert "--fixed runs the fixed trials" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a real run of the script
 def test_the_checks_catch_a_duplicated_episode_and_a_leftover_partial_checkpoint(tmp_path):
     trial = fuzzer.Trial(5, "cartpole", "nature", stops=[])
     passed, line = fuzzer.run_trial(trial, str(tmp_path))

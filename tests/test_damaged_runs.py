@@ -18,6 +18,8 @@ from fast_dqn.run.monitor import EPISODE_COLUMNS, CsvLog, Monitor, restore_log
 from fast_dqn.run.run_directory import create_run_directory
 from fast_dqn.run.run_kinds import NATURE
 
+pytestmark = pytest.mark.faults  # stops, resumes, crashes: see docs/testing.md's markers
+
 HEADER = b"episode,agent_step,length,return,mean_100,epsilon,hours\r\n"
 ROW = b"1,10,10,1.0,1.0,1.0,0.0\r\n"
 

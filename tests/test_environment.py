@@ -71,6 +71,7 @@ def assert_same_state(a, b):
 
 @pytest.mark.parametrize("sticky_actions", [0.0, 0.25])
 @pytest.mark.parametrize("seed", range(4))
+@pytest.mark.faults
 def test_a_saved_state_continues_the_same_game(sticky_actions, seed):
     config = Config(game="breakout", sticky_actions=sticky_actions)
     env = make_env(env_settings(config), seed=seed)
@@ -90,6 +91,7 @@ def test_a_saved_state_continues_the_same_game(sticky_actions, seed):
     assert_same_state(env, other)
 
 
+@pytest.mark.faults
 def test_a_saved_state_continues_a_gymnasium_env():
     """--env: gymnasium's CartPole has no state API; it is kept pickled beneath our layers."""
     config = Config(env="CartPole-v1", history_length=2)
@@ -104,6 +106,7 @@ def test_a_saved_state_continues_a_gymnasium_env():
     np.testing.assert_array_equal(env.unwrapped.state, other.unwrapped.state)
 
 
+@pytest.mark.faults
 def test_a_saved_state_of_another_wrapper_stack_is_refused_untouched():
     training = make_env(env_settings(Config(game="pong")), seed=0, training=True)
     training.reset()
@@ -113,6 +116,7 @@ def test_a_saved_state_of_another_wrapper_stack_is_refused_untouched():
     assert evaluation.state_dict()["pending_seed"] == 0  # still its own, never reset
 
 
+@pytest.mark.faults
 def test_a_saved_game_keeps_the_action_a_sticky_frame_repeats():
     """The ALE's saved state lacks its last applied action: restored naively, a sticky frame
     would repeat NOOP instead of RIGHT, and the paddle would end elsewhere."""
@@ -131,6 +135,7 @@ def test_a_saved_game_keeps_the_action_a_sticky_frame_repeats():
         np.testing.assert_array_equal(game.ale.getRAM(), copy.ale.getRAM(), f"seed {seed}")
 
 
+@pytest.mark.faults
 def test_every_layer_with_a_state_says_what_its_checkpoint_holds():
     """load_env_state checks each layer's saved state against its STATE before loading any:
     a layer that saves state without declaring it would fail at the check, not in a game."""

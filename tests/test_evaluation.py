@@ -65,6 +65,7 @@ def test_epsilon_is_the_share_of_random_actions():
     assert q_values.calls == pytest.approx(0.75 * len(actions), rel=0.05)  # explore, no call
 
 
+@pytest.mark.faults
 def test_the_games_are_fixed_by_the_seed_and_the_step_and_a_stop_plays_them_again():
     def evaluator(monitor, should_stop=None):
         return Evaluator(OneAtATime(SeededGames()), QValues(), 4, 0.5, (7, 1), monitor,

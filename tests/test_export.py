@@ -34,6 +34,7 @@ def test_the_copy_computes_the_networks_q_values_with_built_in_layers(network, d
                                model.predict(states, verbose=0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.backends
 def test_the_copy_of_a_bfloat16_network_is_float32():
     model = nature_cnn((4, 84, 84), 4, dtype_policy="mixed_bfloat16", dueling=True)
     copy = portable_copy(model)
@@ -98,6 +99,7 @@ def test_a_bad_export_path_is_one_line_and_nothing_is_lost(tmp_path, capsys, arg
 
 
 @pytest.mark.slow  # starts a Python with JAX
+@pytest.mark.backends
 def test_the_export_loads_on_jax_without_fast_dqn(cartpole_run, tmp_path):
     pytest.importorskip("jax")  # the JAX backend is optional (requirements-jax.txt)
     from fast_dqn.tools.evaluate import main

@@ -102,6 +102,7 @@ FAULTY_RUN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.faults
 def test_a_sampler_fault_in_a_real_run_exits_non_zero_with_the_traceback(tmp_path):
     script = tmp_path / "faulty.py"
     script.write_text(FAULTY_RUN)

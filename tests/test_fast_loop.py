@@ -146,6 +146,7 @@ def test_reproducible_with_threads():
 
 
 @pytest.mark.parametrize("fault", ["sampler", "trainer"])
+@pytest.mark.faults
 def test_a_fault_ends_the_run_quickly_and_leaves_no_thread(fault):
     config = dataclasses.replace(BASE, workers=4, concurrent=True, timesteps=100_000,
                                  target_update_freq=400)
@@ -160,6 +161,7 @@ def test_a_fault_ends_the_run_quickly_and_leaves_no_thread(fault):
 
 @pytest.mark.parametrize("flags", [(True, False, False), (False, True, False),
                                    (False, False, True)])
+@pytest.mark.faults
 def test_the_loop_state_survives_a_checkpoint_as_it_is(flags):
     from helpers import through_checkpoint
 
@@ -183,6 +185,7 @@ def test_the_loop_state_survives_a_checkpoint_as_it_is(flags):
 
 @pytest.mark.parametrize("concurrent", [True, False])
 @pytest.mark.parametrize("stop_at", [2, 9, 15, 40])
+@pytest.mark.faults
 def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(concurrent,
                                                                                stop_at):
     """Stopped at the stop_at-th check (mid-period, or at a sync point), checkpointed, and

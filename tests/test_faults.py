@@ -16,7 +16,7 @@ from helpers import ROOT, code_path_env, logs, rows, run
 
 from fast_dqn.run.checkpoint import CheckpointStore
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
+pytestmark = [pytest.mark.slow, pytest.mark.faults]  # real runs: docs/testing.md's tiers, markers
 
 FAULT_RUN = textwrap.dedent("""
     import errno, os, sys, time

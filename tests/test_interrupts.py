@@ -10,6 +10,8 @@ from helpers import ROOT, FakeClock, command, rows
 
 from fast_dqn.run.interrupts import StopSignals
 
+pytestmark = pytest.mark.faults  # stops, resumes, crashes: see docs/testing.md's markers
+
 
 def test_a_second_sigint_a_millisecond_later_is_the_same_request(capfd):
     # GNU timeout signals the process, then its process group: two SIGINTs microseconds apart.

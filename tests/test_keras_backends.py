@@ -16,6 +16,8 @@ import pytest
 from helpers import ROOT, TINY_CARTPOLE, code_path_env, flags
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 
+pytestmark = pytest.mark.backends  # Keras backends, precision: see docs/testing.md's markers
+
 BACKENDS = ("tensorflow", "jax")
 THIS = keras.backend.backend()
 
@@ -103,6 +105,7 @@ def probe(backend, run_dir):
 @pytest.mark.slow  # four runs and four probes, each a process of its own
 @needs(*BACKENDS)
 @pytest.mark.parametrize("first, then", [("tensorflow", "jax"), ("jax", "tensorflow")])
+@pytest.mark.faults
 def test_a_run_resumes_on_the_other_backend_with_the_same_networks_and_optimizer(
         tmp_path, first, then):
     run_dir = tmp_path / "run"
@@ -164,6 +167,7 @@ def test_jax_runs_everything_without_tensorflow(tmp_path):
 
 @pytest.mark.slow  # a private Ray cluster, two sampler actors: about a minute
 @needs("jax")
+@pytest.mark.ray
 def test_jax_runs_the_ray_backend_without_tensorflow(tmp_path):
     before = ray_processes()
     run_dir = tmp_path / "run"

@@ -161,6 +161,7 @@ def test_nature_learner_reduces_loss_on_a_fixed_batch():
     assert last < 0.5 * first
 
 
+@pytest.mark.backends
 def test_mixed_precision_learner_trains_and_keeps_float32_q_values():
     learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3, "mixed_float16"),
                          make_optimizer("adam", 1e-3, loss_scaling=True))
@@ -285,6 +286,7 @@ def test_each_transition_bootstraps_with_its_own_discount():
 
 
 @pytest.mark.slow  # emulated bfloat16 on CPUs without it: seconds
+@pytest.mark.backends
 def test_bfloat16_learner_computes_in_bfloat16_and_keeps_float32_q_values():
     learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3, "mixed_bfloat16", dueling=True),
                          make_optimizer("adam", 1e-3), double=True)
@@ -311,6 +313,7 @@ def test_q_values_of_any_number_of_rows_are_those_of_each_row():
 
 
 @pytest.mark.parametrize("xla", [False, True])
+@pytest.mark.backends
 def test_loss_scaling_takes_the_unscaled_step(xla):
     """A loss-scaling optimizer multiplies the loss by its scale (2^15 at first) and divides
     the gradients by it: plain SGD's step of test_one_train_step_by_hand, exactly. Without

@@ -31,7 +31,7 @@ import time
 import pytest
 from helpers import ROOT, command, rows, selected
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
+pytestmark = [pytest.mark.slow, pytest.mark.learning]  # real runs: docs/testing.md's tiers, markers
 
 LEARNED = 150  # 4.5 times the best untrained seed (33), and below every seed's best by 10k
 BUDGET = 20_000  # every seed measured had learned by 10k; a run that never does ends here

@@ -85,6 +85,7 @@ def test_stored_transitions_are_what_the_env_showed():
 
 
 @pytest.mark.parametrize("stop_at", [3, 57, 118])
+@pytest.mark.faults
 def test_a_stop_checkpoints_and_the_resumed_loop_does_exactly_the_rest(stop_at):
     import pickle
 

@@ -154,6 +154,7 @@ def test_impossible_extension_values_name_their_flag(argv, setting):
     assert error.value.setting == setting
 
 
+@pytest.mark.backends
 def test_mixed_precision_is_the_older_name_of_float16(tmp_path, monkeypatch):
     from fast_dqn.agent import backend_setup
     monkeypatch.setattr(backend_setup, "gpu_compute_capabilities", lambda: [(8, 0)])
@@ -165,6 +166,7 @@ def test_mixed_precision_is_the_older_name_of_float16(tmp_path, monkeypatch):
     assert config.precision == "float16"
 
 
+@pytest.mark.backends
 def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monkeypatch):
     from fast_dqn.agent import backend_setup
     cpuinfo = tmp_path / "cpuinfo"
@@ -189,6 +191,7 @@ def test_bfloat16_is_refused_where_the_hardware_cannot_compute_it(tmp_path, monk
                                         f"--logdir={tmp_path / 'r'}"]))
 
 
+@pytest.mark.backends
 def test_float16_is_refused_where_only_emulated(tmp_path, monkeypatch):
     from fast_dqn.agent import backend_setup
     cpuinfo = tmp_path / "cpuinfo"
@@ -211,6 +214,7 @@ def test_float16_is_refused_where_only_emulated(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow  # the real command line, TensorFlow included
+@pytest.mark.backends
 def test_bfloat16_on_this_machine_runs_where_it_is_native_and_is_refused_elsewhere(tmp_path):
     # Unpatched, so the answer is this machine's own: every CPU that runs the suite checks
     # one side, an AVX2-only one the refusal, one with AVX512-BF16 or AMX (or an Ampere GPU)
@@ -238,6 +242,7 @@ def test_bfloat16_on_this_machine_runs_where_it_is_native_and_is_refused_elsewhe
     ([(8, 6)], False, "bfloat16"),
     ([(8, 0), (7, 0)], True, "float32"),    # every GPU must compute it
 ])
+@pytest.mark.backends
 def test_precision_auto_becomes_what_the_hardware_computes(tmp_path, monkeypatch, gpus,
                                                            cpu_bfloat16, expected):
     from fast_dqn.agent import backend_setup

@@ -14,7 +14,7 @@ from ray_tools import environment_without_ray_settings, ray_processes, wait_unti
 
 from fast_dqn.run.checkpoint import CheckpointStore
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # real runs: docs/testing.md's tiers, markers
 
 ray = pytest.importorskip("ray")
 
@@ -94,6 +94,7 @@ def start(argv, home, log):
                             stdout=log, stderr=subprocess.STDOUT)
 
 
+@pytest.mark.faults
 def test_a_tiny_pong_run_on_ray_stops_on_sigterm_resumes_and_leaves_nothing(tmp_path):
     before = ray_processes()
     logdir = tmp_path / "run"

@@ -1,5 +1,6 @@
 """Full resume on the real Pong ROM: a run split by a resume logs exactly what a straight run
-logs, whether it is split at its end, at a sync point, or by Ctrl-C in the middle of a period."""
+logs, whether it is split at its end, at a sync point, or by Ctrl-C in the middle of a period.
+And, in process, how the flags typed with --resume are reconciled with the run's own."""
 
 import os
 import signal
@@ -10,7 +11,7 @@ import time
 import pytest
 from helpers import ROOT, logs, rows, run, run_together
 
-pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
+pytestmark = pytest.mark.faults  # stop/resume proofs: see docs/testing.md's markers
 
 SPLIT = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=1000",
          "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",
@@ -31,6 +32,7 @@ def straight_and_split(tmp_path, script, extra, split_at):
     return logs(straight), logs(split)
 
 
+@pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 @pytest.mark.parametrize("script,extra", [("run_dqn.py", []), ("run_fast_dqn.py", FAST)])
 def test_a_resumed_run_logs_exactly_what_a_straight_run_logs(tmp_path, script, extra):
     straight, split = straight_and_split(tmp_path, script, extra, split_at=2000)
@@ -38,6 +40,7 @@ def test_a_resumed_run_logs_exactly_what_a_straight_run_logs(tmp_path, script, e
     assert split == straight
 
 
+@pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 def test_ctrl_c_mid_period_checkpoints_and_the_resume_is_exact(tmp_path, background):
     # Synchronized and concurrent: the stop lands wherever the trainer happens to be, with
     # transitions held and minibatches owed, yet the resumed run must not differ at all.
@@ -66,6 +69,7 @@ def test_ctrl_c_mid_period_checkpoints_and_the_resume_is_exact(tmp_path, backgro
     assert logs(split) == logs(straight)
 
 
+@pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 def test_the_vector_backend_resumes_with_new_games(tmp_path):
     logdir = tmp_path / "run"
     args = ["--game=pong", "--workers=4", "--prepopulate=400", "--replay-capacity=2000",
@@ -85,31 +89,69 @@ def test_the_vector_backend_resumes_with_new_games(tmp_path):
     assert [int(row["episode"]) for row in after] == list(range(1, len(after) + 1))
 
 
-def test_resume_refuses_conflicting_flags_and_accepts_budget_changes(tmp_path):
+def test_resume_refuses_conflicting_flags_and_accepts_budget_changes(tmp_path, capfd):
+    """run_dqn.py's command line, in process (fast_dqn.run.cli.main, which run_dqn.py calls
+    and exits with): a run as a finished 600-step run leaves it, made through the command line
+    with a stand-in for training that writes the final checkpoint as training's Checkpointer
+    does, recording what a resume gave (resume.plan_given_on_resume). That a refusal is also
+    exit 2 with one line and no traceback from the real script is proven by the real
+    processes of test_bad_input.py and test_fast_end_to_end.py."""
+    from fast_dqn.run import cli
+    from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
+    from fast_dqn.run.resume import plan_given_on_resume
+    from fast_dqn.run.run_kinds import FAST, NATURE
+
     logdir = tmp_path / "run"
-    args = SPLIT + ["--timesteps=600", "--evaluate=0", f"--logdir={logdir}"]
-    assert run("run_dqn.py", args).returncode == 0
+    trained = []
+
+    def train_to_the_end(config, resume=None, stop=None):
+        trained.append((config, resume))
+        Checkpointer(CheckpointStore(config.logdir), config.checkpoint_freq,
+                     collect=lambda step: {}, message=lambda line: None,
+                     plan=plan_given_on_resume(config)).save(
+            config.timesteps, {"step": config.timesteps}, final=True, finished=True)
+
+    def untouched():
+        return {path: (path.stat().st_size, path.stat().st_mtime_ns)
+                for path in logdir.rglob("*")}
+
+    def main(kind, argv):
+        capfd.readouterr()
+        code = cli.main(kind, argv, train=train_to_the_end)
+        out, err = capfd.readouterr()
+        assert "Traceback" not in out + err
+        return code, out, err
+
+    code, _, err = main(NATURE, SPLIT + ["--timesteps=600", "--evaluate=0",
+                                         f"--logdir={logdir}"])
+    assert code == 0, err
+    assert trained[-1][0].timesteps == 600 and trained[-1][1] is None
     # A finished run: one line, and nothing written, not even the lock's holder.
-    before = {path: (path.stat().st_size, path.stat().st_mtime_ns)
-              for path in logdir.rglob("*")}
-    result = run("run_dqn.py", [f"--resume={logdir}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines() == [
+    before = untouched()
+    code, out, err = main(NATURE, [f"--resume={logdir}"])
+    assert code == 0, err
+    assert out.strip().splitlines() == [
         f"run_dqn.py: {logdir} finished at step 600; give a larger --timesteps to go on"]
-    assert {path: (path.stat().st_size, path.stat().st_mtime_ns)
-            for path in logdir.rglob("*")} == before
-    result = run("run_dqn.py", [f"--resume={logdir}", "--lr=0.001"])
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("run_dqn.py: error: --lr: 0.001 "
-                                                              "conflicts")
-    result = run("run_fast_dqn.py", [f"--resume={logdir}"])
-    assert result.returncode == 2 and "resume it with the script that made it" in result.stderr
-    result = run("run_dqn.py", [f"--resume={logdir}", "--timesteps=800", "--lr=0.00025"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "resumed from" in result.stdout
+    assert untouched() == before and len(trained) == 1
+    code, _, err = main(NATURE, [f"--resume={logdir}", "--lr=0.001"])
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "run_dqn.py: error: --lr: 0.001 conflicts with this run's saved 0.00025; drop --lr to "
+        "resume, or start a new run to change it"]
+    code, _, err = main(FAST, [f"--resume={logdir}"])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("run_fast_dqn.py: error: --resume: ")
+    assert "resume it with the script that made it" in err
+    assert untouched() == before and len(trained) == 1
+    # A larger budget, and --lr at the run's own value: resumed from the finished checkpoint.
+    code, _, err = main(NATURE, [f"--resume={logdir}", "--timesteps=800", "--lr=0.00025"])
+    assert code == 0, err
+    config, resumed = trained[-1]
+    assert (config.timesteps, config.lr, resumed.step) == (800, 0.00025, 600)
     # The larger budget sticks: a plain resume now finds the run finished at 800, where it
     # used to go back to config.json's 600 and refuse.
-    result = run("run_dqn.py", [f"--resume={logdir}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines() == [
+    code, out, err = main(NATURE, [f"--resume={logdir}"])
+    assert code == 0, err
+    assert out.strip().splitlines() == [
         f"run_dqn.py: {logdir} finished at step 800; give a larger --timesteps to go on"]
+    assert len(trained) == 2

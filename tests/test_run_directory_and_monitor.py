@@ -102,6 +102,7 @@ def test_a_held_run_is_refused_by_name_until_its_holder_lets_go(tmp_path):
     RunLock(str(tmp_path / "r"), "resume").release()  # let go on leaving the with block
 
 
+@pytest.mark.faults
 def test_a_run_that_died_while_being_created_leaves_a_reusable_directory(tmp_path):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "run.lock").write_text("process 1 on box, since then\n")
@@ -111,6 +112,7 @@ def test_a_run_that_died_while_being_created_leaves_a_reusable_directory(tmp_pat
         check_logdir(str(tmp_path / "r"))
 
 
+@pytest.mark.faults
 def test_an_unborn_run_with_an_empty_config_is_reusable_and_resume_says_so(tmp_path):
     """Older versions could leave an empty config.json when stopped at the instant it was
     made: no settings, no checkpoint, so the directory takes a new run, and --resume says
@@ -133,6 +135,7 @@ def test_an_unborn_run_with_an_empty_config_is_reusable_and_resume_says_so(tmp_p
         check_logdir(str(run_dir))
 
 
+@pytest.mark.faults
 def test_config_json_appears_whole_or_not_at_all_and_never_replaces_one(tmp_path,
                                                                           monkeypatch):
     from fast_dqn.run import run_directory

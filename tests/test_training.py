@@ -77,6 +77,7 @@ def test_both_loops_train_the_nature_number_of_minibatches(tmp_path, train_calls
 # step the Nature loop trains the last of them at (the fast loop's trainer may trail them).
 @pytest.mark.parametrize("stop_after", [0, 20, 150])
 @pytest.mark.parametrize("loop", ["nature", "fast", "fast-lockstep"])
+@pytest.mark.faults
 def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, train_calls,
                                                                      fast_loops, loop,
                                                                      stop_after):
@@ -102,6 +103,7 @@ def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, tr
 
 
 @pytest.mark.slow  # trains a real network for seconds
+@pytest.mark.faults
 def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatch, capsys):
     # The samplers reach the budget long before a slow trainer ends the last period: a stop
     # then must not leave minibatches owed, which a resume without replay could never train.
@@ -174,6 +176,7 @@ def filled_parts(tmp_path, save_replay):
 
 
 @pytest.mark.parametrize("save_replay", [True, False])
+@pytest.mark.faults
 def test_run_parts_restore_what_they_collected(tmp_path, save_replay):
     import numpy as np
 
@@ -198,6 +201,7 @@ def test_run_parts_restore_what_they_collected(tmp_path, save_replay):
         assert loop["schedule"]["refill_until"] == 300 + config.prepopulate
 
 
+@pytest.mark.faults
 def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
     from fast_dqn.errors import ConfigError
     from fast_dqn.run.checkpoint import latest_checkpoint
@@ -213,6 +217,7 @@ def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
 # and a stop with replay saved that resumes into exactly the straight run.
 @pytest.mark.slow  # three real runs, each stopped and resumed
 @pytest.mark.parametrize("loop", ["nature", "fast", "fast-lockstep"])
+@pytest.mark.faults
 def test_the_dqn_extensions_build_and_resume_exactly_in_every_loop(tmp_path, loop,
                                                                    monkeypatch):
     import numpy as np
@@ -263,6 +268,7 @@ def fast_loops(monkeypatch):
 # end: each must train the Nature count of its new budget and play no step past it.
 @pytest.mark.parametrize("cut", [0, 8, 48])
 @pytest.mark.parametrize("save_replay", [True, False])
+@pytest.mark.faults
 def test_a_resume_that_cuts_the_budget_trains_the_nature_count_of_the_new_one(
         tmp_path, train_calls, fast_loops, monkeypatch, cut, save_replay):
     import time
@@ -310,6 +316,7 @@ def test_the_trainer_never_trains_a_minibatch_of_a_step_not_yet_played(tmp_path,
 # Cut to the very step of the checkpoint: the run's last evaluation still comes, at that step
 # (found by the crash fuzzer: the Nature loop ended there without it).
 @pytest.mark.parametrize("loop", ["nature", "fast"])
+@pytest.mark.faults
 def test_a_budget_cut_to_the_checkpoint_still_evaluates_there(tmp_path, train_calls, loop):
     from helpers import rows
 
@@ -330,6 +337,7 @@ def test_a_budget_cut_to_the_checkpoint_still_evaluates_there(tmp_path, train_ca
 # still held). With --save-replay that empty replay is saved as replay all the same: the
 # resume must not take it for a checkpoint without replay, pause training for a refill, and
 # so part from the straight run (found by crash-fuzzer trial 5005).
+@pytest.mark.faults
 def test_a_stop_before_the_first_sync_point_saves_its_empty_replay(tmp_path, fast_loops,
                                                                    capsys):
     from fast_dqn.run.checkpoint import CheckpointStore
