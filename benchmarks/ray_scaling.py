@@ -98,7 +98,7 @@ def with_learner(config, backend, learner, segments):
     # Timed from the second sync point after warm-up (the first trains the warm-up's tail).
     first = -(-config.prepopulate // config.target_update_freq) * config.target_update_freq
     start = first + config.target_update_freq
-    config = dataclasses.replace(config, timesteps=start + segments * config.target_update_freq)
+    config = config.replace(timesteps=start + segments * config.target_update_freq)
     monitor = TimingMonitor(start, config.target_update_freq, config.timesteps)
     monitor.message = lambda line: None
     trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
@@ -143,7 +143,7 @@ def main():
                       evaluate=0, eps_start=0.1, eps_end=0.1, threads=args.threads)
     base = resolve(base)
     for n in args.actors:
-        config = dataclasses.replace(base, num_samplers=n)
+        config = base.replace(num_samplers=n)
         backend = RayBackend(components.ray_settings(config),
                              *components.ray_sampler_builders(config),
                              log=lambda line: None)
@@ -158,7 +158,7 @@ def main():
               f"{spread(latency, 1)} | {per_step:,.0f} + {amortized:,.0f} per machine "
               f"({weights_bytes / 2**20:.2f} MiB per {args.period:,} steps) |", flush=True)
     if args.threads_reference:
-        config = dataclasses.replace(base, backend="threads", workers=8)
+        config = base.replace(backend="threads", workers=8)
         backend = LocalBackend(components.build_samplers(config))
         try:
             learner = components.build_learner(config, (4, 84, 84), backend.num_actions)

@@ -138,7 +138,7 @@ def measure(case, args):
         from fast_dqn.envs.environment import make_atari_env
         from fast_dqn.loops.nature_loop import run_nature_loop
         start, segment = args.warmup, args.nature_segment
-        config = dataclasses.replace(config, timesteps=start + args.steps)
+        config = config.replace(timesteps=start + args.steps)
         env = make_atari_env(components.env_settings(config), seed=0)
         learner = components.build_learner(config, shape, env.action_space.n)
         replay = components.build_replay(config, shape[1:])
@@ -152,13 +152,13 @@ def measure(case, args):
         if samplers_only:
             # Act through the network every round (epsilon 0.1 throughout), never train.
             eps = 0.1 if args.epsilon is None else args.epsilon
-            config = dataclasses.replace(config, prepopulate=0, eps_start=eps, eps_end=eps,
+            config = config.replace(prepopulate=0, eps_start=eps, eps_end=eps,
                                          train_freq=10**9, concurrent=False)
             start, segment = config.workers * 50, args.samplers_segment
         else:
             first_sync = -(-args.warmup // args.period) * args.period
             start, segment = first_sync + args.period, args.period
-        config = dataclasses.replace(config, timesteps=start + args.steps)
+        config = config.replace(timesteps=start + args.steps)
         from fast_dqn.loops.experience import LocalBackend
         samplers = LocalBackend(components.build_samplers(config), batched=config.synchronize)
         learner = components.build_learner(config, shape, samplers.num_actions)

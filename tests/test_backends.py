@@ -2,7 +2,6 @@
 backend's fault tolerance. CartPole keeps the games short and the networks small; the Ray
 cluster is private, on loopback, and shared by this module's tests."""
 
-import dataclasses
 import os
 import signal
 import time
@@ -44,7 +43,7 @@ def make_backend(kind, request, config=CONFIG, log=None):
         return LocalBackend(components.build_samplers(config))
     request.getfixturevalue("ray_cluster")
     from fast_dqn.loops.ray_backend import RayBackend
-    ray_config = dataclasses.replace(config, backend="ray")
+    ray_config = config.replace(backend="ray")
     return RayBackend(components.ray_settings(ray_config),
                       *components.ray_sampler_builders(ray_config), log=log or (lambda line: None))
 
@@ -202,7 +201,7 @@ class KillingMonitor:
 @pytest.mark.ray
 def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
     from fast_dqn.loops.background_trainer import BackgroundTrainer
-    config = dataclasses.replace(CONFIG, timesteps=2400, prepopulate=200, target_update_freq=96,
+    config = CONFIG.replace(timesteps=2400, prepopulate=200, target_update_freq=96,
                                  replay_capacity=20_000, batch_size=16, evaluate=0)
     messages = []
     backend = make_backend("ray", request, config, log=messages.append)

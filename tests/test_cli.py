@@ -199,16 +199,23 @@ def test_each_setting_is_resolved_once_on_the_way_to_training(tmp_path, monkeypa
     assert code == 0 and len(calls) == 1
     given, resolved = seen[0]
     assert resolved is given and given.optimizer_epsilon == 1.5e-4
-    # A change made after resolving is resolved again.
-    import dataclasses
-    changed = dataclasses.replace(given, optimizer="rmsprop", optimizer_epsilon=None)
-    assert validation.resolve(changed).optimizer_epsilon == 0.01 and len(calls) == 2
+    # A resolved config cannot change; a changed copy is resolved again.
+    with pytest.raises(AttributeError, match="cannot change"):
+        given.optimizer_epsilon = 0.5
+    changed = given.replace(optimizer="rmsprop", optimizer_epsilon=None)
+    assert isinstance(changed, validation.ResolvedConfig)
+    assert changed.optimizer_epsilon == 0.01 and len(calls) == 2
+    assert given.optimizer_epsilon == 1.5e-4
 
 
 def test_the_parts_are_never_built_from_an_unresolved_config():
+    """Even a Config whose every setting looks explicit: only resolve says it is checked."""
     from fast_dqn.run.components import build_learner, network_builder
-    with pytest.raises(ValueError, match="optimizer_epsilon, loss_reduction not resolved"):
+    from fast_dqn.run.validation import resolve
+    with pytest.raises(TypeError, match="resolve returns, not a Config"):
         build_learner(Config(env="CartPole-v1"), (4, 4), 2)
-    with pytest.raises(ValueError, match="^mixed_precision not resolved"):
-        network_builder(Config(env="CartPole-v1", mixed_precision=True, optimizer_epsilon=0.01,
-                               loss_reduction="sum"), (4, 4), 2)
+    explicit = Config(env="CartPole-v1", precision="float32", optimizer_epsilon=0.01,
+                      loss_reduction="sum")
+    with pytest.raises(TypeError, match="resolve returns, not a Config"):
+        network_builder(explicit, (4, 4), 2)
+    assert network_builder(resolve(explicit), (4, 4), 2)().output_shape == (None, 2)

@@ -149,11 +149,12 @@ def test_evaluation_games_end_at_their_own_time_limit(eval_workers):
     4,500 agent steps), on the vector env and on the Python one, and training keeps its own;
     0 leaves the evaluation at training's limit."""
     from fast_dqn.run.components import build_evaluation_games
-    from fast_dqn.run.hyperparameters import Config, evaluation_protocol
+    from fast_dqn.run.hyperparameters import Config
     config = Config(game="pong", max_episode_steps=60, eval_max_episode_steps=40,
                     eval_workers=eval_workers)
-    assert evaluation_protocol(config).max_episode_steps == 40
-    assert evaluation_protocol(Config(max_episode_steps=60)).max_episode_steps == 60
+    assert env_settings(config, evaluation=True).max_episode_steps == 40
+    assert env_settings(config).max_episode_steps == 60
+    assert env_settings(Config(max_episode_steps=60), evaluation=True).max_episode_steps == 60
     for cap, limit in ((40, 40), (0, 60)):
         games = CountedSteps(build_evaluation_games(
             dataclasses.replace(config, eval_max_episode_steps=cap)))

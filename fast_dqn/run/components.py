@@ -16,7 +16,7 @@ from fast_dqn.envs.environment import game_seed, make_env
 from fast_dqn.envs.settings import EnvSettings
 from fast_dqn.loops.settings import LoopSettings, RaySettings
 from fast_dqn.run import hyperparameters as hp
-from fast_dqn.run.validation import check_resolved
+from fast_dqn.run.validation import ResolvedConfig
 
 # Streams keep every random stream of a run distinct yet derived from the one --seed (the
 # evaluation's games each take a stream of their own below EVAL_RNG_STREAM).
@@ -29,12 +29,11 @@ def rng_for(seed, stream):
 
 def env_settings(config, evaluation=False):
     """What the games are built from; an evaluation's games under their own time limit."""
-    if evaluation:
-        config = hp.evaluation_protocol(config)
     return EnvSettings(
         game=config.game, env=config.env, history_length=config.history_length,
         noop_max=config.noop_max, fire_start=config.fire_start,
-        action_repeat=config.action_repeat, max_episode_steps=config.max_episode_steps,
+        action_repeat=config.action_repeat,
+        max_episode_steps=hp.evaluation_cap(config) if evaluation else config.max_episode_steps,
         episodic_life=config.episodic_life, sticky_actions=config.sticky_actions,
         full_action_space=config.full_action_space, interp=config.interp)
 
@@ -61,7 +60,9 @@ def network_builder(config, observation_shape, num_actions):
     an MLP for --env; with a dueling head if asked, in the asked compute type. `config`:
     as fast_dqn.run.validation.resolve returns it."""
     from fast_dqn.agent.q_network import mlp, nature_cnn
-    check_resolved(config)
+    if not isinstance(config, ResolvedConfig):  # its open settings would be guessed here
+        raise TypeError(f"build from the config fast_dqn.run.validation.resolve returns, not "
+                        f"a {type(config).__name__}")
     policy = {"float32": None, "bfloat16": "mixed_bfloat16",
               "float16": "mixed_float16"}[config.precision]
     dueling, style = config.dueling, config.network

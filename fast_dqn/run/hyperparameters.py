@@ -166,6 +166,8 @@ class Config:
                           "cores (slow on most CPUs); auto: bfloat16 where it runs natively, "
                           "else float32", choices=("float32", "bfloat16", "float16", "auto"))
 
+    LOOP = "dqn"  # the loop config.json's "loop" names (fast_dqn.run.run_kinds)
+
     def to_dict(self):
         return dataclasses.asdict(self)
 
@@ -198,11 +200,9 @@ def recorded(config):
 RUN_PLAN = ("timesteps", "checkpoint_freq", "save_replay")
 
 
-def evaluation_protocol(config):
-    """The config an evaluation game is played with: training's, under its own time limit."""
-    if not config.eval_max_episode_steps:
-        return config
-    return dataclasses.replace(config, max_episode_steps=config.eval_max_episode_steps)
+def evaluation_cap(config):
+    """The agent steps an evaluation game may last: its own limit, or training's."""
+    return config.eval_max_episode_steps or config.max_episode_steps
 
 
 def learning_settings(config):
@@ -228,6 +228,8 @@ def resolve_optimizer(config):
 @dataclass
 class FastConfig(Config):
     """The fast loop's extra settings (Daley & Amato 2021). Everything else is as in Config."""
+
+    LOOP = "fast"
 
     workers: int = _fast_loop(8, "samplers, each playing its own game", "samplers",
                               limit="positive")

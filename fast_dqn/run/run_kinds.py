@@ -32,8 +32,9 @@ RUN_KINDS = {kind.loop: kind for kind in (NATURE, FAST)}
 
 
 def kind_of(config):
-    """The kind of run a Config describes: a FastConfig is the fast loop's."""
-    return FAST if isinstance(config, FastConfig) else NATURE
+    """The kind of run a Config (or a resolved one) describes: a FastConfig is the fast
+    loop's."""
+    return RUN_KINDS[config.LOOP]
 
 
 def kind_of_saved(saved):

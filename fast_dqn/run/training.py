@@ -50,7 +50,7 @@ def check_settings(config, recorded, step):
     that shapes the networks or replay would load it wrongly, or not at all."""
     current = learning_settings(config)
     # Only the settings both know: a later release's new setting is not an edit.
-    fields = {f.name: f for f in dataclasses.fields(config)}
+    fields = {f.name: f for f in dataclasses.fields(config.as_config())}
     for name in sorted(set(recorded) & set(current)):
         value, field = recorded[name], fields.get(name)
         # config.json's types are checked as it is read: a value of no kind the setting

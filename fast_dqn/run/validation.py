@@ -26,33 +26,61 @@ def validate(config):
         validate_fast(config)
 
 
-def resolve(config):
-    """The validated config with every setting the run uses made explicit.
+class ResolvedConfig:
+    """A Config that passed `validate`, with every setting the run uses made explicit: what
+    the parts are built from (fast_dqn.run.components refuses anything else).
+
+    It reads as the Config it holds (`resolved.game`, `resolved.to_dict()`) and cannot be
+    changed: a changed setting makes a new Config, resolved again (`replace`). So a
+    Config changed after it was resolved can never pass for a resolved one.
+    """
+
+    __slots__ = ("_config",)
+
+    def __init__(self, config):
+        # A private copy: the caller's Config stays theirs to change.
+        object.__setattr__(self, "_config", dataclasses.replace(config))
+
+    def __getattr__(self, name):  # called only for names the class itself lacks
+        if name == "_config":
+            raise AttributeError(name)
+        return getattr(self._config, name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a resolved config cannot change; resolve "
+                             f"config.replace({name}=...) instead")
+
+    def __reduce__(self):  # pickled to Ray actors inside the network builder
+        return ResolvedConfig, (self._config,)
+
+    def __eq__(self, other):
+        return isinstance(other, ResolvedConfig) and self._config == other._config
+
+    def __repr__(self):
+        return f"ResolvedConfig({self._config!r})"
+
+    def as_config(self):
+        """A copy of the Config it holds, free to change (and to resolve again)."""
+        return dataclasses.replace(self._config)
+
+    def replace(self, **changes):
+        """The Config with `changes`, resolved."""
+        return resolve(dataclasses.replace(self._config, **changes))
+
+
+def resolve(config, replay=True):
+    """The validated config with every setting the run uses made explicit, as a ResolvedConfig.
+    replay: False where no replay is built (evaluate), which need not fit this machine's RAM.
 
     Each setting is resolved here and nowhere else; the parts are built from the result. A
-    config this function returned, unchanged since, is returned as it is: the command line
-    resolves before it creates the run directory, and the train_* entry points resolve
-    what they are given, and the checks that probe (a Ray address, a gymnasium env, the
-    hardware's compute types) should run once."""
-    if getattr(config, "_resolved_as", None) == dataclasses.astuple(config):
+    ResolvedConfig is returned as it is: the command line resolves before it creates the run
+    directory, the train_* entry points resolve what they are given, and the checks that
+    probe (a Ray address, a gymnasium env, the hardware's compute types) run once."""
+    if isinstance(config, ResolvedConfig):
         return config
     validate(config)
-    config = resolve_environment(resolve_precision(hp.resolve_optimizer(config)))
-    config._resolved_as = dataclasses.astuple(config)
-    return config
-
-
-def check_resolved(config):
-    """Refuse to build from a config that leaves a setting to resolve (a Python caller's
-    config that never went through `resolve`): the parts would guess it differently."""
-    unresolved = [name for name, value in (
-        ("optimizer_epsilon", config.optimizer_epsilon), ("loss_reduction", config.loss_reduction),
-        ("precision", None if config.precision == "auto" else config.precision)) if value is None]
-    if config.mixed_precision and config.precision != "float16":
-        unresolved.append("mixed_precision")
-    if unresolved:
-        raise ValueError(f"{', '.join(unresolved)} not resolved: build from the config that "
-                         "fast_dqn.run.validation.resolve returns")
+    return ResolvedConfig(resolve_environment(resolve_precision(hp.resolve_optimizer(config)),
+                                              replay))
 
 
 def validate_fast(config):
@@ -180,18 +208,21 @@ def resolve_precision(config):
     return config
 
 
-def resolve_environment(config):
-    """Check the game or env exists and its replay fits in RAM; returns the resolved config."""
+def resolve_environment(config, replay=True):
+    """Check the game or env exists and (with `replay`) its replay fits in RAM; returns the
+    resolved config."""
     from fast_dqn.agent.replay_memory import check_fits_in_memory
     from fast_dqn.envs.environment import check_gym_env
     from fast_dqn.envs.games import resolve_game
 
     if config.env is not None:
         shape, dtype = check_gym_env(config.env)
-        check_fits_in_memory(config.replay_capacity, shape, dtype)
+        if replay:
+            check_fits_in_memory(config.replay_capacity, shape, dtype)
         return config
     game = resolve_game(config.game)
-    check_fits_in_memory(config.replay_capacity, (84, 84))
+    if replay:
+        check_fits_in_memory(config.replay_capacity, (84, 84))
     return dataclasses.replace(config, game=game)
 
 
@@ -236,7 +267,7 @@ def check_saved_types(saved, run_dir, config_class=hp.Config):
 
 def chunk_size(config):
     """The agent steps a loop plays at once; a run ends at --timesteps rounded up to them."""
-    if not isinstance(config, hp.FastConfig):
+    if config.LOOP != "fast":
         return 1
     if config.backend == "ray":
         return config.envs_per_sampler * config.rollout_steps

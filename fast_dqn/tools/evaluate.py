@@ -295,9 +295,14 @@ def _run_config(run_dir):
     from fast_dqn.run.resume import saved_values
     from fast_dqn.run.run_directory import load_run_config
     from fast_dqn.run.run_kinds import NATURE, kind_of_saved
+    from fast_dqn.run.validation import resolve
     saved = load_run_config(run_dir, "RUN_DIR")
     config_class = (kind_of_saved(saved) or NATURE).config_class
-    return _computable(config_class(**saved_values(saved, config_class)))
+    config = config_class(**saved_values(saved, config_class))
+    if hasattr(config, "ray_address"):  # evaluation plays here: a cluster is neither asked nor
+        config = dataclasses.replace(config, ray_address=None)  # probed
+    # Built as a run's parts are; no replay is, so its size need not fit here.
+    return resolve(_computable(config), replay=False)
 
 
 def _chosen_network(run_dir, best, warn):
