@@ -42,7 +42,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from fast_dqn.agent.replay_memory import ReplayMemory
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
 
     workers = 8
     replay = ReplayMemory(args.capacity, (84, 84), 4, num_shards=workers)

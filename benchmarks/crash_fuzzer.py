@@ -82,7 +82,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from benchmarks import fuzz_attacks as attacks
 from fast_dqn.loops.fast_loop import next_sync_point
 from fast_dqn.loops.minibatch_schedule import minibatches_due
-from fast_dqn.run.checkpoint import CheckpointStore
+from fast_dqn.run.storage.checkpoint import CheckpointStore
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 EXIT_TIMEOUT = 180  # seconds a signalled run may take to checkpoint and exit: a hang guard

@@ -25,8 +25,8 @@ import zlib
 
 from benchmarks import fuzz_attacks as attacks
 from fast_dqn.run import cli
-from fast_dqn.run.checkpoint import CheckpointStore
 from fast_dqn.run.run_kinds import FAST, NATURE
+from fast_dqn.run.storage.checkpoint import CheckpointStore
 
 
 def edited_copy(run_dir, work, leaf, rng):

@@ -51,8 +51,8 @@ def main(argv=None):
     from fast_dqn.envs.samplers import VectorSamplers
     from fast_dqn.loops.evaluation import AtOnce, OneAtATime
     from fast_dqn.run import components
-    from fast_dqn.run.hyperparameters import Config
-    from fast_dqn.run.validation import resolve
+    from fast_dqn.run.settings.hyperparameters import Config
+    from fast_dqn.run.settings.validation import resolve
 
     load = os.getloadavg()
     configure_backend(0, args.threads)

@@ -128,8 +128,8 @@ def main():
     from fast_dqn.loops.experience import LocalBackend
     from fast_dqn.loops.ray_backend import RayBackend, start_private_cluster
     from fast_dqn.run import components
-    from fast_dqn.run.hyperparameters import FastConfig
-    from fast_dqn.run.validation import resolve
+    from fast_dqn.run.settings.hyperparameters import FastConfig
+    from fast_dqn.run.settings.validation import resolve
 
     configure_backend(0, args.threads)
     start_private_cluster(max(os.cpu_count(), max(args.actors)), 1024)

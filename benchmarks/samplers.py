@@ -22,7 +22,7 @@ from fast_dqn.run.components import env_settings
 
 def python_envs(workers):
     from fast_dqn.envs.environment import make_atari_env
-    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.settings.hyperparameters import Config
     envs = [make_atari_env(env_settings(Config(game="pong")), seed=i) for i in range(workers)]
     for env in envs:
         env.reset()

@@ -49,7 +49,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --------------------------------------------------------------------------- the measured side
 
 class TimingMonitor:
-    """Stands in for fast_dqn.run.monitor.Monitor: records (step, wall, cpu) at segment marks."""
+    """Stands in for fast_dqn.run.logs.monitor.Monitor: records (step, wall, cpu) at segment marks."""
 
     def __init__(self, start, segment, end, busy=None):
         """busy(): the trainer's seconds in train steps so far, or None (no trainer)."""
@@ -109,14 +109,14 @@ def _peak_rss_mb():
 
 
 def _config(case, args):
-    from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.run.settings.hyperparameters import FastConfig
     config = FastConfig(game="pong", replay_capacity=args.replay, prepopulate=args.warmup,
                         target_update_freq=args.period, evaluate=0, seed=0,
                         workers=case.get("workers", 1), concurrent=case.get("concurrent", True),
                         synchronize=case.get("synchronize", True), threads=args.threads)
     if args.epsilon is not None:
         config = dataclasses.replace(config, eps_start=args.epsilon, eps_end=args.epsilon)
-    from fast_dqn.run.validation import resolve
+    from fast_dqn.run.settings.validation import resolve
     return resolve(config)
 
 

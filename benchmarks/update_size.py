@@ -28,7 +28,7 @@ ADAM = {"reference": ("adam", 1e-4, 1e-8, "mean"),
 def real_minibatches(game, count, batch_size=32, seed=0):
     from fast_dqn.agent.replay_memory import ReplayMemory
     from fast_dqn.envs.samplers import VectorSamplers
-    from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.run.settings.hyperparameters import FastConfig
     samplers = VectorSamplers(env_settings(FastConfig(game=game)), 8, seed, num_threads=1)
     replay = ReplayMemory(20_000, (84, 84), 4, seed=seed, num_shards=8)
     rng = np.random.default_rng(seed)

@@ -132,7 +132,7 @@ FAST_RUN = {**RUN, "samplers": {"backend": TEXT},
                      "boundary": FLAG, "schedule": SCHEDULE}}
 
 # What `evaluate` reads of a checkpoint, and of an export in best/
-# (fast_dqn.run.best_weights).
+# (fast_dqn.run.storage.best_weights).
 WEIGHTS_ONLY = {"identity": IDENTITY, "learner": LEARNER}
 BEST_EXPORT = {"mean": NUMBER, "weights": ARRAYS}
 

@@ -136,9 +136,9 @@ class FakeClock:
 
 def through_checkpoint(state):
     """`state` as a resume reads it back: through the checkpoint's own encoding as data and
-    JSON text (fast_dqn.run.state_tree), which refuses anything but data."""
+    JSON text (fast_dqn.run.storage.state_tree), which refuses anything but data."""
     import json
 
-    from fast_dqn.run.state_tree import from_data, to_data
+    from fast_dqn.run.storage.state_tree import from_data, to_data
     document, arrays = to_data(state)
     return from_data(json.loads(json.dumps(document)), arrays)

@@ -8,10 +8,14 @@ import os
 import pytest
 
 PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fast_dqn")
-# Bottom to top. "" is the package's own top-level modules (errors).
+# Bottom to top. "" is the package's own top-level modules (errors). run/ has three rooms,
+# each importing nothing of the others, and the assembly on top of them (run/*.py).
+BELOW_RUN = {"", "envs", "agent", "loops"}
+RUN_ROOMS = ("run.settings", "run.storage", "run.logs")
 MAY_IMPORT = {"": set(), "envs": {""}, "agent": {""}, "loops": {"", "envs", "agent"},
-              "run": {"", "envs", "agent", "loops"},
-              "tools": {"", "envs", "agent", "loops", "run"}}
+              **{room: BELOW_RUN for room in RUN_ROOMS},
+              "run": BELOW_RUN | set(RUN_ROOMS),
+              "tools": BELOW_RUN | set(RUN_ROOMS) | {"run"}}
 # The command line's entries sit on top of every layer: `fast-dqn` (commands, __main__) and
 # the tools' old names (`python -m fast_dqn.evaluate`, `... .plot`), each only calling a tool.
 COMMAND_ALIASES = {"evaluate", "plot", "commands", "__main__"}
@@ -54,6 +58,9 @@ def import_graph():
 def layer(module):
     if module in COMMAND_ALIASES:
         return "tools"
+    room = ".".join(module.split(".")[:2])
+    if room in RUN_ROOMS:
+        return room
     return module.split(".")[0] if "." in module else ""
 
 
@@ -84,6 +91,7 @@ def test_every_module_sits_in_a_known_layer():
     modules = package_modules()
     assert len(modules) > 30  # the walk found the subpackages
     assert {layer(module) for module in modules} == set(MAY_IMPORT)
+    assert layer("run.storage.checkpoint") == "run.storage" and layer("run.cli") == "run"
 
 
 def test_no_import_cycles_and_no_imports_of_scripts_or_tests():
@@ -124,8 +132,7 @@ def test_nothing_below_run_takes_the_config():
     """envs/, agent/ and loops/ are given their own frozen settings (EnvSettings, LoopSettings,
     RaySettings), built from the Config in fast_dqn/run/components.py: a module below run/
     that names a `config` reads fields a reader cannot see from its signature."""
-    below = [module for module in package_modules() if layer(module) in ("", "envs", "agent",
-                                                                          "loops")]
+    below = [module for module in package_modules() if layer(module) in BELOW_RUN]
     assert "envs.environment" in below and "loops.ray_backend" in below
     readers = sorted(module for module in below
                      if "config" in names_of(package_modules()[module]))
@@ -144,7 +151,7 @@ def test_every_config_field_is_read_by_name():
     (generic loops over the fields, such as the checkpoint's settings, do not count)."""
     import dataclasses
 
-    from fast_dqn.run.hyperparameters import Config, FastConfig
+    from fast_dqn.run.settings.hyperparameters import Config, FastConfig
     read = set()
     for path in package_modules().values():
         read |= {attr for name, attr in attributes_read(path) if name == "config"}

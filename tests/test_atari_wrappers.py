@@ -6,7 +6,7 @@ from fake_ale import SPRITE, FakeAtariEnv
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.envs.environment import wrap_atari
 from fast_dqn.run.components import env_settings
-from fast_dqn.run.hyperparameters import Config
+from fast_dqn.run.settings.hyperparameters import Config
 
 
 def test_max_and_skip_pools_last_two_frames_and_sums_rewards():

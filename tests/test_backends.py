@@ -13,9 +13,10 @@ from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop, HeldTransitions
 from fast_dqn.loops.minibatch_schedule import minibatches_due
-from fast_dqn.run import components, precedence
-from fast_dqn.run.hyperparameters import FastConfig
-from fast_dqn.run.validation import resolve
+from fast_dqn.run import components
+from fast_dqn.run.settings import precedence
+from fast_dqn.run.settings.hyperparameters import FastConfig
+from fast_dqn.run.settings.validation import resolve
 
 # Dueling: every backend's acting copy of the target network must be built the way the
 # learner builds it, or the weights it is sent do not fit.

@@ -13,14 +13,14 @@ import pytest
 from helpers import ROOT
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run import checkpoint as ckpt
 from fast_dqn.run import cli
-from fast_dqn.run.checkpoint import CheckpointStore
-from fast_dqn.run.hyperparameters import TOPICS, FastConfig
 from fast_dqn.run.resume import describe_kept, resume_config
-from fast_dqn.run.run_directory import create_run_directory
 from fast_dqn.run.run_kinds import FAST, NATURE, RUN_KINDS
-from fast_dqn.run.validation import validate
+from fast_dqn.run.settings.hyperparameters import TOPICS, FastConfig
+from fast_dqn.run.settings.validation import validate
+from fast_dqn.run.storage import checkpoint as ckpt
+from fast_dqn.run.storage.checkpoint import CheckpointStore
+from fast_dqn.run.storage.run_directory import create_run_directory
 
 
 def make_run(path, loop="dqn", checkpoints=(100,), **overrides):

@@ -6,7 +6,7 @@ import os
 import numpy as np
 from helpers import through_checkpoint
 
-from fast_dqn.run.best_weights import BestWeights, best_store
+from fast_dqn.run.storage.best_weights import BestWeights, best_store
 
 
 class Network:

@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from fast_dqn.run import checkpoint as ckpt
-from fast_dqn.run.array_file import CorruptFile, read_arrays, write_arrays
-from fast_dqn.run.checkpoint import Checkpointer, CheckpointError, CheckpointStore
+from fast_dqn.run.storage import checkpoint as ckpt
+from fast_dqn.run.storage.array_file import CorruptFile, read_arrays, write_arrays
+from fast_dqn.run.storage.checkpoint import Checkpointer, CheckpointError, CheckpointStore
 
 pytestmark = pytest.mark.faults  # stops, resumes, crashes: see docs/testing.md's markers
 
@@ -193,8 +193,8 @@ def damage_manifest(path, how):
 def make_run(path, checkpoints):
     """A Nature-loop run directory with stand-in checkpoints (tests/test_bad_input.py's
     helper; test modules never import from each other)."""
-    from fast_dqn.run.hyperparameters import Config
-    from fast_dqn.run.run_directory import create_run_directory
+    from fast_dqn.run.settings.hyperparameters import Config
+    from fast_dqn.run.storage.run_directory import create_run_directory
     config = Config(logdir=str(path))
     create_run_directory(str(path), {"loop": "dqn", **config.to_dict()}).release()
     (path / "episodes.csv").write_text("episode,agent_step\n")
@@ -232,12 +232,12 @@ def test_resuming_from_only_such_a_manifest_is_one_line_and_exit_2(tmp_path, cap
     assert "step-000000000100" in lines[0] and "start a new run" in lines[0]
 
 
-# --- the state as data (fast_dqn.run.state_tree)
+# --- the state as data (fast_dqn.run.storage.state_tree)
 
 def test_the_state_comes_back_exactly_with_its_types():
     import json
 
-    from fast_dqn.run.state_tree import from_data, to_data
+    from fast_dqn.run.storage.state_tree import from_data, to_data
     state = {"step": 7, "rate": 0.1, "nan": float("nan"), "name": "pong", "none": None,
              "flag": True, "big": 2**70, "shape": (4, 84, 84), "nested": [(1, [2]), {"a": b""}],
              "weights": [np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros(0, np.int64)],

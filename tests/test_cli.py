@@ -6,9 +6,10 @@ import sys
 
 import pytest
 
-from fast_dqn.run import cli, flags, precedence
-from fast_dqn.run.hyperparameters import Config
+from fast_dqn.run import cli
 from fast_dqn.run.run_kinds import NATURE
+from fast_dqn.run.settings import flags, precedence
+from fast_dqn.run.settings.hyperparameters import Config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -187,7 +188,7 @@ def test_each_setting_is_resolved_once_on_the_way_to_training(tmp_path, monkeypa
     """The command line resolves before it creates the run directory; train_* resolves what
     it is given. The probes behind resolve (a Ray address, a gymnasium env, the hardware's
     compute types) must run once, and train_* must get the config as it was resolved."""
-    from fast_dqn.run import validation
+    from fast_dqn.run.settings import validation
     calls, seen = [], []
     monkeypatch.setattr(validation, "validate", lambda config: calls.append(config))
     monkeypatch.chdir(tmp_path)
@@ -211,7 +212,7 @@ def test_each_setting_is_resolved_once_on_the_way_to_training(tmp_path, monkeypa
 def test_the_parts_are_never_built_from_an_unresolved_config():
     """Even a Config whose every setting looks explicit: only resolve says it is checked."""
     from fast_dqn.run.components import build_learner, network_builder
-    from fast_dqn.run.validation import resolve
+    from fast_dqn.run.settings.validation import resolve
     with pytest.raises(TypeError, match="resolve returns, not a Config"):
         build_learner(Config(env="CartPole-v1"), (4, 4), 2)
     explicit = Config(env="CartPole-v1", precision="float32", optimizer_epsilon=0.01,

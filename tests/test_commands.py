@@ -14,8 +14,8 @@ import pytest
 
 from fast_dqn import __version__, code_version, commands
 from fast_dqn.run import cli
-from fast_dqn.run.checkpoint import CheckpointStore
 from fast_dqn.run.run_kinds import FAST, NATURE
+from fast_dqn.run.storage.checkpoint import CheckpointStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -182,7 +182,7 @@ def test_pip_install_gives_the_fast_dqn_command(tmp_path):
 
 
 def test_a_finished_run_names_the_next_commands_in_the_users_words():
-    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.settings.hyperparameters import Config
     config = Config(timesteps=1_000_000, logdir="runs/my run")
     assert cli.next_commands("run_dqn.py", config, best=True).splitlines() == [
         "next:",
@@ -197,7 +197,7 @@ def test_a_finished_run_names_the_next_commands_in_the_users_words():
     assert cli.tool_command("python -m fast_dqn fast", "plot") == "python -m fast_dqn plot"
     assert [cli._count(n) for n in (2_000_000, 500_000, 4_800, 1_234_567)] == [
         "2M", "500k", "4_800", "1_234_567"]
-    from fast_dqn.run.flags import parse_count
+    from fast_dqn.run.settings.flags import parse_count
     assert all(parse_count(cli._count(n)) == n for n in (2_000_000, 4_800, 1_234_567))
 
 
@@ -230,7 +230,7 @@ def test_an_atari_setting_on_the_resume_of_an_env_run_is_refused_as_such(tmp_pat
 
 
 def test_seeds_of_an_env_run_made_before_and_after_the_null_record_are_one_setting(tmp_path):
-    from fast_dqn.run import hyperparameters as hp
+    from fast_dqn.run.settings import hyperparameters as hp
     from fast_dqn.tools.plot import groups
     runs = []
     for seed in (0, 1):
@@ -249,7 +249,7 @@ def test_seeds_of_an_env_run_made_before_and_after_the_null_record_are_one_setti
 @pytest.mark.backends
 def test_a_run_trained_in_float16_elsewhere_is_evaluated_in_what_this_machine_computes():
     from fast_dqn.agent import backend_setup
-    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.settings.hyperparameters import Config
     from fast_dqn.tools.evaluate import _computable
     for precision, mixed in (("float16", False), ("float32", True)):
         config = _computable(Config(precision=precision, mixed_precision=mixed))

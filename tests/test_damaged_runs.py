@@ -13,10 +13,10 @@ import pytest
 from helpers import ROOT, logs, rows, run, run_together
 
 from fast_dqn.run import cli
-from fast_dqn.run.hyperparameters import Config
-from fast_dqn.run.monitor import EPISODE_COLUMNS, CsvLog, Monitor, restore_log
-from fast_dqn.run.run_directory import create_run_directory
+from fast_dqn.run.logs.monitor import EPISODE_COLUMNS, CsvLog, Monitor, restore_log
 from fast_dqn.run.run_kinds import NATURE
+from fast_dqn.run.settings.hyperparameters import Config
+from fast_dqn.run.storage.run_directory import create_run_directory
 
 pytestmark = pytest.mark.faults  # stops, resumes, crashes: see docs/testing.md's markers
 
@@ -262,7 +262,7 @@ def refused_resume(edited_runs, tmp_path, capsys, loop, change):
 
 
 def test_a_real_checkpoint_of_each_loop_has_the_form_its_schema_names(edited_runs):
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     from fast_dqn.state_schema import (
         FAST_RUN,
         NATURE_RUN,

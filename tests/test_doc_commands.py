@@ -89,8 +89,8 @@ def parse_only(monkeypatch):
 
 def _check_run_flags(kind, argv):
     """A training command: its flags parse, and its preset applies."""
-    from fast_dqn.run.flags import build_parser, explicit_values
-    from fast_dqn.run.precedence import build_config
+    from fast_dqn.run.settings.flags import build_parser, explicit_values
+    from fast_dqn.run.settings.precedence import build_config
     try:
         args = build_parser(kind.script, "", kind.config_class).parse_args(argv)
     except Parsed as parsed:  # under parse_only

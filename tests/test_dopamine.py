@@ -23,9 +23,9 @@ from test_learner import nature_lua_gradients, pong_like_batch
 from fast_dqn.envs import atari_wrappers as w
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.components import loop_settings
-from fast_dqn.run.hyperparameters import Config, FastConfig
-from fast_dqn.run.presets import PRESETS
-from fast_dqn.run.validation import resolve
+from fast_dqn.run.settings.hyperparameters import Config, FastConfig
+from fast_dqn.run.settings.presets import PRESETS
+from fast_dqn.run.settings.validation import resolve
 from fast_dqn.tools.reference import compare, load_reference
 
 GIN = "dopamine/agents/dqn/configs/dqn.gin"

@@ -10,8 +10,8 @@ from gymnasium.utils.env_checker import check_env
 
 from fast_dqn.envs.environment import EnvStateMismatch, env_state, load_env_state, make_env
 from fast_dqn.run.components import env_settings
-from fast_dqn.run.hyperparameters import Config
-from fast_dqn.run.state_tree import from_data, to_data
+from fast_dqn.run.settings.hyperparameters import Config
+from fast_dqn.run.storage.state_tree import from_data, to_data
 
 
 @pytest.mark.parametrize("game", ["breakout", "pong"])

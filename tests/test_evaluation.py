@@ -115,7 +115,7 @@ def pixel_q_values(states):
 def test_w_games_at_once_are_the_games_played_one_after_another(game, sticky):
     from fast_dqn.envs.environment import make_env
     from fast_dqn.envs.samplers import VectorSamplers
-    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.settings.hyperparameters import Config
     config = Config(game=game, max_episode_steps=200, sticky_actions=sticky)
     seeds = lambda: game_seeds((11, 1), 250_000, 7)  # noqa: E731
     one_at_a_time = play(OneAtATime(make_env(env_settings(config), seed=None, training=False)),
@@ -149,7 +149,7 @@ def test_evaluation_games_end_at_their_own_time_limit(eval_workers):
     4,500 agent steps), on the vector env and on the Python one, and training keeps its own;
     0 leaves the evaluation at training's limit."""
     from fast_dqn.run.components import build_evaluation_games
-    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.settings.hyperparameters import Config
     config = Config(game="pong", max_episode_steps=60, eval_max_episode_steps=40,
                     eval_workers=eval_workers)
     assert env_settings(config, evaluation=True).max_episode_steps == 40

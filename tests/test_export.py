@@ -58,7 +58,7 @@ def cartpole_run(tmp_path_factory):
 @pytest.mark.slow  # a real run, in process
 def test_export_writes_what_load_model_reads_and_it_acts_as_the_run(cartpole_run, tmp_path,
                                                                    capsys):
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     from fast_dqn.tools.evaluate import main
     path = tmp_path / "agent.keras"
     assert main([str(cartpole_run), f"--export={path}"]) == 0

@@ -17,7 +17,7 @@ from helpers import (
     selected,
 )
 
-from fast_dqn.run.flags import HELP_TOPICS
+from fast_dqn.run.settings.flags import HELP_TOPICS
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
@@ -147,7 +147,7 @@ def test_unsynchronized_allows_any_worker_count(tmp_path):
     # What it produced: 3 unsynchronized workers to the budget (a whole number of rounds),
     # every game logged within it, and the Nature loop's number of minibatches.
     from fast_dqn.loops.minibatch_schedule import minibatches_due
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     config = json.loads((logdir / "config.json").read_text())
     assert (config["workers"], config["synchronize"]) == (3, False)
     final = CheckpointStore(str(logdir)).latest()

@@ -13,7 +13,7 @@ from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop, next_sync_point
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.components import loop_settings
-from fast_dqn.run.hyperparameters import FastConfig
+from fast_dqn.run.settings.hyperparameters import FastConfig
 
 BASE = FastConfig(**TINY_FAKE)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from helpers import ROOT, code_path_env, logs, rows, run
 
-from fast_dqn.run.checkpoint import CheckpointStore
+from fast_dqn.run.storage.checkpoint import CheckpointStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]  # real runs: docs/testing.md's tiers, markers
 
@@ -56,7 +56,7 @@ FAULT_RUN = textwrap.dedent("""
         loss = learner.dqn_loss
         learner.dqn_loss = lambda *args: loss(*args) * float("nan")
     elif mode == "log-disk-full":  # a full disk between checkpoints, at a log row
-        from fast_dqn.run import monitor
+        from fast_dqn.run.logs import monitor
         fail_after(monitor.CsvLog, "check", 12, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
     elif mode == "tensorboard-disk-full":  # ... or at a TensorBoard event
         from tensorboard.summary.writer import record_writer
@@ -64,7 +64,7 @@ FAULT_RUN = textwrap.dedent("""
                    OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
     elif mode in ("full-disk", "kill-while-saving"):
         # The first checkpoint is written; the second breaks off a few writes in.
-        from fast_dqn.run import checkpoint
+        from fast_dqn.run.storage import checkpoint
         save, saves = checkpoint.CheckpointStore.save, [0]
         def second_save_breaks(self, *args, **kwargs):
             saves[0] += 1
@@ -218,8 +218,8 @@ def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
 def test_an_abort_or_a_failed_checkpoint_gives_its_exit_status(tmp_path, capsys, error, code,
                                                                 words):
     from fast_dqn.run import cli
-    from fast_dqn.run.checkpoint import CheckpointError
     from fast_dqn.run.run_kinds import NATURE
+    from fast_dqn.run.storage.checkpoint import CheckpointError
 
     def train(config, **kwargs):
         if error == "checkpoint":
@@ -238,8 +238,8 @@ def test_a_failed_checkpoint_says_what_is_safe_and_the_command(tmp_path, capsys,
     import errno
 
     from fast_dqn.run import cli
-    from fast_dqn.run.checkpoint import CheckpointError, CheckpointStore
     from fast_dqn.run.run_kinds import NATURE
+    from fast_dqn.run.storage.checkpoint import CheckpointError, CheckpointStore
     run_dir = tmp_path / "run"
 
     def train(config, **kwargs):

@@ -9,7 +9,7 @@ import pytest
 from fast_dqn.envs.environment import make_env
 from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
 from fast_dqn.run.components import env_settings
-from fast_dqn.run.hyperparameters import FastConfig
+from fast_dqn.run.settings.hyperparameters import FastConfig
 
 FIELDS = ("rewards", "terminated", "truncated", "game_over", "game_returns", "game_lengths")
 

@@ -73,10 +73,10 @@ CARTPOLE = flags(dict(TINY_CARTPOLE, timesteps=600, checkpoint_freq=300, evaluat
 PROBE = """
 import json, sys
 import numpy as np
-from fast_dqn.run.checkpoint import latest_checkpoint
+from fast_dqn.run.storage.checkpoint import latest_checkpoint
 from fast_dqn.run.components import build_learner
-from fast_dqn.run.hyperparameters import Config
-from fast_dqn.run.run_directory import load_run_config
+from fast_dqn.run.settings.hyperparameters import Config
+from fast_dqn.run.storage.run_directory import load_run_config
 saved = load_run_config(sys.argv[1], "RUN_DIR")
 config = Config(**{k: v for k, v in saved.items() if k in Config.__dataclass_fields__})
 checkpoint = latest_checkpoint(sys.argv[1], "RUN_DIR")

@@ -212,8 +212,8 @@ def test_the_default_optimizer_takes_the_nature_codes_update_per_layer(repeat_on
     """Fresh batches, and one batch again and again: then the running mean of dw nears dw
     itself, so g2 - g^2 is far from g2 and an uncentered RMSProp would be far off too."""
     from fast_dqn.run.components import build_learner
-    from fast_dqn.run.hyperparameters import Config
-    from fast_dqn.run.validation import resolve
+    from fast_dqn.run.settings.hyperparameters import Config
+    from fast_dqn.run.settings.validation import resolve
     keras.utils.set_random_seed(0)
     learner = build_learner(resolve(Config()), (4, 84, 84), 6)
     optimizer = learner.optimizer

@@ -6,10 +6,11 @@ import pytest
 from helpers import run
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run import cli, flags, precedence
-from fast_dqn.run.hyperparameters import Config, FastConfig
-from fast_dqn.run.presets import PRESETS
+from fast_dqn.run import cli
 from fast_dqn.run.run_kinds import NATURE
+from fast_dqn.run.settings import flags, precedence
+from fast_dqn.run.settings.hyperparameters import Config, FastConfig
+from fast_dqn.run.settings.presets import PRESETS
 
 
 def parse(argv, config_class=Config):
@@ -61,7 +62,7 @@ def test_pong_fastest_is_pong_quick_with_the_extensions_and_larger_rarer_minibat
     (["--optimizer", "adam", "--rmsprop-init", "1"], "rmsprop_init"),
 ])
 def test_settings_that_cannot_apply_are_refused_by_name(argv, setting):
-    from fast_dqn.run.validation import resolve
+    from fast_dqn.run.settings.validation import resolve
     with pytest.raises(ConfigError) as error:
         resolve(parse(argv))
     assert error.value.setting == setting
@@ -129,8 +130,9 @@ def test_list_games_prints_the_installed_roms():
     ({"optimizer_epsilon": 1e-5, "loss_reduction": "mean"}, ("rmsprop", 1e-5, "mean")),
 ])
 def test_each_optimizer_takes_its_sources_epsilon_and_loss_reduction(explicit, expected):
-    from fast_dqn.run.hyperparameters import FastConfig, resolve_optimizer
-    from fast_dqn.run.precedence import build_config
+    from fast_dqn.run.settings.hyperparameters import FastConfig
+    from fast_dqn.run.settings.precedence import build_config
+    from fast_dqn.run.settings.validation import resolve_optimizer
     config = resolve_optimizer(build_config(explicit, FastConfig))
     assert (config.optimizer, config.optimizer_epsilon, config.loss_reduction) == expected
 
@@ -277,8 +279,8 @@ def test_an_env_runs_config_json_records_no_atari_setting_and_resumes(tmp_path, 
     import json
 
     from fast_dqn.run import cli
-    from fast_dqn.run import hyperparameters as hp
     from fast_dqn.run.run_kinds import FAST, NATURE
+    from fast_dqn.run.settings import hyperparameters as hp
     for kind in (NATURE, FAST):
         logdir = tmp_path / kind.loop
         seen = []

@@ -1,4 +1,4 @@
-"""The console's phase and ETA (fast_dqn.run.progress), on a fake clock: each phase's work
+"""The console's phase and ETA (fast_dqn.run.logs.progress), on a fake clock: each phase's work
 left at that phase's own measured rate."""
 
 import io
@@ -7,8 +7,8 @@ import pytest
 from helpers import FakeClock
 
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
-from fast_dqn.run.monitor import Monitor
-from fast_dqn.run.progress import ProgressBar, ProgressLines, RunProgress
+from fast_dqn.run.logs.monitor import Monitor
+from fast_dqn.run.logs.progress import ProgressBar, ProgressLines, RunProgress
 
 
 def test_warm_up_promises_nothing_it_has_not_measured():

@@ -12,7 +12,7 @@ import pytest
 from helpers import ROOT, code_path_env, rows
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 
-from fast_dqn.run.checkpoint import CheckpointStore
+from fast_dqn.run.storage.checkpoint import CheckpointStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]  # real runs: docs/testing.md's tiers, markers
 
@@ -25,9 +25,10 @@ TWO_NODES = textwrap.dedent("""
     import ray
     from ray.cluster_utils import Cluster
     from fast_dqn.loops.ray_backend import RayBackend
-    from fast_dqn.run import components, precedence
-    from fast_dqn.run.hyperparameters import FastConfig
-    from fast_dqn.run.validation import resolve
+    from fast_dqn.run import components
+    from fast_dqn.run.settings import precedence
+    from fast_dqn.run.settings.hyperparameters import FastConfig
+    from fast_dqn.run.settings.validation import resolve
 
     # The head (the learner's machine) offers no CPU, so the one-CPU sampler actors can only
     # be placed on the second node: the recipe's `ray start --head --num-cpus=0`. Both nodes

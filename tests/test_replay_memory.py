@@ -7,7 +7,7 @@ from fast_dqn.agent.replay_memory import ReplayMemory, check_fits_in_memory, est
 from fast_dqn.envs.environment import wrap_atari
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.components import env_settings
-from fast_dqn.run.hyperparameters import Config
+from fast_dqn.run.settings.hyperparameters import Config
 
 K = 4
 
@@ -152,7 +152,7 @@ def test_memory_estimate_and_refusal():
     assert error.value.setting == "replay_capacity" and "GiB" in str(error.value)
     # The library names the setting; the command line names the flag, in the fix too.
     assert str(error.value).endswith("available; lower replay_capacity")
-    from fast_dqn.run.flags import flag_name
+    from fast_dqn.run.settings.flags import flag_name
     worded = error.value.worded(flag_name)
     assert worded.startswith("--replay-capacity: a replay of 1,000,000 steps needs ")
     assert worded.endswith("available; lower --replay-capacity")
@@ -205,7 +205,7 @@ def test_replay_returns_what_the_agent_saw_on_a_real_rom(env_backend):
     from fast_dqn.loops.experience import LocalBackend
     from fast_dqn.loops.fast_loop import HeldTransitions
     from fast_dqn.run.components import build_samplers
-    from fast_dqn.run.hyperparameters import FastConfig
+    from fast_dqn.run.settings.hyperparameters import FastConfig
 
     config = FastConfig(game="breakout", max_episode_steps=120, env_backend=env_backend,
                         env_threads=1)

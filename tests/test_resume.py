@@ -97,9 +97,9 @@ def test_resume_refuses_conflicting_flags_and_accepts_budget_changes(tmp_path, c
     exit 2 with one line and no traceback from the real script is proven by the real
     processes of test_bad_input.py and test_fast_end_to_end.py."""
     from fast_dqn.run import cli
-    from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
     from fast_dqn.run.resume import plan_given_on_resume
     from fast_dqn.run.run_kinds import FAST, NATURE
+    from fast_dqn.run.storage.checkpoint import Checkpointer, CheckpointStore
 
     logdir = tmp_path / "run"
     trained = []

@@ -6,9 +6,9 @@ import pytest
 from helpers import FakeClock
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
-from fast_dqn.run.progress import ProgressLines
-from fast_dqn.run.run_directory import (
+from fast_dqn.run.logs.monitor import EPISODE_COLUMNS, EVAL_COLUMNS, Monitor
+from fast_dqn.run.logs.progress import ProgressLines
+from fast_dqn.run.storage.run_directory import (
     RunLock,
     check_logdir,
     create_run_directory,
@@ -117,7 +117,7 @@ def test_an_unborn_run_with_an_empty_config_is_reusable_and_resume_says_so(tmp_p
     """Older versions could leave an empty config.json when stopped at the instant it was
     made: no settings, no checkpoint, so the directory takes a new run, and --resume says
     which command does that."""
-    from fast_dqn.run.run_directory import create_run_directory, load_run_config
+    from fast_dqn.run.storage.run_directory import create_run_directory, load_run_config
     run_dir = tmp_path / "r"
     run_dir.mkdir()
     (run_dir / "run.lock").write_text("process 1 on box, since then\n")
@@ -138,7 +138,7 @@ def test_an_unborn_run_with_an_empty_config_is_reusable_and_resume_says_so(tmp_p
 @pytest.mark.faults
 def test_config_json_appears_whole_or_not_at_all_and_never_replaces_one(tmp_path,
                                                                           monkeypatch):
-    from fast_dqn.run import run_directory
+    from fast_dqn.run.storage import run_directory
     (tmp_path / "a").mkdir()
 
     def stopped(*args):

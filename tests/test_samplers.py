@@ -4,7 +4,7 @@ from fake_ale import FakeAtariEnv
 from fast_dqn.envs.environment import SeedOnFirstReset, wrap_atari
 from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
 from fast_dqn.run.components import env_settings
-from fast_dqn.run.hyperparameters import FastConfig
+from fast_dqn.run.settings.hyperparameters import FastConfig
 
 
 def test_python_samplers_reset_finished_episodes_and_report_games():

@@ -6,7 +6,7 @@ from helpers import TINY_CARTPOLE
 
 from fast_dqn.agent.learner import DQNLearner
 from fast_dqn.loops.minibatch_schedule import minibatches_due
-from fast_dqn.run.hyperparameters import Config, FastConfig
+from fast_dqn.run.settings.hyperparameters import Config, FastConfig
 from fast_dqn.run.training import train_fast, train_nature
 
 SMALL = TINY_CARTPOLE
@@ -81,7 +81,7 @@ def test_both_loops_train_the_nature_number_of_minibatches(tmp_path, train_calls
 def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, train_calls,
                                                                      fast_loops, loop,
                                                                      stop_after):
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     config = small_config(loop, tmp_path, timesteps=800)
     run = train_nature if loop == "nature" else train_fast
 
@@ -109,7 +109,7 @@ def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatc
     # then must not leave minibatches owed, which a resume without replay could never train.
     import time
 
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     calls = []
     train = DQNLearner.train
 
@@ -152,8 +152,8 @@ def test_the_nature_loop_trains_right_after_each_fourth_step_past_warm_up(tmp_pa
 def built_parts(config, resume=None):
     import numpy as np
 
+    from fast_dqn.run.settings.validation import resolve
     from fast_dqn.run.training import RunParts
-    from fast_dqn.run.validation import resolve
     return RunParts(resolve(config), (1, 4), np.dtype(np.float32), 2, 1, "main", resume)
 
 
@@ -180,7 +180,7 @@ def filled_parts(tmp_path, save_replay):
 def test_run_parts_restore_what_they_collected(tmp_path, save_replay):
     import numpy as np
 
-    from fast_dqn.run.checkpoint import latest_checkpoint
+    from fast_dqn.run.storage.checkpoint import latest_checkpoint
     config, before = filled_parts(tmp_path, save_replay)
     after = built_parts(config, latest_checkpoint(str(tmp_path), "resume"))
     loop = after.restore()
@@ -204,7 +204,7 @@ def test_run_parts_restore_what_they_collected(tmp_path, save_replay):
 @pytest.mark.faults
 def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
     from fast_dqn.errors import ConfigError
-    from fast_dqn.run.checkpoint import latest_checkpoint
+    from fast_dqn.run.storage.checkpoint import latest_checkpoint
     config, _ = filled_parts(tmp_path, save_replay=False)
     other = dict(SMALL, logdir=str(tmp_path), env="Acrobot-v1")
     other = Config(**other)
@@ -222,7 +222,7 @@ def test_the_dqn_extensions_build_and_resume_exactly_in_every_loop(tmp_path, loo
                                                                    monkeypatch):
     import numpy as np
 
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     batches = []
     train = DQNLearner.train
 
@@ -274,7 +274,7 @@ def test_a_resume_that_cuts_the_budget_trains_the_nature_count_of_the_new_one(
     import time
 
     from fast_dqn.envs.samplers import PythonSamplers
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     step = PythonSamplers.step
 
     def slow(self, actions):
@@ -320,7 +320,7 @@ def test_the_trainer_never_trains_a_minibatch_of_a_step_not_yet_played(tmp_path,
 def test_a_budget_cut_to_the_checkpoint_still_evaluates_there(tmp_path, train_calls, loop):
     from helpers import rows
 
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     config = small_config(loop, tmp_path, timesteps=800, evaluate=160, eval_episodes=1,
                           save_replay=True)
     run = train_nature if loop == "nature" else train_fast
@@ -340,7 +340,7 @@ def test_a_budget_cut_to_the_checkpoint_still_evaluates_there(tmp_path, train_ca
 @pytest.mark.faults
 def test_a_stop_before_the_first_sync_point_saves_its_empty_replay(tmp_path, fast_loops,
                                                                    capsys):
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     config = small_config("fast", tmp_path, timesteps=400, save_replay=True)
     stopped_at = train_fast(config, stop=lambda: fast_loops[-1].state.step >= 40)
     checkpoint = CheckpointStore(str(tmp_path)).latest()

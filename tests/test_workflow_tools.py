@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from helpers import ROOT, FakeClock, run
 
-from fast_dqn.run.monitor import Monitor
-from fast_dqn.run.progress import ProgressBar, ProgressLines, make_console
+from fast_dqn.run.logs.monitor import Monitor
+from fast_dqn.run.logs.progress import ProgressBar, ProgressLines, make_console
 from fast_dqn.tools.atari_scores import SCORES, human_normalized
 
 
@@ -28,7 +28,7 @@ def read_scalars(logdir):
 
 
 def test_tensorboard_gets_every_scalar(tmp_path):
-    from fast_dqn.run.tensorboard_log import TensorBoardLog
+    from fast_dqn.run.logs.tensorboard_log import TensorBoardLog
     clock = FakeClock()
     monitor = Monitor(str(tmp_path), 1000, interval=10, clock=clock,
                       console=ProgressLines(1000, out=io.StringIO()),
@@ -54,7 +54,7 @@ def test_tensorboard_gets_every_scalar(tmp_path):
 def test_the_last_step_ticked_again_and_again_is_one_point_of_all_its_minibatches(tmp_path):
     """The last step ticks while its last minibatches train and while the trainer finishes:
     one point, written at the end, with the mean of every minibatch since the one before."""
-    from fast_dqn.run.tensorboard_log import TensorBoardLog
+    from fast_dqn.run.logs.tensorboard_log import TensorBoardLog
     clock = FakeClock()
     monitor = Monitor(str(tmp_path), 1000, interval=10, clock=clock,
                       console=ProgressLines(1000, out=io.StringIO()),
@@ -73,7 +73,7 @@ def test_the_last_step_ticked_again_and_again_is_one_point_of_all_its_minibatche
 def test_tensorboards_own_reader_reads_the_scalars(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from fast_dqn.run.tensorboard_log import TensorBoardLog
+    from fast_dqn.run.logs.tensorboard_log import TensorBoardLog
     log = TensorBoardLog(str(tmp_path))
     log.scalars(100, {"eval/mean": -20.5, "eval/std": None})
     log.scalars(200, {"eval/mean": 3})
@@ -90,7 +90,7 @@ def test_a_tensorboard_left_running_drops_the_points_a_resume_plays_again(tmp_pa
     and keep the checkpoint's own step."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from fast_dqn.run.tensorboard_log import TensorBoardLog
+    from fast_dqn.run.logs.tensorboard_log import TensorBoardLog
     clock = FakeClock()
     first = TensorBoardLog(str(tmp_path), clock=clock)
     first.scalars(100, {"train/loss": 1.0, "eval/mean": -20.0})
@@ -118,7 +118,7 @@ def test_a_tensorboard_left_running_drops_the_points_a_resume_plays_again(tmp_pa
 def test_a_resume_cuts_the_events_back_to_its_checkpoint(tmp_path):
     """Each step once after any stop: the session that died after the checkpoint wrote more
     to its file (cut back) and a later session's file (removed) never reached one."""
-    from fast_dqn.run.tensorboard_log import TensorBoardLog
+    from fast_dqn.run.logs.tensorboard_log import TensorBoardLog
     clock = FakeClock()
     first = TensorBoardLog(str(tmp_path), clock=clock)
     first.scalars(100, {"train/loss": 1.0})
@@ -201,8 +201,8 @@ def test_evaluate_prints_scores_and_writes_a_playable_mp4(tiny_pong_run, tmp_pat
 def test_evaluate_best_plays_the_best_evaluations_weights(tiny_pong_run, capsys):
     from helpers import rows
 
-    from fast_dqn.run.best_weights import best_store
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.best_weights import best_store
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     from fast_dqn.tools.evaluate import main
     evaluations = [(int(row["agent_step"]), float(row["mean"]))
                    for row in rows(tiny_pong_run / "eval.csv")]
@@ -221,7 +221,7 @@ def test_evaluate_best_plays_the_best_evaluations_weights(tiny_pong_run, capsys)
 
 def test_evaluate_acts_with_the_runs_evaluation_epsilon_unless_told_otherwise():
     """A CartPole run evaluates at 0: evaluate replays that, where it once used 0.05."""
-    from fast_dqn.run.hyperparameters import Config
+    from fast_dqn.run.settings.hyperparameters import Config
     from fast_dqn.tools.evaluate import build_parser, evaluation_epsilon
     assert build_parser().parse_args(["run"]).epsilon is None
     assert evaluation_epsilon(None, Config(eval_epsilon=0.0)) == (0.0, "the run's "
@@ -231,7 +231,7 @@ def test_evaluate_acts_with_the_runs_evaluation_epsilon_unless_told_otherwise():
 
 
 def test_evaluate_best_of_a_run_without_evaluations_is_one_line(tmp_path, capsys):
-    from fast_dqn.run.run_directory import create_run_directory
+    from fast_dqn.run.storage.run_directory import create_run_directory
     from fast_dqn.tools.evaluate import main
     create_run_directory(str(tmp_path / "run"), {"loop": "dqn", "game": "pong"})
     assert main([str(tmp_path / "run"), "--best"]) == 2
@@ -275,7 +275,7 @@ def test_after_kill_9_and_a_resume_each_step_is_in_tensorboard_once(tmp_path):
 
     from helpers import TINY_CARTPOLE, command, flags, rows
 
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     logdir = tmp_path / "run"
     settings = dict(TINY_CARTPOLE, timesteps=3000, checkpoint_freq=1000, evaluate=600,
                     eval_episodes=2, seed=4)
@@ -370,7 +370,7 @@ def test_evaluate_reads_the_newer_checkpoint_when_a_training_run_prunes_the_one_
     looked can be pruned before it is read: it reads the one that replaced it."""
     import shutil
 
-    from fast_dqn.run.checkpoint import Checkpoint, CheckpointStore
+    from fast_dqn.run.storage.checkpoint import Checkpoint, CheckpointStore
     from fast_dqn.tools import evaluate
     store = CheckpointStore(str(tmp_path))
     store.save(100, {"learner": "at 100"})
@@ -423,10 +423,10 @@ def test_best_weights_of_another_network_are_named_not_a_shape_error(tmp_path, c
     """best/ copied from a run of another env: one line, where Keras raised a shape error."""
     from helpers import TINY_CARTPOLE
 
-    from fast_dqn.run.best_weights import best_store
-    from fast_dqn.run.hyperparameters import Config
-    from fast_dqn.run.run_directory import create_run_directory
-    from fast_dqn.run.validation import resolve
+    from fast_dqn.run.settings.hyperparameters import Config
+    from fast_dqn.run.settings.validation import resolve
+    from fast_dqn.run.storage.best_weights import best_store
+    from fast_dqn.run.storage.run_directory import create_run_directory
     from fast_dqn.tools.evaluate import main
     run_dir = str(tmp_path / "run")
     config = resolve(Config(**{**TINY_CARTPOLE, "preset": "classic", "logdir": run_dir}))

@@ -1,8 +1,8 @@
 """Command-line front end shared by run_dqn.py and run_fast_dqn.py: the run's life from the
 typed flags to its exit status.
 
-Flags come from fast_dqn.run.flags, their values' precedence from fast_dqn.run.precedence,
-the checks from fast_dqn.run.validation and --resume's reconciliation from
+Flags come from fast_dqn.run.settings.flags, their values' precedence from fast_dqn.run.settings.precedence,
+the checks from fast_dqn.run.settings.validation and --resume's reconciliation from
 fast_dqn.run.resume. Everything the user typed is validated before anything is created; a
 problem ends the run with one line naming the flag and the fix, and exit status 2.
 """
@@ -17,19 +17,19 @@ import traceback
 from fast_dqn.code_version import code_record
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.minibatch_schedule import minibatches_due
-from fast_dqn.run import hyperparameters as hp
-from fast_dqn.run.flags import build_parser, explicit_values, fail
-from fast_dqn.run.precedence import build_config
 from fast_dqn.run.resume import describe_kept, hold_run, resume_config
-from fast_dqn.run.run_directory import (
+from fast_dqn.run.run_kinds import kind_of
+from fast_dqn.run.settings import hyperparameters as hp
+from fast_dqn.run.settings.flags import build_parser, explicit_values, fail
+from fast_dqn.run.settings.precedence import build_config
+from fast_dqn.run.settings.validation import resolve, run_is_finished
+from fast_dqn.run.storage.run_directory import (
     check_logdir,
     create_run_directory,
     default_logdir,
     discard_dead_start,
     run_name,
 )
-from fast_dqn.run.run_kinds import kind_of
-from fast_dqn.run.validation import resolve, run_is_finished
 
 
 def validate_and_resolve(config):
@@ -106,7 +106,7 @@ def next_commands(prog, config, best):
 
 
 def _last_checkpoint(prog, run_dir):
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     steps = CheckpointStore(run_dir).steps()
     if not steps:
         return (f"no checkpoint was written: {resume_command(prog, run_dir)} starts it again "
@@ -131,7 +131,7 @@ def main(kind, argv=None, train=None, script=False, prog=None):
     """
     prog, config_class, train = prog or kind.script, kind.config_class, train or kind.train
     if script:
-        from fast_dqn.run.progress import OutlivesConsole
+        from fast_dqn.run.logs.progress import OutlivesConsole
         sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
     parser = build_parser(prog, kind.description, config_class)
     args = parser.parse_args(argv)
@@ -205,8 +205,8 @@ def _failed(prog, config):
 
 
 def _train(prog, config, train, checkpoint, script):
-    from fast_dqn.run.checkpoint import CheckpointError
     from fast_dqn.run.interrupts import StopSignals
+    from fast_dqn.run.storage.checkpoint import CheckpointError
 
     with StopSignals(then_ignore=script) as stop:
         # Printed once signals are handled: from this line on, Ctrl-C checkpoints.
@@ -245,12 +245,12 @@ def _train(prog, config, train, checkpoint, script):
             # Any thread's failure ends up here: the trainer's and the prefetcher's are
             # re-raised in the main thread with their own tracebacks.
             return _failed(prog, config)
-    from fast_dqn.run.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
     if stop.requested and not CheckpointStore(config.logdir).newest_is_finished():
         print(f"{prog}: stopped after a checkpoint; continue with: "
               f"{resume_command(prog, config.logdir)}", file=sys.stderr)
         return 128 + stop.signum
-    from fast_dqn.run.best_weights import best_store
+    from fast_dqn.run.storage.best_weights import best_store
     print(next_commands(prog, config, best=bool(best_store(config.logdir).steps())),
           flush=True)
     return 0

@@ -15,8 +15,8 @@ from fast_dqn.agent.schedules import LinearSchedule
 from fast_dqn.envs.environment import game_seed, make_env
 from fast_dqn.envs.settings import EnvSettings
 from fast_dqn.loops.settings import LoopSettings, RaySettings
-from fast_dqn.run import hyperparameters as hp
-from fast_dqn.run.validation import ResolvedConfig
+from fast_dqn.run.settings import hyperparameters as hp
+from fast_dqn.run.settings.validation import ResolvedConfig
 
 # Streams keep every random stream of a run distinct yet derived from the one --seed (the
 # evaluation's games each take a stream of their own below EVAL_RNG_STREAM).
@@ -58,10 +58,10 @@ def ray_settings(config):
 def network_builder(config, observation_shape, num_actions):
     """A function that builds one fresh Q-network for this config: a Nature CNN for Atari,
     an MLP for --env; with a dueling head if asked, in the asked compute type. `config`:
-    as fast_dqn.run.validation.resolve returns it."""
+    as fast_dqn.run.settings.validation.resolve returns it."""
     from fast_dqn.agent.q_network import mlp, nature_cnn
     if not isinstance(config, ResolvedConfig):  # its open settings would be guessed here
-        raise TypeError(f"build from the config fast_dqn.run.validation.resolve returns, not "
+        raise TypeError(f"build from the config fast_dqn.run.settings.validation.resolve returns, not "
                         f"a {type(config).__name__}")
     policy = {"float32": None, "bfloat16": "mixed_bfloat16",
               "float16": "mixed_float16"}[config.precision]

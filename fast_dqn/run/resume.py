@@ -4,10 +4,10 @@ import dataclasses
 import os
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run import hyperparameters as hp
-from fast_dqn.run.flags import flag_name
-from fast_dqn.run.run_directory import RunLock, check_writable, load_run_config
-from fast_dqn.run.validation import check_budget, check_saved_types, resolve
+from fast_dqn.run.settings import hyperparameters as hp
+from fast_dqn.run.settings.flags import flag_name
+from fast_dqn.run.settings.validation import check_budget, check_saved_types, resolve
+from fast_dqn.run.storage.run_directory import RunLock, check_writable, load_run_config
 
 
 def hold_run(run_dir):
@@ -25,7 +25,7 @@ def resume_config(run_dir, explicit, kind):
 
     Raises ConfigError for anything that would make the resumed run not the same run.
     """
-    from fast_dqn.run.checkpoint import latest_checkpoint
+    from fast_dqn.run.storage.checkpoint import latest_checkpoint
 
     saved = load_run_config(run_dir, "resume")
     if saved.get("loop") != kind.loop:

@@ -3,7 +3,7 @@ records, its Config class and its train function to each other."""
 
 from dataclasses import dataclass
 
-from fast_dqn.run.hyperparameters import Config, FastConfig
+from fast_dqn.run.settings.hyperparameters import Config, FastConfig
 
 
 @dataclass(frozen=True)

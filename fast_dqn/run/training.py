@@ -16,8 +16,6 @@ from fast_dqn.envs.environment import (
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.evaluation import Evaluator
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
-from fast_dqn.run.best_weights import BestWeights
-from fast_dqn.run.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.run.components import (
     ACTION_RNG_STREAM,
     EVAL_RNG_STREAM,
@@ -31,12 +29,14 @@ from fast_dqn.run.components import (
     ray_settings,
     rng_for,
 )
-from fast_dqn.run.hyperparameters import RESUME_OVERRIDES, learning_settings
-from fast_dqn.run.monitor import Monitor
-from fast_dqn.run.progress import RunProgress, make_console
+from fast_dqn.run.logs.monitor import Monitor
+from fast_dqn.run.logs.progress import RunProgress, make_console
+from fast_dqn.run.logs.tensorboard_log import TensorBoardLog
 from fast_dqn.run.resume import plan_given_on_resume
-from fast_dqn.run.tensorboard_log import TensorBoardLog
-from fast_dqn.run.validation import has_type, resolve
+from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES, learning_settings
+from fast_dqn.run.settings.validation import has_type, resolve
+from fast_dqn.run.storage.best_weights import BestWeights
+from fast_dqn.run.storage.checkpoint import Checkpointer, CheckpointStore
 from fast_dqn.state_schema import FAST_RUN, NATURE_RUN, StateMismatch
 
 
@@ -270,7 +270,7 @@ def check_fast_loop_parts(state, backend):
 
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
-    The config is validated and resolved as the command line's is (fast_dqn.run.validation)."""
+    The config is validated and resolved as the command line's is (fast_dqn.run.settings.validation)."""
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import (
         FastLoop,
@@ -328,7 +328,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
 
 def train_nature(config, resume=None, stop=None):
     """The Nature loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
-    The config is validated and resolved as the command line's is (fast_dqn.run.validation)."""
+    The config is validated and resolved as the command line's is (fast_dqn.run.settings.validation)."""
     from fast_dqn.loops.nature_loop import run_nature_loop
 
     config = resolve(config)

@@ -19,7 +19,13 @@ import gymnasium
 import numpy as np
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run.flags import OneLineParser, add_version_flag, fail, parse_count, parse_real
+from fast_dqn.run.settings.flags import (
+    OneLineParser,
+    add_version_flag,
+    fail,
+    parse_count,
+    parse_real,
+)
 
 ATARI_FPS = 60
 
@@ -185,7 +191,7 @@ def _computable(config):
     in what this machine computes fastest: its weights are float32 whatever the compute type,
     and evaluate has no --precision to give."""
     from fast_dqn.agent.backend_setup import computes_bfloat16, computes_float16
-    from fast_dqn.run.validation import resolve_precision
+    from fast_dqn.run.settings.validation import resolve_precision
     native = {"bfloat16": computes_bfloat16, "float16": computes_float16}
     if config.mixed_precision or (config.precision in native
                                   and not native[config.precision]()):
@@ -202,7 +208,7 @@ _READ_TRIES = 5
 def _read_newest(choose, run_dir, setting, schema):
     """(checkpoint, state) of the newest checkpoint `choose()` returns, read whole and
     checked against `schema` (fast_dqn.state_schema)."""
-    from fast_dqn.run.array_file import CorruptFile
+    from fast_dqn.run.storage.array_file import CorruptFile
     from fast_dqn.state_schema import StateMismatch
     failed = set()
     for _ in range(_READ_TRIES):
@@ -224,7 +230,7 @@ def _read_newest(choose, run_dir, setting, schema):
 
 
 def _newest_checkpoint(run_dir, warn):
-    from fast_dqn.run.checkpoint import latest_checkpoint
+    from fast_dqn.run.storage.checkpoint import latest_checkpoint
     from fast_dqn.state_schema import WEIGHTS_ONLY
     return _read_newest(lambda: latest_checkpoint(run_dir, "RUN_DIR", warn=warn), run_dir,
                         "RUN_DIR", WEIGHTS_ONLY)
@@ -232,9 +238,9 @@ def _newest_checkpoint(run_dir, warn):
 
 def _best_weights(run_dir, warn):
     """(path, step, mean, weights) of the run's best evaluation, or a ConfigError."""
-    from fast_dqn.run.array_file import CorruptFile
-    from fast_dqn.run.best_weights import best_store
-    from fast_dqn.run.checkpoint import UnsupportedFormat
+    from fast_dqn.run.storage.array_file import CorruptFile
+    from fast_dqn.run.storage.best_weights import best_store
+    from fast_dqn.run.storage.checkpoint import UnsupportedFormat
 
     def choose():
         try:
@@ -283,7 +289,7 @@ def _check_new_file(path, setting):
     if os.path.exists(path):
         raise ConfigError(setting, f"'{path}' exists and would be overwritten; give a new "
                           "path")
-    from fast_dqn.run.run_directory import check_writable
+    from fast_dqn.run.storage.run_directory import check_writable
     check_writable(directory, setting)  # before the work starts, not a failure after
 
 
@@ -293,9 +299,9 @@ def _check_video_path(video):
 
 def _run_config(run_dir):
     from fast_dqn.run.resume import saved_values
-    from fast_dqn.run.run_directory import load_run_config
     from fast_dqn.run.run_kinds import NATURE, kind_of_saved
-    from fast_dqn.run.validation import resolve
+    from fast_dqn.run.settings.validation import resolve
+    from fast_dqn.run.storage.run_directory import load_run_config
     saved = load_run_config(run_dir, "RUN_DIR")
     config_class = (kind_of_saved(saved) or NATURE).config_class
     config = config_class(**saved_values(saved, config_class))

@@ -22,8 +22,8 @@ import os
 import sys
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run.flags import OneLineParser, add_version_flag, fail
-from fast_dqn.run.hyperparameters import RESUME_OVERRIDES
+from fast_dqn.run.settings.flags import OneLineParser, add_version_flag, fail
+from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES
 from fast_dqn.tools.run_logs import read_columns, read_rows
 
 
@@ -81,8 +81,8 @@ _NOT_THE_SETTING = ("seed", "logdir", "code") + RESUME_OVERRIDES
 def groups(run_dirs, also_ignore=()):
     """{label: [run_dir]}: runs whose config.json differ only in their seed (and in
     `also_ignore`) form a group, in the order first given."""
-    from fast_dqn.run.hyperparameters import FastConfig
     from fast_dqn.run.resume import saved_values
+    from fast_dqn.run.settings.hyperparameters import FastConfig
     found = {}
     for run_dir in run_dirs:
         saved = saved_config(run_dir)

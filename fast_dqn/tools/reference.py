@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run.checkpoint import CheckpointStore
+from fast_dqn.run.storage.checkpoint import CheckpointStore
 from fast_dqn.tools.run_logs import read_rows
 
 REFERENCE_PACKAGE = "fast_dqn.reference_data"

@@ -3,7 +3,7 @@
 Layout, inside the run directory:
 
     checkpoints/step-000000250000/
-        state.json      everything but the replay frames, as data (fast_dqn.run.state_tree):
+        state.json      everything but the replay frames, as data (fast_dqn.run.storage.state_tree):
                         weights, optimizer, RNGs, the games' emulator states and frame stacks,
                         log positions, the loop's own counters and held transitions
         arrays.zst      the arrays state.json refers to
@@ -35,8 +35,8 @@ import zlib
 import zstandard
 
 from fast_dqn.code_version import code_record
-from fast_dqn.run.array_file import CorruptFile, read_arrays, write_arrays
-from fast_dqn.run.state_tree import from_data, to_data
+from fast_dqn.run.storage.array_file import CorruptFile, read_arrays, write_arrays
+from fast_dqn.run.storage.state_tree import from_data, to_data
 from fast_dqn.state_schema import StateMismatch, check_state
 
 FORMAT = 2
@@ -152,7 +152,7 @@ class CheckpointStore:
     def save(self, step, state, replay_arrays=None, finished=False, plan=None):
         """Write a checkpoint for agent step `step`; returns its path.
 
-        state: a tree of data (see fast_dqn.run.state_tree); replay_arrays: {name: ndarray}
+        state: a tree of data (see fast_dqn.run.storage.state_tree); replay_arrays: {name: ndarray}
         or None; finished: the run ended at this checkpoint (kept in the manifest, so that a
         resume can tell without loading the state); plan: the run's RUN_PLAN settings, kept
         in the manifest too, for --resume to read before it loads anything. Raises

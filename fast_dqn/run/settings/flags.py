@@ -8,7 +8,7 @@ import fractions
 import math
 import sys
 
-from fast_dqn.run import hyperparameters as hp
+from fast_dqn.run.settings import hyperparameters as hp
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -112,7 +112,7 @@ def flag_name(setting):
 
 def help_topics(config_class=hp.FastConfig):
     """{topic: its fields' names}, topics in --help order, fields in declaration order: read
-    from each field's declaration (fast_dqn.run.hyperparameters)."""
+    from each field's declaration (fast_dqn.run.settings.hyperparameters)."""
     topics = {title: [] for title in hp.TOPICS}
     for f in dataclasses.fields(config_class):
         topics[f.metadata["topic"]].append(f.name)

@@ -12,10 +12,11 @@ import json
 import math
 import os
 
+from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
 from fast_dqn.agent.replay_memory import min_capacity, records_to_sample
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.fast_loop import budget_end
-from fast_dqn.run import hyperparameters as hp
+from fast_dqn.run.settings import hyperparameters as hp
 
 
 def validate(config):
@@ -79,7 +80,7 @@ def resolve(config, replay=True):
     if isinstance(config, ResolvedConfig):
         return config
     validate(config)
-    return ResolvedConfig(resolve_environment(resolve_precision(hp.resolve_optimizer(config)),
+    return ResolvedConfig(resolve_environment(resolve_precision(resolve_optimizer(config)),
                                               replay))
 
 
@@ -130,7 +131,7 @@ def validate_ray(config):
         check_reachable(config.ray_address)
 
 
-# Each field's declared limit (fast_dqn.run.hyperparameters): its test, and what it says.
+# Each field's declared limit (fast_dqn.run.settings.hyperparameters): its test, and what it says.
 LIMITS = {"positive": (lambda v: v >= 1, "must be a positive whole number"),
           "non_negative": (lambda v: v >= 0, "must be 0 or more"),
           "probability": (lambda v: 0.0 <= v <= 1.0, "must be in [0, 1]")}
@@ -176,6 +177,18 @@ def validate_numbers(config):
     if config.prepopulate < need:
         raise ConfigError("prepopulate", f"must be at least --history-length + --n-step - 1 "
                           f"({need}) so the first minibatch can be drawn")
+
+
+# Each optimizer's epsilon and loss reduction as in the code it comes from.
+def resolve_optimizer(config):
+    """The config with an unset optimizer epsilon and loss reduction made explicit, so
+    config.json records the values the run really used."""
+    defaults = OPTIMIZER_DEFAULTS[config.optimizer]
+    return dataclasses.replace(
+        config,
+        optimizer_epsilon=(defaults["epsilon"] if config.optimizer_epsilon is None
+                           else config.optimizer_epsilon),
+        loss_reduction=config.loss_reduction or defaults["loss_reduction"])
 
 
 def resolve_precision(config):

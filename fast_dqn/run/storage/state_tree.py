@@ -5,7 +5,7 @@ resume of every run saved before. The state a checkpoint keeps is therefore rest
 data: dicts with string keys, lists, strings, numbers, booleans and None go into the JSON
 document as they are; arrays, numpy scalars, bytes and tuples, which JSON cannot keep
 exactly, become small tagged objects, and the arrays themselves are stored beside it
-(fast_dqn.run.array_file). `to_data` refuses anything else, so a class cannot creep back in.
+(fast_dqn.run.storage.array_file). `to_data` refuses anything else, so a class cannot creep back in.
 """
 
 import numpy as np
@@ -50,7 +50,7 @@ def to_data(tree):
         stored = _stored(value)
         if stored is None:
             raise TypeError(f"checkpoint state {path or '/'} is a {type(value).__name__}; a "
-                            "checkpoint keeps only data (see fast_dqn.run.state_tree)")
+                            "checkpoint keeps only data (see fast_dqn.run.storage.state_tree)")
         tag, arrays[path] = stored
         return {tag: path}
 

@@ -156,7 +156,7 @@ class Monitor:
                  scalars=None, resume=None, replay_fill=None, progress=None):
         """replay_fill(): the replay's fill in [0, 1], read only when the scalars are due.
         progress: a RunProgress, for the console's phase and ETA (None: neither is shown)."""
-        from fast_dqn.run.progress import PeriodRate, ProgressLines
+        from fast_dqn.run.logs.progress import PeriodRate, ProgressLines
         self.run_dir = run_dir
         self.total_steps = total_steps
         self.progress = progress

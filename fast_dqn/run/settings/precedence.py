@@ -3,13 +3,13 @@
 import dataclasses
 
 from fast_dqn.errors import ConfigError
-from fast_dqn.run import hyperparameters as hp
-from fast_dqn.run.flags import explicit_values
+from fast_dqn.run.settings import hyperparameters as hp
+from fast_dqn.run.settings.flags import explicit_values
 
 
 def build_config(explicit, config_class=hp.Config):
     """Defaults, then the preset, then the explicit flags."""
-    from fast_dqn.run.presets import ATARI_PRESETS, preset_values
+    from fast_dqn.run.settings.presets import ATARI_PRESETS, preset_values
     if explicit.get("env") is not None and "game" in explicit:
         raise ConfigError("env", "--env and --game are exclusive; give only one of them")
     preset = explicit.get("preset") or ("classic" if explicit.get("env") else "nature")

@@ -16,8 +16,8 @@ import shutil
 
 import numpy as np
 
-from fast_dqn.run.array_file import CorruptFile
-from fast_dqn.run.checkpoint import CheckpointStore, UnsupportedFormat
+from fast_dqn.run.storage.array_file import CorruptFile
+from fast_dqn.run.storage.checkpoint import CheckpointStore, UnsupportedFormat
 
 FOLDER = "best"
 

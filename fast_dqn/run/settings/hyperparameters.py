@@ -11,12 +11,10 @@ docs/protocol.md).
 import dataclasses
 from dataclasses import dataclass, field
 
-from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
-
 
 class _Topic:
     """A topic of --help. Calling it declares a setting under it: its default, help and unit,
-    its limit (checked by fast_dqn.run.validation: "positive", "non_negative" or
+    its limit (checked by fast_dqn.run.settings.validation: "positive", "non_negative" or
     "probability"), and argparse's own arguments (choices). Everything about an option is
     in its one declaration."""
 
@@ -211,18 +209,6 @@ def learning_settings(config):
             if name not in RESUME_OVERRIDES and name != "logdir"}
 
 
-
-
-# Each optimizer's epsilon and loss reduction as in the code it comes from.
-def resolve_optimizer(config):
-    """The config with an unset optimizer epsilon and loss reduction made explicit, so
-    config.json records the values the run really used."""
-    defaults = OPTIMIZER_DEFAULTS[config.optimizer]
-    return dataclasses.replace(
-        config,
-        optimizer_epsilon=(defaults["epsilon"] if config.optimizer_epsilon is None
-                           else config.optimizer_epsilon),
-        loss_reduction=config.loss_reduction or defaults["loss_reduction"])
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""What a run reports: CSV logs, TensorBoard scalars and the console."""

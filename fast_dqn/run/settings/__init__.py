@@ -1,0 +1,1 @@
+"""A run's settings: the Config, presets, flags, precedence, validation and resolution."""

@@ -1,0 +1,1 @@
+"""What a run keeps on disk: its directory, checkpoints and their files, the best weights."""
