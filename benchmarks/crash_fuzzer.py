@@ -80,7 +80,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from benchmarks import fuzz_attacks as attacks
-from fast_dqn.loops.fast_loop import next_sync_point
+from fast_dqn.loops.fast_loop_state import next_sync_point
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.storage.checkpoint import CheckpointStore
 

@@ -75,7 +75,8 @@ def broadcast_ms(backend, repeats):
 def measure(config, backend, learner, args):
     """Samplers alone, then with the learner, on one started backend."""
     import numpy as np
-    backend.start(learner.target_q_values, learner.target_weights, np.random.default_rng(0))
+    backend.start(np.random.default_rng(0))
+    backend.act_through(learner.target_q_values, learner.target_weights)
     alone, per_step = samplers_alone(backend, args.seconds, args.segments)
     latency = None
     if config.backend == "ray":

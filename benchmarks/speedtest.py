@@ -170,7 +170,7 @@ def measure(case, args):
         monitor = TimingMonitor(start, segment, start + args.steps,
                                 busy=trainer and trainer.busy_seconds)
         try:
-            samplers.start(learner.target_q_values, None, np.random.default_rng(0))
+            samplers.start(np.random.default_rng(0))
             FastLoop(components.loop_settings(config), samplers, learner, replay, trainer,
                      monitor).run()
         finally:

@@ -89,6 +89,9 @@ class FakeLearner:
     def update_target(self):
         self.target_updates += 1
 
+    def target_weights(self):
+        return []
+
 
 class NullMonitor:
     def __init__(self):

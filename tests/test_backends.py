@@ -11,7 +11,8 @@ import pytest
 from ray_tools import RAY_SETTINGS, ray_processes, wait_until_gone
 
 from fast_dqn.loops.experience import LocalBackend
-from fast_dqn.loops.fast_loop import FastLoop, HeldTransitions
+from fast_dqn.loops.fast_loop import FastLoop
+from fast_dqn.loops.fast_loop_state import HeldTransitions
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run import components
 from fast_dqn.run.settings import precedence
@@ -91,8 +92,8 @@ def test_backend_contract(kind, request):
         assert backend.num_actions == 2 and backend.observation_space.shape == (1, 4)
         assert backend.num_shards == 4
         learner = components.build_learner(CONFIG, backend.observation_space.shape, 2)
-        backend.start(learner.target_q_values, learner.target_weights,
-                      np.random.default_rng(0))
+        backend.start(np.random.default_rng(0))
+        backend.act_through(learner.target_q_values, learner.target_weights)
 
         chunks = collect(backend, 200, epsilon=1.0)
         for chunk in chunks:
@@ -211,7 +212,7 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
     monitor = KillingMonitor(backend, at=800)
     trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
                                 on_loss=lambda result: monitor.record_train(*result))
-    backend.start(learner.target_q_values, learner.target_weights, np.random.default_rng(0))
+    backend.start(np.random.default_rng(0))
     try:
         steps = FastLoop(components.loop_settings(config), backend, learner, replay, trainer,
                          monitor).run()

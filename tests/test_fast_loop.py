@@ -10,7 +10,8 @@ from helpers import TINY_FAKE
 from fast_dqn.agent.replay_memory import ReplayMemory
 from fast_dqn.loops.background_trainer import BackgroundTrainer
 from fast_dqn.loops.experience import LocalBackend
-from fast_dqn.loops.fast_loop import FastLoop, next_sync_point
+from fast_dqn.loops.fast_loop import FastLoop
+from fast_dqn.loops.fast_loop_state import next_sync_point
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.components import loop_settings
 from fast_dqn.run.settings.hyperparameters import FastConfig
@@ -31,7 +32,7 @@ def run(config, samplers=None, learner=None, prefetch=True):
                                     prefetch=prefetch)
     try:
         backend = LocalBackend(samplers, batched=config.synchronize)
-        backend.start(learner.target_q_values, None, np.random.default_rng(0))
+        backend.start(np.random.default_rng(0))
         steps = FastLoop(loop_settings(config), backend, learner, replay, trainer,
                          monitor).run()
     finally:
@@ -165,7 +166,7 @@ def test_a_fault_ends_the_run_quickly_and_leaves_no_thread(fault):
 def test_the_loop_state_survives_a_checkpoint_as_it_is(flags):
     from helpers import through_checkpoint
 
-    from fast_dqn.loops.fast_loop import FastLoopState
+    from fast_dqn.loops.fast_loop_state import FastLoopState
     settings = loop_settings(BASE)
     state = FastLoopState.fresh(settings)
     state.step, state.trained_through, state.last_eval, state.owed = 480, 576, 400, 23
@@ -194,7 +195,7 @@ def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(
     from fake_samplers import MemoryCheckpoints
     from helpers import through_checkpoint
 
-    from fast_dqn.loops.fast_loop import FastLoopState
+    from fast_dqn.loops.fast_loop_state import FastLoopState
     config = dataclasses.replace(BASE, workers=4, concurrent=concurrent)
     settings = loop_settings(config)
 
@@ -203,7 +204,7 @@ def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(
         replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
                               num_shards=config.workers, seed=3)
         backend = LocalBackend(FakeSamplers(config.workers), batched=True)
-        backend.start(learner.target_q_values, None, np.random.default_rng(0))
+        backend.start(np.random.default_rng(0))
         trainer = None
         if concurrent:
             trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
@@ -252,7 +253,7 @@ def test_only_a_run_that_ends_with_its_last_evaluation_is_marked_finished(
     replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
                           num_shards=config.workers)
     backend = LocalBackend(FakeSamplers(config.workers), batched=True)
-    backend.start(learner.target_q_values, None, np.random.default_rng(0))
+    backend.start(np.random.default_rng(0))
     trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
     try:
         FastLoop(settings, backend, learner, replay, trainer, NullMonitor(), evaluator,
@@ -270,7 +271,7 @@ def test_lockstep_keeps_the_console_going_while_the_last_step_trains_what_is_owe
     from fake_samplers import MemoryCheckpoints
     from helpers import through_checkpoint
 
-    from fast_dqn.loops.fast_loop import FastLoopState
+    from fast_dqn.loops.fast_loop_state import FastLoopState
 
     config = dataclasses.replace(BASE, workers=4, concurrent=False)
     settings = loop_settings(config)
@@ -278,7 +279,7 @@ def test_lockstep_keeps_the_console_going_while_the_last_step_trains_what_is_owe
     replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
                           num_shards=config.workers, seed=3)
     backend = LocalBackend(FakeSamplers(config.workers), batched=True)
-    backend.start(learner.target_q_values, None, np.random.default_rng(0))
+    backend.start(np.random.default_rng(0))
     checkpoints = MemoryCheckpoints(30)
     step = FastLoop(settings, backend, learner, replay, None, NullMonitor(),
                     checkpoints=checkpoints).run()
@@ -318,7 +319,7 @@ def test_the_console_goes_on_while_a_sync_point_waits_and_hears_of_each_period_e
                                 on_loss=lambda r: monitor.record_train(*r))
     try:
         backend = LocalBackend(FakeSamplers(config.workers), batched=True)
-        backend.start(learner.target_q_values, None, np.random.default_rng(0))
+        backend.start(np.random.default_rng(0))
         FastLoop(loop_settings(config), backend, learner, replay, trainer,
                  monitor).run()
     finally:

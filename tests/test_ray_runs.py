@@ -45,8 +45,8 @@ TWO_NODES = textwrap.dedent("""
         try:
             nodes = backend.node_ids()
             learner = components.build_learner(config, backend.observation_space.shape, 2)
-            backend.start(learner.target_q_values, learner.target_weights,
-                          np.random.default_rng(0))
+            backend.start(np.random.default_rng(0))
+            backend.act_through(learner.target_q_values, learner.target_weights)
             shards, steps = set(), 0
             while steps < 400:
                 chunk = backend.next_chunk(steps, lambda s: np.ones(np.shape(s)))

@@ -203,7 +203,7 @@ def test_replay_returns_what_the_agent_saw_on_a_real_rom(env_backend):
     its action, reward and terminal, and the next stack it saw, across ring wrap-arounds, lost
     lives and time-limit cuts."""
     from fast_dqn.loops.experience import LocalBackend
-    from fast_dqn.loops.fast_loop import HeldTransitions
+    from fast_dqn.loops.fast_loop_state import HeldTransitions
     from fast_dqn.run.components import build_samplers
     from fast_dqn.run.settings.hyperparameters import FastConfig
 
@@ -218,7 +218,8 @@ def test_replay_returns_what_the_agent_saw_on_a_real_rom(env_backend):
         return q_rng.normal(size=(len(states), 4)).astype(np.float32)
 
     backend = LocalBackend(build_samplers(config, count=workers, seed=3))
-    backend.start(q_values, None, np.random.default_rng(0))
+    backend.start(np.random.default_rng(0))
+    backend.act_through(q_values, None)
     replay = ReplayMemory(per_shard * workers, (84, 84), K, num_shards=workers)
     held, chunks = HeldTransitions(), []
     try:

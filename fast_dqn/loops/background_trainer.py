@@ -16,9 +16,10 @@ The rules that make this safe and reproducible:
    run draws the same minibatches whatever the thread timing.
 3. `interrupt()` ends a period early, after the minibatch in progress, and says how many were
    trained; batches prefetched beyond that are dropped (the caller rewinds replay's RNG).
-4. A minibatch is trained only once the caller releases it: `hold_back(k)` keeps the period's
-   last k back. The fast loop holds back the minibatches of agent steps not yet played, so
-   a stop at any moment has trained none of a step it never reached.
+4. The trainer is paced by the caller: `pace(k)` says that the period's last k minibatches
+   are due at agent steps not yet played, and the trainer trains them only once a later
+   pace() releases them. So a stop at any moment has trained none of a step never reached
+   (docs/fast-loop.md: this pacing is fast-dqn's choice, and changes no learning).
 5. An exception in either thread is kept and re-raised, with its original traceback, in the
    caller's thread by `check()` or `wait()`. Every blocking call inside the threads polls, so
    `close()` always ends them: nothing can hang on a dead partner.
@@ -46,7 +47,7 @@ class BackgroundTrainer:
         self._prefetch_idle = threading.Event()
         self._prefetch_idle.set()
         self._cancel = threading.Event()
-        self._held_back = 0
+        self._unplayed = 0
         self._released = threading.Event()
         self._stop = threading.Event()
         self._trained = 0
@@ -72,14 +73,14 @@ class BackgroundTrainer:
             running = self._step_started
             return self._busy_done + (0.0 if running is None else time.perf_counter() - running)
 
-    def start(self, num_minibatches, held_back=0):
-        """Train `num_minibatches` in the background, the last `held_back` of them only once
-        hold_back() releases them. The trainer must be idle."""
+    def start(self, num_minibatches, unplayed=0):
+        """Train `num_minibatches` in the background, the last `unplayed` of them only once
+        pace() releases them. The trainer must be idle."""
         self.check()
         if not self._idle.is_set():
             raise RuntimeError("start() called while the previous period is still training")
         self._trained = 0
-        self.hold_back(held_back)
+        self.pace(unplayed)
         if num_minibatches <= 0:
             return
         self._idle.clear()
@@ -87,9 +88,10 @@ class BackgroundTrainer:
             self._prefetch_idle.clear()
         self._jobs.put(num_minibatches)
 
-    def hold_back(self, count):
-        """Keep the current period's last `count` minibatches back (fewer releases some)."""
-        self._held_back = count  # one int, read by the trainer thread: no lock needed
+    def pace(self, unplayed):
+        """The current period's last `unplayed` minibatches wait for their steps (a smaller
+        count than before releases some; 0 releases all)."""
+        self._unplayed = unplayed  # one int, read by the trainer thread: no lock needed
         self._released.set()
 
     def check(self):
@@ -206,9 +208,9 @@ class BackgroundTrainer:
     def _wait_for_release(self, n):
         """Wait until the next of the period's n minibatches is released; False when the
         period is interrupted first."""
-        while self._trained >= n - self._held_back:
+        while self._trained >= n - self._unplayed:
             self._released.clear()
-            if self._trained < n - self._held_back:  # released between the test and clear()
+            if self._trained < n - self._unplayed:  # released between the test and clear()
                 return True
             self._released.wait(_POLL_SECONDS)
             if self._stop.is_set():

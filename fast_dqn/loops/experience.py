@@ -3,9 +3,9 @@
 A backend plays the fast loop's games and hands back `Chunk`s of transitions. The learner loop
 (fast_dqn.loops.fast_loop) is the same whatever the backend; it only ever calls:
 
-- `start(q_values, weights, rng, log=None)`: the target network, as a callable for local acting
-  and as a weight source for remote copies, the action RNG, and where to report events (the
-  run's console);
+- `start(rng, log=None)`: the action RNG, and where to report events (the run's console);
+- `act_through(q_values, weights)`: the network to act with, as a callable for local acting
+  and as a weight source for remote copies (the fast loop gives it the target network);
 - `next_chunk(step, epsilon_at)`: the next chunk, or None when none has arrived yet (the loop
   then checks its trainer and stop requests, and asks again);
 - `target_updated()`: main was copied to target; acting from now on should use the new one;
@@ -82,11 +82,15 @@ class LocalBackend:
         self.num_shards = self.round_size = samplers.num_samplers
         self.shards = np.arange(self.num_shards)
         self.obs = None
+        self.q_values = None  # act_through() sets it
 
-    def start(self, q_values, weights, rng, log=None):
-        self.q_values, self.rng = q_values, rng
+    def start(self, rng, log=None):
+        self.rng = rng
         if self.obs is None:
             self.obs = self.samplers.reset()
+
+    def act_through(self, q_values, weights):
+        self.q_values = q_values
 
     def next_chunk(self, step, epsilon_at):
         eps = epsilon_at(step + np.arange(self.round_size))

@@ -2,11 +2,12 @@
 
 Single-threaded: acting, replay writes and training strictly alternate, so every step boundary
 is a consistent point for a checkpoint. Each pass of `NatureLoop.run` is one agent step in
-four phases: evaluate (if due), checkpoint or stop, act, train.
+four phases: evaluate (if due) then checkpoint or stop (fast_dqn.loops.evaluate_then_checkpoint,
+shared with the fast loop), act, train.
 """
 
 from fast_dqn.agent.policy import select_action
-from fast_dqn.loops.evaluation import EvaluationInterrupted
+from fast_dqn.loops.evaluate_then_checkpoint import EvaluateThenCheckpoint
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
 
 
@@ -30,7 +31,8 @@ class NatureLoop:
                  checkpoints=None):
         self.settings, self.env, self.learner, self.replay = settings, env, learner, replay
         self.monitor, self.rng = monitor, rng
-        self.evaluator, self.checkpoints = evaluator, checkpoints
+        self.evaluator = evaluator
+        self.phases = EvaluateThenCheckpoint(evaluator, checkpoints)
         self.num_actions = env.action_space.n
         self.step, self.obs, self.schedule = 0, None, None
         self.eval_pending, self.last_eval = False, None
@@ -38,9 +40,12 @@ class NatureLoop:
     def run(self, resume=None):
         self._begin(resume)
         while True:
-            if self.eval_pending:
-                self._evaluate()
-            if self._checkpoint_ends_run():
+            if self.eval_pending and self.phases.evaluate(self.step, self.state_dict):
+                self.eval_pending, self.last_eval = False, self.step
+            # A run resumed past its budget (only a Python caller can ask that) writes no end.
+            if self.phases.checkpoint_ends_run(
+                    self.step, self.state_dict, last=self.step == self.settings.timesteps,
+                    done=self.step >= self.settings.timesteps, eval_pending=self.eval_pending):
                 return self.step
             eps = self._act()
             self._train(self.step - 1, self.step)
@@ -73,32 +78,6 @@ class NatureLoop:
             if self.evaluator and self.last_eval != self.step:
                 self.eval_pending = True
             self._train(self.step, self.step)
-
-    def _evaluate(self):
-        try:
-            self.evaluator(self.step)
-            self.eval_pending, self.last_eval = False, self.step
-        except EvaluationInterrupted:
-            pass  # the stop that follows saves it as still pending
-        except Exception:
-            # The evaluation keeps no state and is still pending, so the state is consistent:
-            # save it.
-            if self.checkpoints:
-                self.checkpoints.save(self.step, self.state_dict())
-            raise
-
-    def _checkpoint_ends_run(self):
-        """Checkpoint where one is due or a stop is asked; true when the run ends here."""
-        # A run resumed past its budget (only a Python caller can ask that) writes no end.
-        last = self.step == self.settings.timesteps
-        done = self.step >= self.settings.timesteps
-        if not self.checkpoints:
-            return done
-        stop = self.checkpoints.stop_requested()
-        if stop or self.checkpoints.due(self.step) or last:
-            self.checkpoints.save(self.step, self.state_dict(), final=last,
-                                  finished=last and not self.eval_pending)
-        return stop or done
 
     def _act(self):
         """One agent step, stored in replay; returns the epsilon it acted with."""

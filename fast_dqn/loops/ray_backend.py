@@ -219,8 +219,8 @@ class SamplerActor:
         self._start(seed)
 
     def _start(self, seed):
-        self.local.start(self._q, None,
-                         np.random.default_rng([seed, SAMPLER_RNG_STREAM]))
+        self.local.start(np.random.default_rng([seed, SAMPLER_RNG_STREAM]))
+        self.local.act_through(self._q, None)
 
     def spec(self):
         return {"num_actions": self.local.num_actions,
@@ -272,6 +272,7 @@ class RayBackend:
         self.fresh = set()        # replaced actors whose next chunk starts new games
         self.seed_offset = 0      # moved on at a resume
         self.weights_ref, self.version, self.stale = None, 0, True
+        self.weights = None       # act_through() sets it: the target weights
         self.delivered = 0        # chunks received (for tests and benchmarks)
         try:
             for i in range(self.num_samplers):
@@ -308,9 +309,11 @@ class RayBackend:
 
     # --- the backend interface
 
-    def start(self, q_values, weights, rng, log=None):
+    def start(self, rng, log=None):
+        self.log = log or self.log  # the actors draw their own actions: no RNG here
+
+    def act_through(self, q_values, weights):
         self.weights = weights  # acting happens in the actors; they get the weights
-        self.log = log or self.log
 
     def target_updated(self):
         self.stale = True  # put once, when the next request goes out

@@ -261,7 +261,7 @@ def build_backend(config):
 
 def check_fast_loop_parts(state, backend):
     """The fast loop's own parts of a checkpoint, checked before any is loaded."""
-    from fast_dqn.loops.fast_loop import HeldTransitions
+    from fast_dqn.loops.fast_loop_state import HeldTransitions
     backend.check_state_dict(state["samplers"])
     space = backend.observation_space
     HeldTransitions.check_saved(state["loop"]["held"], backend.num_shards, space.shape[1:],
@@ -272,13 +272,9 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
     The config is validated and resolved as the command line's is (fast_dqn.run.settings.validation)."""
     from fast_dqn.loops.background_trainer import BackgroundTrainer
-    from fast_dqn.loops.fast_loop import (
-        FastLoop,
-        FastLoopState,
-        HeldTransitions,
-        budget_end,
-        cut_to_budget,
-    )
+    from fast_dqn.loops.fast_loop import FastLoop, budget_end
+    from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions
+    from fast_dqn.loops.fast_loop_stops import cut_to_budget
 
     config = resolve(config)
     start_backend(config)
@@ -310,8 +306,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
                                 "has no state API, or the checkpoint is of another sampler "
                                 "backend or count): each sampler starts a new game; the "
                                 "unfinished ones are not logged")
-        backend.start(learner.target_q_values, learner.target_weights, parts.rng,
-                      log=monitor.message)
+        backend.start(parts.rng, log=monitor.message)
         if config.concurrent:
             trainer = BackgroundTrainer(learner.train,
                                         lambda: replay.sample(config.batch_size),

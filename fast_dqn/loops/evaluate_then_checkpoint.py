@@ -1,0 +1,46 @@
+"""What both loops do at a consistent point: evaluate if an evaluation is due, then write a
+checkpoint where one is due, asked for (a stop) or the run ends.
+
+A consistent point is one where the loop's state is whole: between any two steps of the
+Nature loop; at a sync point of the fast loop, with the trainer idle and nothing held. The
+loops decide when an evaluation is due; this says what happens then, once for both.
+"""
+
+from fast_dqn.loops.evaluation import EvaluationInterrupted
+
+
+class EvaluateThenCheckpoint:
+    """evaluator(step): an Evaluator, or None when evaluation is off; checkpoints: a
+    Checkpointer, or None."""
+
+    def __init__(self, evaluator, checkpoints):
+        self.evaluator, self.checkpoints = evaluator, checkpoints
+
+    def stop_requested(self):
+        return self.checkpoints.stop_requested() if self.checkpoints else False
+
+    def evaluate(self, step, state_dict):
+        """Play the evaluation of `step`; true when it was played. A stop interrupts it and
+        leaves it pending: it keeps no state, so the resumed run plays it again. Any other
+        error saves the loop's state (state_dict()), the evaluation still pending, first."""
+        try:
+            self.evaluator(step)
+            return True
+        except EvaluationInterrupted:
+            return False
+        except Exception:
+            if self.checkpoints:
+                self.checkpoints.save(step, state_dict())
+            raise
+
+    def checkpoint_ends_run(self, step, state_dict, last, done, eval_pending):
+        """Checkpoint where one is due, a stop is asked, or at the run's `last` step (the
+        final one: `finished` unless its evaluation is still pending); true when the run
+        ends here: `done`, or a stop."""
+        if not self.checkpoints:
+            return done
+        stop = self.checkpoints.stop_requested()
+        if stop or self.checkpoints.due(step) or last:
+            self.checkpoints.save(step, state_dict(), final=last,
+                                  finished=last and not eval_pending)
+        return stop or done

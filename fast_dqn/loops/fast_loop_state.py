@@ -1,0 +1,119 @@
+"""What the fast loop carries from round to round: the transitions held until the next sync
+point, and FastLoopState, all of the loop that a checkpoint saves and a resume restores."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.state_schema import StateMismatch
+
+
+def next_sync_point(step, period, round_size, total):
+    """The first round boundary after `step` that passes the next multiple of `period`."""
+    crossing = (step // period + 1) * period
+    return min(total, -(-crossing // round_size) * round_size)
+
+
+def budget_end(timesteps, round_size):
+    """The step a run of `timesteps` ends at: whole chunks, so rounded up to one."""
+    return -(-timesteps // round_size) * round_size
+
+
+class HeldTransitions:
+    """The chunks received since the last flush, in arrival order."""
+
+    def __init__(self, chunks=()):
+        # Each chunk as (frames, actions, rewards, terminated, episode_ends, shards); a
+        # checkpoint keeps this list as it is.
+        self.chunks = list(chunks)
+        self.cut_in_replay = set()  # shards whose last stored transition lost its successor
+
+    @staticmethod
+    def check_saved(chunks, num_shards, frame_shape, frame_dtype):
+        """Raise StateMismatch unless a checkpoint's chunks can be flushed into a replay of
+        `num_shards` shards of frames of `frame_shape`: a chunk of another form would fail
+        in the flush, after the logs are cut back, or write wrong frames."""
+        for i, (frames, *steps, shards) in enumerate(chunks):
+            where = f"/loop/held/{i}"
+            if shards.ndim != 1 or shards.dtype.kind not in "iu" or not len(shards) or \
+                    shards.min() < 0 or shards.max() >= num_shards:
+                raise StateMismatch(f"{where} names shards outside 0..{num_shards - 1}")
+            rounds = (len(frames), len(shards))
+            if frames.shape != (*rounds, *frame_shape) or frames.dtype != frame_dtype or \
+                    any(step.shape != rounds for step in steps):
+                raise StateMismatch(f"{where} holds arrays of shapes "
+                                    f"{[a.shape for a in (frames, *steps)]}, not {rounds} "
+                                    f"steps of frames {frame_shape} ({frame_dtype})")
+
+    def append(self, chunk):
+        ends = np.array(chunk.episode_ends)  # writable: a later restart may cut it
+        if chunk.new_stream:
+            self._cut(chunk.shards)
+        self.chunks.append((chunk.frames, chunk.actions, chunk.rewards, chunk.terminated,
+                            ends, chunk.shards))
+
+    def _cut(self, shards):
+        """End the episodes of `shards` at their latest transition, held or already stored."""
+        for shard in shards:
+            for *_, ends, held_shards in reversed(self.chunks):
+                column = np.flatnonzero(held_shards == shard)
+                if len(column):
+                    ends[-1, column[0]] = True
+                    break
+            else:
+                self.cut_in_replay.add(int(shard))
+
+    def flush(self, replay):
+        """Write everything into replay: shard 0's steps first, each shard in time order."""
+        if self.cut_in_replay:
+            replay.cut_episodes(sorted(self.cut_in_replay))
+            self.cut_in_replay = set()
+        columns = {}
+        for chunk in self.chunks:
+            *arrays, shards = chunk
+            for column, shard in enumerate(shards):
+                columns.setdefault(int(shard), []).append((arrays, column))
+        for shard in sorted(columns):
+            # One shard at a time: joining all of them at once would briefly double the held
+            # frames in RAM (70 MB per Nature period with 8 games).
+            frames, actions, rewards, terminated, ends = (
+                np.concatenate([arrays[field][:, column] for arrays, column in columns[shard]])
+                for field in range(5))
+            replay.add_batch(frames, actions, rewards, terminated, ends, shard=shard)
+        self.chunks = []
+
+
+@dataclass
+class FastLoopState:
+    """Everything of the fast loop that a checkpoint saves and a resume restores; the loop
+    reads and moves it, and nothing else of the loop outlives a stop."""
+    schedule: MinibatchSchedule   # which minibatches are due when, and those deferred
+    held: HeldTransitions         # chunks received since the last sync point
+    step: int = 0                 # agent steps taken, over all samplers
+    trained_through: int = 0      # the minibatches of steps up to here are handed out
+    last_eval: int = 0            # the step of the last evaluation
+    owed: int = 0                 # minibatches the trainer still owes for this period
+    sync_pending: bool = False    # the last chunk passed a sync point not yet handled
+    eval_pending: bool = False    # an evaluation is due (or was interrupted)
+    boundary: bool = True         # trainer idle and nothing held: a consistent point
+
+    @classmethod
+    def fresh(cls, settings, warn=None):
+        return cls(MinibatchSchedule(settings.prepopulate, settings.train_freq, warn=warn),
+                   HeldTransitions())
+
+    @classmethod
+    def from_state_dict(cls, state, settings, warn=None):
+        """From a checkpoint's loop state."""
+        return cls(MinibatchSchedule.from_loop_state(state, settings.train_freq, warn),
+                   HeldTransitions(state["held"]), state["step"], state["trained_through"],
+                   state["last_eval"], state["owed"], state["sync_pending"],
+                   state["eval_pending"], state["boundary"])
+
+    def state_dict(self):
+        return {"step": self.step, "trained_through": self.trained_through,
+                "last_eval": self.last_eval, "schedule": self.schedule.state_dict(),
+                "owed": self.owed, "held": self.held.chunks,
+                "sync_pending": self.sync_pending, "eval_pending": self.eval_pending,
+                "boundary": self.boundary}
