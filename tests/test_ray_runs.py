@@ -40,7 +40,8 @@ TWO_NODES = textwrap.dedent("""
         config = resolve(precedence.build_config(
             {"env": "CartPole-v1", "backend": "ray", "num_samplers": 2, "envs_per_sampler": 2,
              "rollout_steps": 8, "ray_address": cluster.address}, FastConfig))
-        backend = RayBackend(ray_settings(config), *components.ray_sampler_builders(config),
+        backend = RayBackend(components.ray_settings(config),
+                             *components.ray_sampler_builders(config),
                              log=lambda line: None)
         try:
             nodes = backend.node_ids()
