@@ -150,29 +150,32 @@ def measure(case, args):
         from fast_dqn.loops.fast_loop import FastLoop
         samplers_only = kind == "samplers"
         if samplers_only:
-            # Act through the network every round (epsilon 0.1 throughout), never train.
-            eps = 0.1 if args.epsilon is None else args.epsilon
-            config = config.replace(prepopulate=0, eps_start=eps, eps_end=eps,
-                                         train_freq=10**9, concurrent=False)
             start, segment = config.workers * 50, args.samplers_segment
         else:
             first_sync = -(-args.warmup // args.period) * args.period
             start, segment = first_sync + args.period, args.period
         config = config.replace(timesteps=start + args.steps)
+        settings = components.loop_settings(config)
+        if samplers_only:
+            # Act through the network every round (epsilon 0.1 throughout), never train: no
+            # run could ask that, so the loop's settings are made here, past validation.
+            from fast_dqn.agent.schedules import LinearSchedule
+            eps = 0.1 if args.epsilon is None else args.epsilon
+            settings = dataclasses.replace(settings, prepopulate=0, train_freq=10**9,
+                                           exploration=LinearSchedule(eps, eps, 1))
         from fast_dqn.loops.experience import LocalBackend
         samplers = LocalBackend(components.build_samplers(config), batched=config.synchronize)
         learner = components.build_learner(config, shape, samplers.num_actions)
         replay = components.build_replay(config, shape[1:], num_shards=config.workers)
         trainer = None
-        if config.concurrent:
+        if config.concurrent and not samplers_only:
             trainer = BackgroundTrainer(learner.train,
                                         lambda: replay.sample(config.batch_size))
         monitor = TimingMonitor(start, segment, start + args.steps,
                                 busy=trainer and trainer.busy_seconds)
         try:
             samplers.start(np.random.default_rng(0))
-            FastLoop(components.loop_settings(config), samplers, learner, replay, trainer,
-                     monitor).run()
+            FastLoop(settings, samplers, learner, replay, trainer, monitor).run()
         finally:
             if trainer is not None:
                 trainer.close()
