@@ -161,6 +161,7 @@ def test_nature_learner_reduces_loss_on_a_fixed_batch():
     assert last < 0.5 * first
 
 
+@pytest.mark.slow  # float16 emulated on most CPUs: 20 s of the fast tier's 2 min on xeon-amx
 @pytest.mark.backends
 def test_mixed_precision_learner_trains_and_keeps_float32_q_values():
     learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 3, "mixed_float16"),
