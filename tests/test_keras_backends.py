@@ -76,10 +76,11 @@ import numpy as np
 from fast_dqn.run.storage.checkpoint import latest_checkpoint
 from fast_dqn.run.components import build_learner
 from fast_dqn.run.settings.hyperparameters import Config
+from fast_dqn.run.resume import saved_values
 from fast_dqn.run.settings.validation import resolve
 from fast_dqn.run.storage.run_directory import load_run_config
 saved = load_run_config(sys.argv[1], "RUN_DIR")
-config = Config(**{k: v for k, v in saved.items() if k in Config.__dataclass_fields__})
+config = Config(**saved_values(saved, Config))
 checkpoint = latest_checkpoint(sys.argv[1], "RUN_DIR")
 state = checkpoint.load_state()["learner"]
 learner = build_learner(resolve(config), (1, 4), 2)
