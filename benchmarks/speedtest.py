@@ -49,7 +49,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --------------------------------------------------------------------------- the measured side
 
 class TimingMonitor:
-    """Stands in for fast_dqn.run.logs.monitor.Monitor: records (step, wall, cpu) at segment marks."""
+    """Stands in for fast_dqn.run.logs.monitor.Monitor: records (step, wall, cpu) at segment
+    marks."""
 
     def __init__(self, start, segment, end, busy=None):
         """busy(): the trainer's seconds in train steps so far, or None (no trainer)."""

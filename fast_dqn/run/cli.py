@@ -1,7 +1,8 @@
 """Command-line front end shared by run_dqn.py and run_fast_dqn.py: the run's life from the
 typed flags to its exit status.
 
-Flags come from fast_dqn.run.settings.flags, their values' precedence from fast_dqn.run.settings.precedence,
+Flags come from fast_dqn.run.settings.flags, their values' precedence from
+fast_dqn.run.settings.precedence,
 the checks from fast_dqn.run.settings.validation and --resume's reconciliation from
 fast_dqn.run.resume. Everything the user typed is validated before anything is created; a
 problem ends the run with one line naming the flag and the fix, and exit status 2.

@@ -61,8 +61,8 @@ def network_builder(config, observation_shape, num_actions):
     as fast_dqn.run.settings.validation.resolve returns it."""
     from fast_dqn.agent.q_network import mlp, nature_cnn
     if not isinstance(config, ResolvedConfig):  # its open settings would be guessed here
-        raise TypeError(f"build from the config fast_dqn.run.settings.validation.resolve returns, not "
-                        f"a {type(config).__name__}")
+        raise TypeError("build from the config fast_dqn.run.settings.validation.resolve "
+                        f"returns, not a {type(config).__name__}")
     policy = {"float32": None, "bfloat16": "mixed_bfloat16",
               "float16": "mixed_float16"}[config.precision]
     dueling, style = config.dueling, config.network

@@ -270,7 +270,8 @@ def check_fast_loop_parts(state, backend):
 
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
-    The config is validated and resolved as the command line's is (fast_dqn.run.settings.validation)."""
+    The config is validated and resolved as the command line's is
+    (fast_dqn.run.settings.validation)."""
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import FastLoop, budget_end
     from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions
@@ -323,7 +324,8 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
 
 def train_nature(config, resume=None, stop=None):
     """The Nature loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
-    The config is validated and resolved as the command line's is (fast_dqn.run.settings.validation)."""
+    The config is validated and resolved as the command line's is
+    (fast_dqn.run.settings.validation)."""
     from fast_dqn.loops.nature_loop import run_nature_loop
 
     config = resolve(config)
