@@ -6,7 +6,7 @@
 Why: Breakout's iteration 0 under --preset dopamine is above Dopamine's five runs in all our
 runs (docs/learning.md). Iteration 0 is mostly play at high epsilon, so an emulator that
 scores random play differently would show there first. atari-py is not a dependency of
-fast-dqn; build its 0.2.6 release (which ships the ROMs) into a folder of its own:
+fast-dqn; build a release of it (0.2.6 and 0.1.1 ship the ROMs) into a folder of its own:
 
     pip download atari-py==0.2.6 --no-deps --no-binary :all: -d /tmp/src
     pip install --no-build-isolation --no-deps --target /tmp/atari026 /tmp/src/atari-py-0.2.6.tar.gz
@@ -118,7 +118,7 @@ def mean_and_error(values):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--atari-py", required=True,
-                        help="the folder atari-py 0.2.6 was installed into (--target)")
+                        help="the folder atari-py was installed into (pip install --target)")
     parser.add_argument("--game", default="breakout")
     parser.add_argument("--games", type=int, default=2000)
     parser.add_argument("--frames", type=int, default=50_000)
@@ -127,10 +127,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sys.path.insert(0, args.atari_py)
     kinds = ["ale-py", "atari-py"]
+    import importlib.metadata
+
     import ale_py
     import atari_py  # noqa: F401  (fails here, with its path, if --atari-py is wrong)
     md5 = [Emulator(kind, args.game, 0, 0.0).rom_md5 for kind in kinds]
-    print(f"ale-py {ale_py.__version__} against atari-py 0.2.6, {args.game}; "
+    print(f"ale-py {ale_py.__version__} against atari-py "
+          f"{importlib.metadata.version('atari-py')}, {args.game}; "
           f"ROM md5 {md5[0]} / {md5[1]} ({'the same' if md5[0] == md5[1] else 'DIFFERENT'})")
     if args.only != "random-play":
         for sticky in (0.0, 0.25):
