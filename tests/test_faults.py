@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import ROOT, code_path_env, logs, rows, run
+from helpers import ROOT, code_path_env, logs, read_scalars, rows, run
 
 from fast_dqn.run.storage.checkpoint import CheckpointStore
 
@@ -173,6 +173,9 @@ def test_sigterm_mid_period_checkpoints_and_exits(tmp_path):
 
 
 def test_kill_9_then_resume_loses_nothing_logged(tmp_path, background):
+    # Killed once a checkpoint is written and TensorBoard is past it: the resume must cut
+    # the logs and the events back to the checkpoint, so that the run logs exactly what a
+    # straight run logs, and each step is in TensorBoard once.
     args = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=800",
             "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",
             "--eps-decay-steps=600", "--eps-end=0.05", "--seed=3", "--save-replay",
@@ -181,14 +184,18 @@ def test_kill_9_then_resume_loses_nothing_logged(tmp_path, background):
     straight_run = background("run_dqn.py", args + [f"--logdir={straight}"])
     process = subprocess.Popen([sys.executable, "run_dqn.py", *args, f"--logdir={killed}"],
                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    store, seen = CheckpointStore(str(killed)), []
+
+    def past_a_checkpoint():
+        seen[:] = store.steps()[-1:]
+        return bool(seen) and seen[0] >= 800 and max(episode_points(killed), default=0) > seen[0]
     try:
-        store = CheckpointStore(str(killed))
-        wait_for(lambda: store.steps() and store.steps()[-1] >= 800, process)
-        time.sleep(0.5)
+        wait_for(past_a_checkpoint, process)
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
     finally:
         process.kill()
+    assert store.latest().step == seen[0]  # so TensorBoard has games past the checkpoint
     killed_at = max(int(row["agent_step"]) for row in rows(killed / "episodes.csv"))
     result = run("run_dqn.py", [f"--resume={killed}"])
     assert result.returncode == 0, result.stderr[-3000:]
@@ -196,6 +203,23 @@ def test_kill_9_then_resume_loses_nothing_logged(tmp_path, background):
     assert killed_at - resumed_from <= 400 + 300  # one interval, plus the game in progress
     assert straight_run.result().returncode == 0, straight_run.result().stderr[-3000:]
     assert logs(killed) == logs(straight)
+    scalars = read_scalars(killed)
+    for tag, points in scalars.items():
+        steps = [step for step, _ in points]
+        assert steps == sorted(steps) and len(set(steps)) == len(steps), tag
+    assert episode_points(killed) == [int(row["agent_step"])
+                                      for row in rows(killed / "episodes.csv")]
+    assert [step for step, _ in scalars["eval/mean"]] == [
+        int(row["agent_step"]) for row in rows(killed / "eval.csv")] == [800, 1600, 2400]
+
+
+def episode_points(logdir):
+    """The steps of the games in TensorBoard, read while the run writes: a record may be
+    half written, which reads as none yet."""
+    try:
+        return [step for step, _ in read_scalars(logdir).get("train/episode_return", [])]
+    except Exception:
+        return []
 
 
 def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
@@ -264,22 +288,32 @@ def test_a_failed_checkpoint_says_what_is_safe_and_the_command(tmp_path, capsys,
         CheckpointStore(str(tmp_path / "other"), folder="best").save(5, {"x": 1})
 
 
-def test_one_process_per_run_until_kill_9_frees_it(tmp_path):
+def test_one_process_per_run_until_kill_9_frees_it(tmp_path, capsys):
+    from fast_dqn.run import cli
+    from fast_dqn.run.run_kinds import FAST, NATURE
     logdir = tmp_path / "run"
     args = ["--env=CartPole-v1", "--workers=4", "--timesteps=1000000", "--evaluate=0",
             "--checkpoint-freq=1000"]
     process = subprocess.Popen([sys.executable, "run_fast_dqn.py", *args, f"--logdir={logdir}"],
                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    in_use = f"error: --resume: '{logdir}' is in use by process {process.pid} on "
     try:
         store = CheckpointStore(str(logdir))
         wait_for(lambda: store.steps(), process)
-        for script in ("run_fast_dqn.py", "run_dqn.py"):
-            second = run(script, [f"--resume={logdir}"])
-            assert second.returncode == 2 and "Traceback" not in second.stderr
-            line = second.stderr.strip().splitlines()
-            assert len(line) == 1 and line[0].startswith(
-                f"{script}: error: --resume: '{logdir}' is in use by process {process.pid} on ")
-        assert run("run_fast_dqn.py", args + [f"--logdir={logdir}"]).returncode == 2
+        # A second process, then (in this one, as the scripts call it) the other script and
+        # a new run into the same directory: each refused, the run untouched.
+        second = run("run_fast_dqn.py", [f"--resume={logdir}"])
+        assert second.returncode == 2 and "Traceback" not in second.stderr
+        line = second.stderr.strip().splitlines()
+        assert len(line) == 1 and line[0].startswith(f"run_fast_dqn.py: {in_use}")
+        capsys.readouterr()
+
+        def train(config, **kwargs):
+            raise AssertionError("a run in use reached training")
+        assert cli.main(NATURE, [f"--resume={logdir}"], train=train) == 2
+        line = capsys.readouterr().err.strip().splitlines()
+        assert len(line) == 1 and line[0].startswith(f"run_dqn.py: {in_use}")
+        assert cli.main(FAST, args + [f"--logdir={logdir}"], train=train) == 2
         assert process.poll() is None  # the run went on, untouched
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
