@@ -57,7 +57,7 @@ FAULT_RUN = textwrap.dedent("""
         learner.dqn_loss = lambda *args: loss(*args) * float("nan")
     elif mode == "log-disk-full":  # a full disk between checkpoints, at a log row
         from fast_dqn.run.logs import monitor
-        fail_after(monitor.CsvLog, "check", 12, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        fail_after(monitor.CsvLog, "check", 60, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
     elif mode == "tensorboard-disk-full":  # ... or at a TensorBoard event
         from tensorboard.summary.writer import record_writer
         fail_after(record_writer.RecordWriter, "write", 40,
@@ -78,9 +78,11 @@ FAULT_RUN = textwrap.dedent("""
     sys.exit(cli.main(FAST, sys.argv[3:]))
 """)
 
-TINY = ["--game=pong", "--workers=2", "--env-backend=python", "--prepopulate=400",
-        "--replay-capacity=2000", "--target-update-freq=200", "--max-episode-steps=300",
-        "--eval-episodes=1"]
+# CartPole: what these faults test is the runner's and the loop's, not the game's, and an MLP
+# on CartPole reaches each fault seconds sooner than the CNN on Pong (the kill -9 test below
+# keeps a real Pong run).
+TINY = ["--env=CartPole-v1", "--workers=2", "--prepopulate=400", "--replay-capacity=2000",
+        "--target-update-freq=200", "--eval-episodes=1"]
 
 
 def run_with_fault(tmp_path, mode, extra):
@@ -349,8 +351,7 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoi
                                        ("tensorboard-disk-full", "tensorboard")])
 def test_a_full_disk_between_checkpoints_is_one_line(tmp_path, mode, file):
     result, fault_time = run_with_fault(
-        tmp_path, mode, ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400",
-                         "--max-episode-steps=50"])
+        tmp_path, mode, ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400"])
     assert result.returncode == 1 and fault_time is not None, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
