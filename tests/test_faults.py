@@ -9,10 +9,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from helpers import ROOT, code_path_env, logs, read_scalars, rows, run
+from helpers import ROOT, code_path_env, logs, read_scalars, rows, run, selected
 
 from fast_dqn.run.storage.checkpoint import CheckpointStore
 
@@ -97,14 +98,35 @@ def run_with_fault(tmp_path, mode, extra):
     return result, fault_time
 
 
-@pytest.mark.parametrize("mode,message", [
+# The runs that end by themselves, each at its fault, and their flags beside TINY. They run
+# side by side (see helpers.BackgroundRun: each is mostly one busy thread), once for the
+# module: {fault: (CompletedProcess, the fault's time or None, the run directory)}.
+UNTIL_THE_FAULT = ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400"]
+FAULT_RUNS = {"sampler": UNTIL_THE_FAULT, "trainer": UNTIL_THE_FAULT,
+              "prefetcher": UNTIL_THE_FAULT,
+              "evaluator": ["--timesteps=100000", "--evaluate=400", "--checkpoint-freq=0"],
+              "nan": ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=200"],
+              "log-disk-full": UNTIL_THE_FAULT, "tensorboard-disk-full": UNTIL_THE_FAULT}
+
+
+@pytest.fixture(scope="module")
+def fault_runs(request, tmp_path_factory):
+    base, faults = tmp_path_factory.mktemp("faults"), selected(request, "fault")
+    for fault in faults:
+        (base / fault).mkdir()
+    with ThreadPoolExecutor(max(1, len(faults))) as pool:
+        started = {fault: pool.submit(run_with_fault, base / fault, fault, FAULT_RUNS[fault])
+                   for fault in faults}
+    return {fault: (*future.result(), base / fault / "run") for fault, future in started.items()}
+
+
+@pytest.mark.parametrize("fault,message", [
     ("sampler", "OSError: injected sampler fault"),
     ("trainer", "RuntimeError: injected trainer fault"),
     ("prefetcher", "RuntimeError: injected prefetch fault"),
 ])
-def test_a_thread_fault_ends_the_run_with_its_traceback(tmp_path, mode, message):
-    result, fault_time = run_with_fault(
-        tmp_path, mode, ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400"])
+def test_a_thread_fault_ends_the_run_with_its_traceback(fault_runs, fault, message):
+    result, fault_time, _ = fault_runs[fault]
     assert result.returncode == 1, result.stderr[-3000:]
     # Exit 1 long before the 100k-step budget: the fault ended the run (a hang would hit the
     # subprocess timeout instead).
@@ -114,26 +136,28 @@ def test_a_thread_fault_ends_the_run_with_its_traceback(tmp_path, mode, message)
     assert last.startswith("run_fast_dqn.py: error: the run failed") and "--resume" in last
 
 
-def test_an_evaluator_fault_saves_a_checkpoint_first_and_the_evaluation_reruns(tmp_path):
-    result, fault_time = run_with_fault(
-        tmp_path, "evaluator", ["--timesteps=100000", "--evaluate=400", "--checkpoint-freq=0"])
+@pytest.mark.parametrize("fault", ["evaluator"])
+def test_an_evaluator_fault_saves_a_checkpoint_first_and_the_evaluation_reruns(fault_runs,
+                                                                              fault):
+    result, fault_time, run_dir = fault_runs[fault]
     assert result.returncode == 1, result.stderr[-3000:]
     assert fault_time is not None
     assert "RuntimeError: injected evaluator fault" in result.stderr
-    checkpoint = CheckpointStore(str(tmp_path / "run")).latest()
+    checkpoint = CheckpointStore(str(run_dir)).latest()
     assert checkpoint.step == 400
     assert checkpoint.load_state()["loop"]["eval_pending"]
     assert "the last checkpoint is at step 400" in result.stderr
 
 
-def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path):
-    result, _ = run_with_fault(
-        tmp_path, "nan", ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=200"])
+@pytest.mark.parametrize("fault", ["nan"])
+def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(fault_runs,
+                                                                               fault):
+    result, _, run_dir = fault_runs[fault]
     assert result.returncode == 1, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert "the loss is not finite" in last and "training diverged" in last
     assert "Traceback" not in result.stderr
-    store = CheckpointStore(str(tmp_path / "run"))
+    store = CheckpointStore(str(run_dir))
     # Training starts after the warm-up of 400 steps: nothing after that was saved.
     assert store.steps() == [200, 400]
     weights = store.latest().load_state()["learner"]["main"]
@@ -347,11 +371,10 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoi
     assert "resumed from" in resumed.stdout and "at step 400" in resumed.stdout
 
 
-@pytest.mark.parametrize("mode,file", [("log-disk-full", "episodes.csv"),
-                                       ("tensorboard-disk-full", "tensorboard")])
-def test_a_full_disk_between_checkpoints_is_one_line(tmp_path, mode, file):
-    result, fault_time = run_with_fault(
-        tmp_path, mode, ["--timesteps=100000", "--evaluate=0", "--checkpoint-freq=400"])
+@pytest.mark.parametrize("fault,file", [("log-disk-full", "episodes.csv"),
+                                        ("tensorboard-disk-full", "tensorboard")])
+def test_a_full_disk_between_checkpoints_is_one_line(fault_runs, fault, file):
+    result, fault_time, _ = fault_runs[fault]
     assert result.returncode == 1 and fault_time is not None, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
