@@ -3,6 +3,7 @@
 Test modules import from here, never from each other."""
 
 import csv
+import glob
 import os
 import subprocess
 import sys
@@ -17,13 +18,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A real Pong run of either script: warm-up, two target periods per evaluation, two of those.
 # Minibatches of 8, not 32: less than half the Nature CNN's CPU time per update, which was
 # most of a tiny run's time, and what these runs prove (logs, counts, resumes) is the same at
-# any batch size.
+# any batch size. ε reaches its end within the budget, so that the trained network chooses
+# most actions and a comparison of two runs' logs compares what it computed.
 TINY_PONG = dict(game="pong", timesteps=1600, prepopulate=400, replay_capacity=1000,
                  evaluate=800, eval_episodes=1, max_episode_steps=300, target_update_freq=200,
-                 batch_size=8)
-# The fast loop's real Pong run: 4 workers, and ε reaching its end within the budget.
+                 batch_size=8, eps_decay_steps=600, eps_end=0.05)
+# The fast loop's real Pong run: 4 workers.
 TINY_PONG_FAST = dict(TINY_PONG, workers=4, timesteps=2400, replay_capacity=2000,
-                      target_update_freq=400, evaluate=1200, eps_decay_steps=800, eps_end=0.05)
+                      target_update_freq=400, evaluate=1200, eps_decay_steps=800)
 # CartPole in-process (train_nature / train_fast): an MLP, so each test takes seconds.
 TINY_CARTPOLE = dict(env="CartPole-v1", game=None, history_length=1, replay_capacity=2_000,
                      prepopulate=100, batch_size=8, train_freq=4, target_update_freq=200,
@@ -142,3 +144,15 @@ def through_checkpoint(state):
     from fast_dqn.run.storage.state_tree import from_data, to_data
     document, arrays = to_data(state)
     return from_data(json.loads(json.dumps(document)), arrays)
+
+
+def read_scalars(logdir):
+    """{tag: [(step, value), ...]} from every event file under logdir/tensorboard, as they
+    are on disk: the raw records, with no reader's purging of restarts."""
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+    found = {}
+    for path in sorted(glob.glob(str(logdir / "tensorboard" / "events.*"))):
+        for event in LegacyEventFileLoader(path).Load():
+            for value in event.summary.value:
+                found.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return found

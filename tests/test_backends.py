@@ -167,20 +167,29 @@ def test_held_transitions_cut_a_restarted_stream():
 
 
 class KillingMonitor:
-    """Kills sampler actor 0's process once the run passes `at` steps, then slows the run
-    until the replacement has delivered, so that it does within the tiny budget."""
+    """Kills sampler actor 0's process once the run passes `at` steps, then holds the run
+    until the replacement has delivered, so that it does within the tiny budget. A new actor
+    starts TensorFlow, which on a loaded machine takes longer than the other actor needs to
+    play the rest of the budget: each tick waits for the replacement's first batch (up to
+    a deadline, past which the test fails on its missing cut)."""
 
     def __init__(self, backend, at):
         self.backend, self.at, self.killed_pid = backend, at, None
         self.games, self.losses = [], 0
 
     def tick(self, step, epsilon):
+        import ray
         if self.killed_pid is None and step >= self.at:
-            import ray
             self.killed_pid = ray.get(self.backend.actors[0].spec.remote())["pid"]
             os.kill(self.killed_pid, signal.SIGKILL)
+            self.deadline = time.monotonic() + 240
         elif self.killed_pid and (self.backend.incarnations[0] == 0 or 0 in self.backend.fresh):
-            time.sleep(0.2)
+            requests = list(self.backend.pending[0])
+            left = self.deadline - time.monotonic()
+            if self.backend.incarnations[0] and requests and left > 0:
+                ray.wait(requests[:1], timeout=left)
+            else:
+                time.sleep(0.2)
 
     def record_game(self, step, length, game_return, epsilon):
         self.games.append(step)

@@ -25,25 +25,43 @@ TINY_FAST = flags(TINY_PONG_FAST)
 
 
 def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
-    runs = (("a", 5), ("b", 5), ("c", 6))
-    results = run_together(*[("run_fast_dqn.py", TINY_FAST + [f"--seed={seed}",
+    results = run_together(*[("run_fast_dqn.py", TINY_FAST + ["--seed=5",
                                                               f"--logdir={tmp_path / name}"])
-                             for name, seed in runs])
+                             for name in "ab"])
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
-    outputs = [logs(tmp_path / name) for name, _ in runs]
-    episodes, evals = outputs[0]
+    a, b = logs(tmp_path / "a"), logs(tmp_path / "b")
+    episodes, evals = a
     # 4 samplers x 600 steps with a 300-step limit: every sampler ends at least 2 games.
     assert len(episodes) >= 8
     assert [int(e["agent_step"]) for e in evals] == [1200, 2400]
-    assert outputs[0] == outputs[1]  # concurrent + synchronized, yet identical
-    assert outputs[0] != outputs[2]
+    assert a == b  # concurrent + synchronized, yet identical
+    # ... and the seed is what makes them so: another seed plays other games.
+    assert vector_game(5) != vector_game(6)
+
+
+def vector_game(seed):
+    """The first frames that the vector env's 4 games show under a fixed action sequence."""
+    import numpy as np
+
+    from fast_dqn.envs.samplers import VectorSamplers
+    from fast_dqn.run.components import env_settings
+    from fast_dqn.run.settings.hyperparameters import FastConfig
+    samplers = VectorSamplers(env_settings(FastConfig(game="pong")), 4, seed=seed, num_threads=2)
+    frames = [samplers.reset()]
+    for a in range(300):
+        frames.append(samplers.step(np.full(4, a % 6)).observations)
+    samplers.close()
+    return np.stack(frames).tobytes()
 
 
 OTHER_MODES = {"python-lockstep": ["--env-backend=python", "--concurrent=False"],
                "unsynchronized": ["--synchronize=0", "--no-prefetch"],
                # the DQN extensions on the vector backend; the precision is added per machine
                "extensions": ["--double", "--dueling", "--n-step=3"]}
+
+
+UNSYNCHRONIZED = dict(workers=3, prepopulate=300)
 
 
 def native_precision():
@@ -57,12 +75,18 @@ def native_precision():
 def other_mode_runs(request, tmp_path_factory):
     """The selected modes' runs, side by side (see helpers.BackgroundRun)."""
     base, modes = tmp_path_factory.mktemp("modes"), selected(request, "mode")
-    flags = {mode: OTHER_MODES[mode] for mode in modes}
-    if "extensions" in flags:
-        flags["extensions"] = flags["extensions"] + [f"--precision={native_precision()}"]
-    results = run_together(*[("run_fast_dqn.py",
-                              TINY_FAST + flags[mode] + [f"--logdir={base / mode}"])
-                             for mode in modes])
+    mode_flags = {mode: OTHER_MODES[mode] for mode in modes}
+    if "extensions" in mode_flags:
+        mode_flags["extensions"] = mode_flags["extensions"] + [
+            f"--precision={native_precision()}"]
+    # Half the budget of the other fast runs, and games cut at 150 steps: 2 per sampler. The
+    # unsynchronized run takes any worker count: 3, which does not divide the target period
+    # of 400 (a synchronized run refuses that), with a warm-up of 300.
+    short = dict(TINY_PONG_FAST, timesteps=1200, max_episode_steps=150)
+    settings = {mode: dict(short, **UNSYNCHRONIZED) if mode == "unsynchronized" else short
+                for mode in modes}
+    results = run_together(*[("run_fast_dqn.py", flags(settings[mode]) + mode_flags[mode]
+                              + [f"--logdir={base / mode}"]) for mode in modes])
     return {mode: (result, base / mode) for mode, result in zip(modes, results)}
 
 
@@ -70,7 +94,19 @@ def other_mode_runs(request, tmp_path_factory):
 def test_fast_other_modes_run(other_mode_runs, mode):
     result, logdir = other_mode_runs[mode]
     assert result.returncode == 0, result.stderr[-3000:]
-    assert len(rows(logdir / "episodes.csv")) >= 8
+    workers = UNSYNCHRONIZED["workers"] if mode == "unsynchronized" else 4
+    assert len(rows(logdir / "episodes.csv")) >= 2 * workers
+    if mode == "unsynchronized":  # 3 workers to the budget, the Nature number of minibatches
+        from fast_dqn.loops.minibatch_schedule import minibatches_due
+        from fast_dqn.run.storage.checkpoint import CheckpointStore
+        config = json.loads((logdir / "config.json").read_text())
+        assert (config["workers"], config["synchronize"]) == (3, False)
+        final = CheckpointStore(str(logdir)).latest()
+        assert final.step == 1200
+        assert int(final.load_state()["learner"]["optimizer"][0]) == minibatches_due(
+            0, 1200, 300, 4)
+        steps = [int(row["agent_step"]) for row in rows(logdir / "episodes.csv")]
+        assert steps == sorted(steps) and steps[-1] <= 1200
     if mode == "extensions":  # in bfloat16 where the hardware computes it, else float32
         config = json.loads((logdir / "config.json").read_text())
         assert (config["double"], config["dueling"], config["n_step"], config["precision"]) == (
@@ -115,46 +151,12 @@ def test_a_sampler_fault_in_a_real_run_exits_non_zero_with_the_traceback(tmp_pat
     assert "injected emulator fault" in result.stderr and "Traceback" in result.stderr
 
 
-BAD_FAST = [
-    (["--workers=0"], "--workers"),
-    (["--train-freq=0"], "--train-freq"),
-    (["--target-update-freq=0"], "--target-update-freq"),
-    (["--workers=3", "--target-update-freq=10000"], "--workers 3"),
-    (["--target-update-freq=10002"], "--train-freq"),
-    (["--workers=8", "--prepopulate=20"], "--prepopulate"),
-    (["--workers=8", "--replay-capacity=40", "--prepopulate=40", "--batch-size=8"],
-     "--replay-capacity"),
-    (["--env-backend=gpu"], "--env-backend"),
-    (["--concurrent=maybe"], "--concurrent"),
-]
-
-
-@pytest.mark.parametrize("argv,words", BAD_FAST, ids=[" ".join(a) for a, _ in BAD_FAST])
-def test_fast_bad_input_is_one_line(argv, words, tmp_path):
-    result = run("run_fast_dqn.py", argv + [f"--logdir={tmp_path / 'run'}"], timeout=60)
+# One bad flag through the real script; the others are test_bad_input's, in process.
+def test_fast_bad_input_is_one_line(tmp_path):
+    result = run("run_fast_dqn.py", ["--workers=0", f"--logdir={tmp_path / 'run'}"], timeout=60)
     assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "--workers" in result.stderr
     assert not (tmp_path / "run").exists()
-
-
-def test_unsynchronized_allows_any_worker_count(tmp_path):
-    logdir = tmp_path / "run"
-    result = run("run_fast_dqn.py", ["--workers=3", "--no-synchronize", "--timesteps=600",
-                                     "--prepopulate=300", "--replay-capacity=600",
-                                     "--target-update-freq=200", "--evaluate=0",
-                                     "--max-episode-steps=150", f"--logdir={logdir}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    # What it produced: 3 unsynchronized workers to the budget (a whole number of rounds),
-    # every game logged within it, and the Nature loop's number of minibatches.
-    from fast_dqn.loops.minibatch_schedule import minibatches_due
-    from fast_dqn.run.storage.checkpoint import CheckpointStore
-    config = json.loads((logdir / "config.json").read_text())
-    assert (config["workers"], config["synchronize"]) == (3, False)
-    final = CheckpointStore(str(logdir)).latest()
-    assert final.step == 600
-    assert int(final.load_state()["learner"]["optimizer"][0]) == minibatches_due(0, 600, 300, 4)
-    steps = [int(row["agent_step"]) for row in rows(logdir / "episodes.csv")]
-    assert steps and steps == sorted(steps) and steps[-1] <= 600
 
 
 def test_fast_help_explains_each_mode():

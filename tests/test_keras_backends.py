@@ -16,6 +16,8 @@ import pytest
 from helpers import ROOT, TINY_CARTPOLE, code_path_env, flags
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 
+from fast_dqn.run.storage.checkpoint import CheckpointStore
+
 pytestmark = pytest.mark.backends  # Keras backends, precision: see docs/testing.md's markers
 
 BACKENDS = ("tensorflow", "jax")
@@ -104,30 +106,41 @@ def probe(backend, run_dir):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow  # four runs and four probes, each a process of its own
-@needs(*BACKENDS)
-@pytest.mark.parametrize("first, then", [("tensorflow", "jax"), ("jax", "tensorflow")])
-@pytest.mark.faults
-def test_a_run_resumes_on_the_other_backend_with_the_same_networks_and_optimizer(
-        tmp_path, first, then):
-    run_dir = tmp_path / "run"
-    started = child(first, ["run_dqn.py", *CARTPOLE, f"--logdir={run_dir}"])
-    assert started.returncode == 0, started.stderr[-3000:]
-    assert f"Keras backend: {first}" in started.stdout
-    there, here = probe(first, run_dir), probe(then, run_dir)
-    # Every weight and optimizer slot loads exactly on both; the optimizer counts the same
-    # minibatches; the networks agree to float32 rounding (the backends' kernels differ).
-    assert there["exact"] and here["exact"]
-    assert there["sizes"] == here["sizes"] and here["sizes"][2] > 2
-    assert here["minibatches"] == there["minibatches"] == (600 - 100) // 4
-    np.testing.assert_allclose(here["q"], there["q"], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(here["target_q"], there["target_q"], rtol=1e-5, atol=1e-5)
-    resumed = child(then, ["run_dqn.py", "--resume", str(run_dir), "--timesteps=900"])
+def same_on_both(run_dir, minibatches):
+    """The run's newest checkpoint read on both backends: every weight and optimizer slot
+    loads exactly on each, the optimizer counts the same minibatches, and the networks agree
+    to float32 rounding (the backends' kernels differ)."""
+    tf_side, jax_side = probe("tensorflow", run_dir), probe("jax", run_dir)
+    assert tf_side["exact"] and jax_side["exact"]
+    assert tf_side["sizes"] == jax_side["sizes"] and jax_side["sizes"][2] > 2
+    assert tf_side["minibatches"] == jax_side["minibatches"] == minibatches
+    np.testing.assert_allclose(jax_side["q"], tf_side["q"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(jax_side["target_q"], tf_side["target_q"], rtol=1e-5, atol=1e-5)
+
+
+def resume_on(backend, run_dir, timesteps):
+    resumed = child(backend, ["run_dqn.py", "--resume", str(run_dir), f"--timesteps={timesteps}"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"Keras backend: {then}" in resumed.stdout
-    assert "resumed from" in resumed.stdout and probe(then, run_dir)["step"] == 900
-    # Evaluate loads the run on the backend it did not start on.
-    evaluated = child(then, ["-m", "fast_dqn.tools.evaluate", str(run_dir), "--episodes=1"])
+    assert f"Keras backend: {backend}" in resumed.stdout and "resumed from" in resumed.stdout
+    assert CheckpointStore(str(run_dir)).latest().step == timesteps
+
+
+# One run that crosses both ways: started on TensorFlow, resumed on JAX, resumed again on
+# TensorFlow; each checkpoint read on both backends, the last evaluated on JAX.
+@pytest.mark.slow  # three runs, four probes and an evaluation, each a process of its own
+@needs(*BACKENDS)
+@pytest.mark.faults
+def test_a_run_resumes_on_the_other_backend_with_the_same_networks_and_optimizer(tmp_path):
+    run_dir = tmp_path / "run"
+    started = child("tensorflow", ["run_dqn.py", *CARTPOLE, f"--logdir={run_dir}"])
+    assert started.returncode == 0, started.stderr[-3000:]
+    assert "Keras backend: tensorflow" in started.stdout
+    same_on_both(run_dir, (600 - 100) // 4)
+    resume_on("jax", run_dir, 900)
+    same_on_both(run_dir, (900 - 100) // 4)
+    resume_on("tensorflow", run_dir, 1200)
+    # Evaluate loads the run on the backend that did not write its checkpoint.
+    evaluated = child("jax", ["-m", "fast_dqn.tools.evaluate", str(run_dir), "--episodes=1"])
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
 
 

@@ -220,10 +220,12 @@ def stop_benchmark(tmp_path, signum, to_group, delay=0.0, wait_for="started"):
     return benchmark.returncode, out, err
 
 
+# Ctrl-C in the fast tier; the two kills of the benchmark alone in the slow one (about 2.6 s
+# each: the fast tier's time goes to one case per claim).
 @pytest.mark.parametrize("signum, to_group, signals_seen", [
     ("SIGINT", True, "SIGINT SIGTERM"),  # Ctrl-C at the terminal: the run gets it too
-    ("SIGINT", False, "SIGTERM"),        # kill -INT of the benchmark alone
-    ("SIGTERM", False, "SIGTERM"),
+    pytest.param("SIGINT", False, "SIGTERM", marks=pytest.mark.slow),  # kill -INT of it alone
+    pytest.param("SIGTERM", False, "SIGTERM", marks=pytest.mark.slow),
 ])
 def test_stopping_the_benchmark_stops_its_run_with_a_checkpoint_and_starts_no_other_seed(
         tmp_path, signum, to_group, signals_seen):

@@ -1,5 +1,5 @@
-"""Full resume on the real Pong ROM: a run split by a resume logs exactly what a straight run
-logs, whether it is split at its end, at a sync point, or by Ctrl-C in the middle of a period.
+"""Full resume on the real Pong ROM: a fast-loop run split by a resume logs exactly what a
+straight run logs, whether it is split at its end or by Ctrl-C in the middle of a period.
 And, in process, how the flags typed with --resume are reconciled with the run's own."""
 
 import os
@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from helpers import ROOT, logs, rows, run, run_together
+from helpers import ROOT, BackgroundRun, logs, rows, run
 
 pytestmark = pytest.mark.faults  # stop/resume proofs: see docs/testing.md's markers
 
@@ -20,33 +20,47 @@ SPLIT = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evalua
 FAST = ["--workers=4", "--env-backend=python"]
 
 
-def straight_and_split(tmp_path, script, extra, split_at):
-    args = SPLIT + extra + ["--checkpoint-freq=0"]
-    straight, split = tmp_path / "straight", tmp_path / "split"
-    for result in run_together((script, args + ["--timesteps=2400", f"--logdir={straight}"]),
-                               (script, args + [f"--timesteps={split_at}", f"--logdir={split}"])):
-        assert result.returncode == 0, result.stderr[-3000:]
-    result = run(script, [f"--resume={split}", "--timesteps=2400"])
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """The fast loop's straight run, which both splits below must log exactly: started once,
+    in the background, beside the first test's own runs."""
+    logdir = tmp_path_factory.mktemp("straight") / "run"
+    started = BackgroundRun("run_fast_dqn.py", SPLIT + FAST + ["--timesteps=2400",
+                                                              "--checkpoint-freq=0",
+                                                              f"--logdir={logdir}"])
+    yield lambda: (started.result(), logdir)
+    started.kill()
+
+
+def straight_logs(straight):
+    result, logdir = straight()
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"at step {split_at:,}" in result.stdout
-    return logs(straight), logs(split)
+    return logs(logdir)
+
+
+# The Nature loop's real splits are test_faults' kill -9 (Pong) and test_damaged_runs' logs
+# damaged between runs (CartPole, a budget raised on resume); in process, test_training and
+# test_nature_loop split it anywhere.
+@pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
+def test_a_resumed_run_logs_exactly_what_a_straight_run_logs(tmp_path, straight):
+    split = tmp_path / "split"
+    result = run("run_fast_dqn.py", SPLIT + FAST + ["--checkpoint-freq=0", "--timesteps=2000",
+                                                    f"--logdir={split}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = run("run_fast_dqn.py", [f"--resume={split}", "--timesteps=2400"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "at step 2,000" in result.stdout
+    expected = straight_logs(straight)
+    assert len(expected[0]) >= 5 and len(expected[1]) == 3  # evals at 1000, 2000, 2400
+    assert logs(split) == expected
 
 
 @pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
-@pytest.mark.parametrize("script,extra", [("run_dqn.py", []), ("run_fast_dqn.py", FAST)])
-def test_a_resumed_run_logs_exactly_what_a_straight_run_logs(tmp_path, script, extra):
-    straight, split = straight_and_split(tmp_path, script, extra, split_at=2000)
-    assert len(straight[0]) >= 5 and len(straight[1]) == 3  # evals at 1000, 2000, 2400
-    assert split == straight
-
-
-@pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
-def test_ctrl_c_mid_period_checkpoints_and_the_resume_is_exact(tmp_path, background):
+def test_ctrl_c_mid_period_checkpoints_and_the_resume_is_exact(tmp_path, straight):
     # Synchronized and concurrent: the stop lands wherever the trainer happens to be, with
     # transitions held and minibatches owed, yet the resumed run must not differ at all.
     args = SPLIT + FAST + ["--timesteps=2400", "--checkpoint-freq=0"]
-    straight, split = tmp_path / "straight", tmp_path / "split"
-    straight_run = background("run_fast_dqn.py", args + [f"--logdir={straight}"])
+    split = tmp_path / "split"
     out = open(tmp_path / "out.txt", "w")
     process = subprocess.Popen([sys.executable, "run_fast_dqn.py", *args, f"--logdir={split}"],
                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
@@ -65,8 +79,7 @@ def test_ctrl_c_mid_period_checkpoints_and_the_resume_is_exact(tmp_path, backgro
     assert "SIGINT: stopping" in text and "--resume" in text
     result = run("run_fast_dqn.py", [f"--resume={split}"])
     assert result.returncode == 0, result.stderr[-3000:]
-    assert straight_run.result().returncode == 0, straight_run.result().stderr[-3000:]
-    assert logs(split) == logs(straight)
+    assert logs(split) == straight_logs(straight)
 
 
 @pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
@@ -75,17 +88,18 @@ def test_the_vector_backend_resumes_with_new_games(tmp_path):
     args = ["--game=pong", "--workers=4", "--prepopulate=400", "--replay-capacity=2000",
             "--evaluate=0", "--max-episode-steps=300", "--target-update-freq=400",
             "--batch-size=8"]
-    result = run("run_fast_dqn.py", args + ["--timesteps=1600", f"--logdir={logdir}"])
+    # 300 steps a game, 4 games: one game each before the resume, one each after it.
+    result = run("run_fast_dqn.py", args + ["--timesteps=1200", f"--logdir={logdir}"])
     assert result.returncode == 0, result.stderr[-3000:]
     before = rows(logdir / "episodes.csv")
-    result = run("run_fast_dqn.py", [f"--resume={logdir}", "--timesteps=3200"])
+    result = run("run_fast_dqn.py", [f"--resume={logdir}", "--timesteps=2400"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "games cannot continue" in result.stdout
     assert "training pauses for 400 steps while replay refills" in result.stdout
     after = rows(logdir / "episodes.csv")
     assert after[:len(before)] == before and len(after) > len(before)
     steps = [int(row["agent_step"]) for row in after]
-    assert steps == sorted(steps) and steps[-1] <= 3200
+    assert steps == sorted(steps) and steps[-1] <= 2400
     assert [int(row["episode"]) for row in after] == list(range(1, len(after) + 1))
 
 

@@ -75,8 +75,16 @@ def test_both_loops_train_the_nature_number_of_minibatches(tmp_path, train_calls
 # close enough to the end that the refill outlasts the budget; each resumed without replay.
 # The stop comes once stop_after minibatches are trained, or the samplers have played the
 # step the Nature loop trains the last of them at (the fast loop's trainer may trail them).
-@pytest.mark.parametrize("stop_after", [0, 20, 150])
-@pytest.mark.parametrize("loop", ["nature", "fast", "fast-lockstep"])
+# The fast tier keeps a stop mid-run in each loop and the fast loop's stop near the end,
+# where minibatches are owed; the other cases are slow-tier (about 1.2 s each).
+FAST_TIER_RESUMES = {("nature", 20), ("fast", 20), ("fast", 150)}
+RESUMED_WITHOUT_REPLAY = [
+    pytest.param(loop, stop_after,
+                 marks=[] if (loop, stop_after) in FAST_TIER_RESUMES else [pytest.mark.slow])
+    for loop in ["nature", "fast", "fast-lockstep"] for stop_after in [0, 20, 150]]
+
+
+@pytest.mark.parametrize("loop,stop_after", RESUMED_WITHOUT_REPLAY)
 @pytest.mark.faults
 def test_a_run_resumed_without_replay_still_trains_the_nature_total(tmp_path, train_calls,
                                                                      fast_loops, loop,

@@ -1,6 +1,5 @@
 """TensorBoard scalars, the progress display, `python -m fast_dqn.tools.evaluate` and `.plot`."""
 
-import glob
 import io
 import os
 import subprocess
@@ -8,23 +7,11 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import ROOT, FakeClock, run
+from helpers import ROOT, FakeClock, read_scalars
 
 from fast_dqn.run.logs.monitor import Monitor
 from fast_dqn.run.logs.progress import ProgressBar, ProgressLines, make_console
 from fast_dqn.tools.atari_scores import SCORES, human_normalized
-
-
-def read_scalars(logdir):
-    """{tag: [(step, value), ...]} from every event file under logdir/tensorboard, as they
-    are on disk: the raw records, with no reader's purging of restarts."""
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-    found = {}
-    for path in sorted(glob.glob(str(logdir / "tensorboard" / "events.*"))):
-        for event in LegacyEventFileLoader(path).Load():
-            for value in event.summary.value:
-                found.setdefault(value.tag, []).append((event.step, value.simple_value))
-    return found
 
 
 def test_tensorboard_gets_every_scalar(tmp_path):
@@ -265,49 +252,6 @@ def test_the_tools_answer_by_their_new_and_their_old_names(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
                             text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0 and "RUN_DIR" in result.stdout, result.stderr
-
-
-@pytest.mark.slow  # a real run, killed and resumed
-@pytest.mark.faults
-def test_after_kill_9_and_a_resume_each_step_is_in_tensorboard_once(tmp_path):
-    import signal
-    import time
-
-    from helpers import TINY_CARTPOLE, command, flags, rows
-
-    from fast_dqn.run.storage.checkpoint import CheckpointStore
-    logdir = tmp_path / "run"
-    settings = dict(TINY_CARTPOLE, timesteps=3000, checkpoint_freq=1000, evaluate=600,
-                    eval_episodes=2, seed=4)
-
-    def logged_steps():
-        try:  # read while the run writes: a record may be half written
-            return [step for step, _ in read_scalars(logdir).get("train/episode_return", [])]
-        except Exception:
-            return []
-
-    process = subprocess.Popen(command("run_dqn.py", [*flags(settings), f"--logdir={logdir}"]),
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:  # killed once TensorBoard is well past the checkpoint of step 1,000
-        deadline = time.monotonic() + 240
-        while max(logged_steps(), default=0) <= 1300:
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
-    assert CheckpointStore(str(logdir)).latest().step == 1000
-    result = run("run_dqn.py", [f"--resume={logdir}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    scalars = read_scalars(logdir)
-    for tag, points in scalars.items():
-        steps = [step for step, _ in points]
-        assert steps == sorted(steps) and len(set(steps)) == len(steps), tag
-    assert [step for step, _ in scalars["train/episode_return"]] == [
-        int(row["agent_step"]) for row in rows(logdir / "episodes.csv")]
-    assert [step for step, _ in scalars["eval/mean"]] == [
-        int(row["agent_step"]) for row in rows(logdir / "eval.csv")] == [600, 1200, 1800, 2400,
-                                                                         3000]
 
 
 def test_a_plot_names_its_games_and_labels_every_axis(tmp_path):
