@@ -56,9 +56,12 @@ def train_step_flops(model, batch_size, double=False):
     return 2 * batch_size * (passes + backward)
 
 
-def matmul_peak(dtype, n=4096, repeats=5):
+def matmul_peak(dtype, n=4096, repeats=5, seconds=0.25):
     """FLOP/s of an n x n matmul in `dtype` on this process's Keras backend: the median of
-    `repeats` timed calls."""
+    `repeats` timings of as many products, queued back to back, as fill about `seconds`.
+
+    Only one element of the last product comes back to the host. Reading a whole product
+    back timed the copy of its 64 MB, not the GPU: one H100 showed 1.5 TFLOP/s that way."""
     import keras
     from keras import ops
     a = ops.cast(keras.random.normal((n, n), seed=0), dtype)
@@ -68,12 +71,21 @@ def matmul_peak(dtype, n=4096, repeats=5):
     else:
         import tensorflow as tf
         step = tf.function(lambda x: ops.matmul(x, x))
-    ops.convert_to_numpy(step(a))
+
+    def products(count):
+        for _ in range(count):
+            c = step(a)
+        return float(ops.convert_to_numpy(c[0, 0]))  # waits for the queued products
+
+    products(1)  # compiles
+    t = time.perf_counter()
+    products(1)
+    count = min(1000, max(1, round(seconds / (time.perf_counter() - t))))
     rates = []
     for _ in range(repeats):
         t = time.perf_counter()
-        ops.convert_to_numpy(step(a))
-        rates.append(2 * n ** 3 / (time.perf_counter() - t))
+        products(count)
+        rates.append(count * 2 * n ** 3 / (time.perf_counter() - t))
     return statistics.median(rates)
 
 
