@@ -236,10 +236,13 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
     # Every counted step is in replay exactly once: the lost requests never arrived.
     assert len(replay) == steps == backend.delivered * backend.round_size
     assert replay.sizes[0] == replay.sizes[1] and replay.sizes[2] == replay.sizes[3]
-    # Actor 0's old and new games are split by a cut (an end that is not terminal); actor
-    # 1's games were never cut.
+    # Actor 0's old and new games are split by a cut (an end that is not terminal) in each of
+    # its two shards, unless that shard's old game had just ended at its last step anyway
+    # (then the end is terminal: on CartPole about one time in 20). Actor 1's games were
+    # never cut.
     cuts = replay.episode_ends & ~replay.terminals
-    assert cuts[0].sum() == cuts[1].sum() == 1 and not cuts[2:].any()
+    assert cuts[0].sum() <= 1 and cuts[1].sum() <= 1 and cuts[:2].sum() >= 1
+    assert not cuts[2:].any()
     assert monitor.losses == minibatches_due(0, steps, config.prepopulate, config.train_freq)
 
 
