@@ -210,7 +210,7 @@ class KillingMonitor:
 @pytest.mark.slow
 @pytest.mark.faults
 @pytest.mark.ray
-def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
+def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request, monkeypatch):
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     config = CONFIG.replace(timesteps=2400, prepopulate=200, target_update_freq=96,
                                  replay_capacity=20_000, batch_size=16, evaluate=0)
@@ -221,6 +221,16 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
     monitor = KillingMonitor(backend, at=800)
     trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
                                 on_loss=lambda result: monitor.record_train(*result))
+    cut_shards, cut = [], HeldTransitions._cut
+
+    def recording_cut(self, shards):  # the games the loop ends at a restart, once ended
+        cut(self, shards)
+        ended = set(self.cut_in_replay)  # still to end in replay at the flush
+        for *_, ends, held_shards in self.chunks:  # or ended in the last held step
+            ended |= {int(shard) for shard in held_shards[ends[-1]]}
+        cut_shards.append(sorted(int(shard) for shard in shards if shard in ended))
+
+    monkeypatch.setattr(HeldTransitions, "_cut", recording_cut)
     backend.start(np.random.default_rng(0))
     try:
         steps = FastLoop(components.loop_settings(config), backend, learner, replay, trainer,
@@ -238,8 +248,9 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request):
     assert replay.sizes[0] == replay.sizes[1] and replay.sizes[2] == replay.sizes[3]
     # Actor 0's old and new games are split by a cut (an end that is not terminal) in each of
     # its two shards, unless that shard's old game had just ended at its last step anyway
-    # (then the end is terminal: on CartPole about one time in 20). Actor 1's games were
+    # (then the end is terminal; CartPole's games are short). Actor 1's games were
     # never cut.
+    assert cut_shards == [[0, 1]]  # actor 0's two games, once, and no other
     cuts = replay.episode_ends & ~replay.terminals
     assert cuts[0].sum() <= 1 and cuts[1].sum() <= 1 and cuts[:2].sum() >= 1
     assert not cuts[2:].any()
