@@ -2,12 +2,19 @@
 how close they come to what this machine's matmuls reach.
 
 Variants alternate within one process, repeat after repeat, so machine noise hits them alike.
-A variant is a batch size and a compute type (and XLA or not). The Keras backend is the
+A variant is a batch size, a compute type (and XLA or not), the minibatches per call and
+where replay is gathered. The Keras backend is the
 process's (KERAS_BACKEND); under JAX everything is compiled by XLA, so --xla changes nothing:
 
     python -m benchmarks.learner                                  # float32 vs bfloat16, 32..256
     python -m benchmarks.learner --batch-sizes 32 --precisions float32 --xla both
     KERAS_BACKEND=jax python -m benchmarks.learner --precisions float32
+    python -m benchmarks.learner --batch-sizes 32 --precisions float32 \
+        --updates-per-call 1,16,64,256 --replay-device host,device   # K per compiled call
+
+Each update's minibatch is drawn from a full replay by the fast loop's own TrainCalls: K
+minibatches per compiled call, gathered on the host and copied in one transfer, or gathered
+on the device from replay's mirror there.
 
 For each it prints updates/s and samples/s (medians), the ratio to the first variant, the
 agent steps/s the learner allows at its train_freq (batch / 8 agent steps per minibatch keeps
@@ -89,19 +96,51 @@ def matmul_peak(dtype, n=4096, repeats=5, seconds=0.25):
     return statistics.median(rates)
 
 
-def make_batch(rng, b):
-    from fast_dqn.agent.batch import Batch
-    return Batch.of(rng.integers(0, 256, (b, 4, 84, 84), dtype=np.uint8), rng.integers(0, 6, b),
-                    rng.normal(size=b), rng.integers(0, 256, (b, 4, 84, 84), dtype=np.uint8),
-                    np.zeros(b), 0.99)
+def filled_replay(rng, network, capacity, workers=8):
+    """A full replay of random frames (Atari) or vectors (CartPole), as the fast loop's."""
+    from fast_dqn.agent.replay_memory import ReplayMemory
+    if network == "mlp":
+        replay = ReplayMemory(capacity, (4,), 1, frame_dtype=np.float32, num_shards=workers)
+        frames = rng.normal(size=(capacity // workers, 4)).astype(np.float32)
+    else:
+        replay = ReplayMemory(capacity, (84, 84), 4, num_shards=workers)
+        frames = rng.integers(0, 256, (capacity // workers, 84, 84), dtype=np.uint8)
+    for shard in range(workers):
+        ends = rng.random(len(frames)) < 2e-3
+        replay.add_batch(frames, rng.integers(0, 6, len(frames)), rng.normal(size=len(frames)),
+                         ends, ends, shard=shard)
+    return replay
+
+
+def build(network, precision, xla, num_actions=6):
+    from fast_dqn.agent.learner import DQNLearner, make_optimizer
+    from fast_dqn.agent.q_network import mlp, nature_cnn
+    if network == "mlp":  # CartPole's: the classic preset's network and optimizer
+        return DQNLearner(lambda: mlp((1, 4), 2, dtype_policy=POLICIES[precision]),
+                          make_optimizer("adam", 3e-4, 1.5e-4), xla=xla)
+    return DQNLearner(lambda: nature_cnn((4, 84, 84), num_actions, POLICIES[precision]),
+                      make_optimizer("rmsprop", 2.5e-4, loss_scaling=precision == "float16"),
+                      xla=xla)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--network", choices=("cnn", "mlp"), default="cnn",
+                        help="cnn: the Nature CNN on 84x84 frames; mlp: CartPole's MLP "
+                        "(256, 256), Adam, where fixed cost is most of an update")
     parser.add_argument("--batch-sizes", default="32,64,128,256")
     parser.add_argument("--precisions", default="float32,bfloat16", help=",".join(POLICIES))
     parser.add_argument("--xla", choices=("off", "on", "both"), default="off")
+    parser.add_argument("--updates-per-call", default="1",
+                        help="minibatches per compiled call (K), as the fast loop's trainer "
+                        "trains them, e.g. 1,16,64,256")
+    parser.add_argument("--replay-device", default="host",
+                        help="host: K minibatches gathered in numpy, copied in one transfer; "
+                        "device: replay mirrored on the device, gathered there; e.g. "
+                        "host,device")
+    parser.add_argument("--replay-capacity", type=int, default=100_000,
+                        help="the replay the minibatches come from")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=6.0,
                         help="timed seconds per variant and repeat (the update count follows)")
@@ -113,53 +152,58 @@ def main():
     # first: it hides TensorFlow's start-up noise, and sets XLA's flags before JAX starts
     print(device_line(*configure_backend(0, args.threads)))
 
-    from fast_dqn.agent.learner import DQNLearner, make_optimizer
-    from fast_dqn.agent.q_network import nature_cnn
+    from fast_dqn.agent.train_calls import TrainCalls
 
     rng = np.random.default_rng(0)
+    replay = filled_replay(rng, args.network, args.replay_capacity)
     xlas = {"off": [False], "on": [True], "both": [False, True]}[args.xla]
-    variants = [(b, p, x) for p in args.precisions.split(",")
-                for b in map(int, args.batch_sizes.split(",")) for x in xlas]
-    learners, batches, updates = {}, {}, {}
-    for b, p, x in variants:
-        learner = DQNLearner(lambda: nature_cnn((4, 84, 84), 6, POLICIES[p]),
-                             make_optimizer("rmsprop", 2.5e-4, loss_scaling=p == "float16"),
-                             xla=x)
-        batches[b] = batches.get(b) or make_batch(rng, b)
-        for _ in range(5):  # compile and warm up
-            learner.train(batches[b])
+    variants = [(b, p, x, k, d) for p in args.precisions.split(",")
+                for b in map(int, args.batch_sizes.split(",")) for x in xlas
+                for k in map(int, args.updates_per_call.split(","))
+                for d in args.replay_device.split(",")]
+    calls, updates = {}, {}
+    for v in variants:
+        b, p, x, k, d = v
+        calls[v] = TrainCalls(build(args.network, p, x), replay, b, on_device=d == "device")
+
+        def run(count, c=calls[v], k=k):
+            for _ in range(count):
+                c.train(c.draw(k))
+        run(3)  # compile and warm up
         t = time.perf_counter()
-        for _ in range(5):
-            learner.train(batches[b])
-        updates[b, p, x] = max(5, int(args.seconds * 5 / (time.perf_counter() - t)))
-        learners[b, p, x] = learner
-    peaks = {p: [] for p in {p for _, p, _ in variants}}
+        run(2)
+        updates[v] = max(2, int(args.seconds * 2 / (time.perf_counter() - t)))
+    peaks = {p: [] for p in {v[1] for v in variants}}
     rates = {v: [] for v in variants}
     for _ in range(args.repeats):
         for p in peaks:
             peaks[p].append(matmul_peak(p))
         for v in variants:
+            c, k = calls[v], v[3]
             t = time.perf_counter()
             for _ in range(updates[v]):
-                learners[v].train(batches[v[0]])
-            rates[v].append(updates[v] / (time.perf_counter() - t))
+                c.train(c.draw(k))
+            rates[v].append(updates[v] * k / (time.perf_counter() - t))
     peak = {p: statistics.median(r) for p, r in peaks.items()}
     first = statistics.median(rates[variants[0]]) * variants[0][0]
     print(f"cores {os.cpu_count()}, load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("matmul peak (4096², median of "
           f"{args.repeats}): " + ", ".join(f"{p} {g / 1e9:.0f} GFLOP/s" for p, g in peak.items()))
-    flops = {b: train_step_flops(learners[variants[0]].main, b) for b in batches}
-    print(f"train step: {flops[variants[0][0]] / variants[0][0] / 1e6:.1f} MFLOP per sample")
-    print(f"| batch | compute | xla | updates/s | samples/s | × first | agent steps/s at "
-          f"train_freq batch/8 | GFLOP/s | of {'/'.join(peak)} peak |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for b, p, x in variants:
-        m = statistics.median(rates[b, p, x])
+    main_network = calls[variants[0]].learner.main
+    flops = {b: train_step_flops(main_network, b) for b in {v[0] for v in variants}}
+    print(f"network {args.network}; train step: "
+          f"{flops[variants[0][0]] / variants[0][0] / 1e6:.2f} MFLOP per sample")
+    print(f"| batch | compute | xla | per call | replay | updates/s | samples/s | × first | "
+          f"agent steps/s at train_freq batch/8 | GFLOP/s | of {'/'.join(peak)} peak |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for v in variants:
+        b, p, x, k, d = v
+        m = statistics.median(rates[v])
         achieved = m * flops[b]
-        print(f"| {b} | {p} | {'on' if x else 'off'} | {m:.1f} | {m * b:,.0f} | "
-              f"{m * b / first:.2f} | {m * b / 8:,.0f} | {achieved / 1e9:.0f} | "
-              f"{achieved / peak[p]:.2f} |")
+        print(f"| {b} | {p} | {'on' if x else 'off'} | {k} | {d} | {m:.1f} | {m * b:,.0f} | "
+              f"{m * b / first:.2f} | {m * b / 8:,.0f} | {achieved / 1e9:.1f} | "
+              f"{achieved / peak[p]:.3f} |")
 
 
 if __name__ == "__main__":

@@ -92,6 +92,7 @@ def spread(values, digits=0):
 
 def with_learner(config, backend, learner, segments):
     from benchmarks.speedtest import TimingMonitor
+    from fast_dqn.agent.train_calls import TrainCalls
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import FastLoop
     from fast_dqn.run import components
@@ -102,7 +103,8 @@ def with_learner(config, backend, learner, segments):
     config = config.replace(timesteps=start + segments * config.target_update_freq)
     monitor = TimingMonitor(start, config.target_update_freq, config.timesteps)
     monitor.message = lambda line: None
-    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
+    calls = TrainCalls(learner, replay, config.batch_size, on_device=False)
+    trainer = BackgroundTrainer(calls.train, calls.draw, per_call=config.updates_per_call)
     try:
         FastLoop(components.loop_settings(config), backend, learner, replay, trainer,
                  monitor).run()

@@ -7,9 +7,9 @@ steps/s, CPU% (of one core) and peak RSS:
 
 - run_dqn.py's loop (Nature);
 - run_fast_dqn.py's loop for W in {1, 2, 4, 8} x concurrent {off, on} x synchronize {off, on};
-- two ceilings: the learner alone (updates/s x train_freq, no env, with the prefetch thread)
-  and the samplers alone (W=8, acting through the target network at epsilon 0.1 or --epsilon,
-  no training).
+- two ceilings: the learner alone (updates/s x train_freq, no env, the fast loop's trainer
+  in calls of --updates-per-call) and the samplers alone at each W (acting through the
+  target network at epsilon 0.1 or --epsilon, no training).
 
 Epsilon follows the Nature schedule unless --epsilon holds it fixed. Both loops query the
 network only for greedy steps, so the schedule's ~0.98 in this window spares them most
@@ -24,8 +24,9 @@ fast loop); min and max are in the CSV.
     python -m benchmarks.speedtest                 # the full grid (about an hour here)
     python -m benchmarks.speedtest --quick         # a smoke run of about a minute (CI)
     python -m benchmarks.speedtest --only nature,fast-8-on-on,learner --repeats 3
-    python -m benchmarks.speedtest --workers 8,16 --epsilon 0.1 --repeats 3 \
-        --only nature,fast-8-on-on,fast-16-on-on,learner          # the GPU table: docs/gpu.md
+    python -m benchmarks.speedtest --workers 8,16,32,64 --epsilon 0.1 --repeats 3 \
+        --only nature,fast-8-on-on,fast-16-on-on,fast-32-on-on,fast-64-on-on,learner,\
+samplers-8,samplers-16,samplers-32,samplers-64                    # the GPU table: docs/gpu.md
 
 The Keras backend is KERAS_BACKEND's (docs/options.md); the table's header names it and the
 device that trained.
@@ -42,6 +43,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from fast_dqn.run.settings.hyperparameters import UPDATES_PER_CALL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -114,7 +117,9 @@ def _config(case, args):
     config = FastConfig(game="pong", replay_capacity=args.replay, prepopulate=args.warmup,
                         target_update_freq=args.period, evaluate=0, seed=0,
                         workers=case.get("workers", 1), concurrent=case.get("concurrent", True),
-                        synchronize=case.get("synchronize", True), threads=args.threads)
+                        synchronize=case.get("synchronize", True), threads=args.threads,
+                        updates_per_call=args.updates_per_call,
+                        replay_device=args.replay_device)
     if args.epsilon is not None:
         config = dataclasses.replace(config, eps_start=args.epsilon, eps_end=args.epsilon)
     from fast_dqn.run.settings.validation import resolve
@@ -147,6 +152,7 @@ def measure(case, args):
         run_nature_loop(components.loop_settings(config), env, learner, replay, monitor,
                         np.random.default_rng(0))
     else:
+        from fast_dqn.agent.train_calls import TrainCalls
         from fast_dqn.loops.background_trainer import BackgroundTrainer
         from fast_dqn.loops.fast_loop import FastLoop
         samplers_only = kind == "samplers"
@@ -170,8 +176,11 @@ def measure(case, args):
         replay = components.build_replay(config, shape[1:], num_shards=config.workers)
         trainer = None
         if config.concurrent and not samplers_only:
-            trainer = BackgroundTrainer(learner.train,
-                                        lambda: replay.sample(config.batch_size))
+            calls = TrainCalls(learner, replay, config.batch_size,
+                               on_device=config.replay_device == "device")
+            trainer = BackgroundTrainer(calls.train, calls.draw,
+                                        prefetch=calls.mirror is None,
+                                        per_call=config.updates_per_call)
         monitor = TimingMonitor(start, segment, start + args.steps,
                                 busy=trainer and trainer.busy_seconds)
         try:
@@ -193,6 +202,7 @@ def _measure_learner(config, args, shape):
     """The learner's ceiling: the fast loop's trainer with prefetch, on a full replay."""
     import numpy as np
 
+    from fast_dqn.agent.train_calls import TrainCalls
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.run import components
     replay = components.build_replay(config, shape[1:])
@@ -202,7 +212,10 @@ def _measure_learner(config, args, shape):
         ends = rng.random(1000) < 1e-3
         replay.add_batch(frames, rng.integers(0, 6, 1000), rng.normal(size=1000), ends, ends)
     learner = components.build_learner(config, shape, 6)
-    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
+    calls = TrainCalls(learner, replay, config.batch_size,
+                       on_device=config.replay_device == "device")
+    trainer = BackgroundTrainer(calls.train, calls.draw, prefetch=calls.mirror is None,
+                                per_call=config.updates_per_call)
     trainer.start(20)  # compile and warm up
     trainer.wait()
     updates = args.steps // config.train_freq
@@ -236,9 +249,9 @@ def cases(quick, worker_counts=(1, 2, 4, 8)):
                                  f"synchronize={flag(synchronize)}"})
     out.append({"name": "learner", "kind": "learner",
                 "label": "ceiling: learner only (updates/s x 4)"})
-    w = 2 if quick else max(worker_counts)
-    out.append({"name": "samplers", "kind": "samplers", "workers": w, "concurrent": False,
-                "label": f"ceiling: samplers only, W={w}"})
+    for w in (2,) if quick else worker_counts:
+        out.append({"name": f"samplers-{w}", "kind": "samplers", "workers": w,
+                    "concurrent": False, "label": f"ceiling: samplers only, W={w}"})
     return out
 
 
@@ -246,7 +259,8 @@ def run_case(case, args):
     command = [sys.executable, "-m", "benchmarks.speedtest", "--case", json.dumps(case)]
     command += [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                 if k in ("steps", "warmup", "replay", "period", "threads", "nature_segment",
-                         "samplers_segment", "epsilon") and v is not None]
+                         "samplers_segment", "epsilon", "updates_per_call", "replay_device")
+                and v is not None]
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
         sys.stderr.write(result.stderr[-4000:])
@@ -272,6 +286,10 @@ def main():
     parser.add_argument("--workers", default="1,2,4,8",
                         help="the W of the fast loop's cases, comma-separated (the samplers' "
                         "ceiling takes the largest)")
+    parser.add_argument("--updates-per-call", type=int, default=UPDATES_PER_CALL,
+                        help="the fast loop's and the learner's minibatches per compiled call")
+    parser.add_argument("--replay-device", choices=("auto", "device", "host"), default="auto",
+                        help="where their trainer gathers minibatches (docs/options.md)")
     parser.add_argument("--repeats", type=int, default=1, help="times to run the whole list")
     parser.add_argument("--only", help="comma-separated case names (see the table)")
     parser.add_argument("--csv", default=None, help="CSV path (default benchmarks/results/)")

@@ -7,6 +7,7 @@ every second episode ends the game (so some ends are lost lives, some game overs
 import gymnasium
 import numpy as np
 
+from fast_dqn.agent.batch import Batch
 from fast_dqn.envs.samplers import SamplerStep
 
 K = 4
@@ -85,6 +86,12 @@ class FakeLearner:
         if self.trained == self.fail_on_train:
             raise FloatingPointError("injected trainer fault")
         return 0.5, 1.0
+
+    def train_many(self, batches):
+        """K minibatches in one call, as DQNLearner.train_many takes them."""
+        assert batches.states.shape[:2] == batches.actions.shape == batches.discounts.shape
+        results = [self.train(Batch(*(a[j] for a in batches))) for j in range(len(batches.actions))]
+        return tuple(np.array(r) for r in zip(*results))
 
     def update_target(self):
         self.target_updates += 1

@@ -156,3 +156,22 @@ def read_scalars(logdir):
             for value in event.summary.value:
                 found.setdefault(value.tag, []).append((event.step, value.simple_value))
     return found
+
+
+def on_every_minibatch(monkeypatch, hook):
+    """hook(learner, batch) before each minibatch a DQNLearner trains, in order: one per call
+    (train, the Nature loop's) or K per call (train_many, the fast loop's trainer)."""
+    from fast_dqn.agent.batch import Batch
+    from fast_dqn.agent.learner import DQNLearner
+    train, train_many = DQNLearner.train, DQNLearner.train_many
+
+    def one(self, batch):
+        hook(self, batch)
+        return train(self, batch)
+
+    def many(self, batches):
+        for j in range(len(batches.actions)):
+            hook(self, Batch(*(a[j] for a in batches)))
+        return train_many(self, batches)
+    monkeypatch.setattr(DQNLearner, "train", one)
+    monkeypatch.setattr(DQNLearner, "train_many", many)

@@ -211,6 +211,7 @@ class KillingMonitor:
 @pytest.mark.faults
 @pytest.mark.ray
 def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request, monkeypatch):
+    from fast_dqn.agent.train_calls import TrainCalls
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     config = CONFIG.replace(timesteps=2400, prepopulate=200, target_update_freq=96,
                                  replay_capacity=20_000, batch_size=16, evaluate=0)
@@ -219,7 +220,8 @@ def test_a_killed_actor_is_replaced_and_nothing_is_counted_twice(request, monkey
     learner = components.build_learner(config, backend.observation_space.shape, 2)
     replay = components.build_replay(config, (4,), backend.num_shards, np.float32)
     monitor = KillingMonitor(backend, at=800)
-    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
+    calls = TrainCalls(learner, replay, config.batch_size, on_device=False)
+    trainer = BackgroundTrainer(calls.train, calls.draw, per_call=config.updates_per_call,
                                 on_loss=lambda result: monitor.record_train(*result))
     cut_shards, cut = [], HeldTransitions._cut
 

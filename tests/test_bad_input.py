@@ -95,11 +95,11 @@ CASES = [
      "larger than --replay-capacity"),
     ("fast", ["--target-update-freq=1001"], None, "--target-update-freq",
      "not a multiple of --train-freq"),
-    ("fast", ["--workers=3"], None, "--target-update-freq", "not a multiple of --workers"),
     # The fast loop's own settings (test_fast_end_to_end keeps one of them in a real process).
     ("fast", ["--train-freq=0"], None, "--train-freq", ""),
     ("fast", ["--target-update-freq=0"], None, "--target-update-freq", ""),
-    ("fast", ["--workers=3", "--target-update-freq=10000"], None, "--workers 3", ""),
+    ("fast", ["--updates-per-call=0"], None, "--updates-per-call", ""),
+    ("fast", ["--replay-device=gpu"], None, "--replay-device", ""),
     ("fast", ["--target-update-freq=10002"], None, "--train-freq", ""),
     ("fast", ["--workers=8", "--prepopulate=20"], None, "--prepopulate", ""),
     ("fast", ["--workers=8", "--replay-capacity=40", "--prepopulate=40", "--batch-size=8"],

@@ -8,7 +8,8 @@ from fake_samplers import FakeLearner, FakeSamplers, K, NullMonitor, TickRecorde
 from helpers import TINY_FAKE
 
 from fast_dqn.agent.replay_memory import ReplayMemory
-from fast_dqn.loops.background_trainer import BackgroundTrainer
+from fast_dqn.agent.train_calls import TrainCalls
+from fast_dqn.loops.background_trainer import BackgroundTrainer, one_by_one
 from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop
 from fast_dqn.loops.fast_loop_state import next_sync_point
@@ -27,9 +28,10 @@ def run(config, samplers=None, learner=None, prefetch=True):
     monitor = NullMonitor()
     trainer = None
     if config.concurrent:
-        trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
+        calls = TrainCalls(learner, replay, config.batch_size, on_device=False)
+        trainer = BackgroundTrainer(calls.train, calls.draw,
                                     on_loss=lambda r: monitor.record_train(*r),
-                                    prefetch=prefetch)
+                                    prefetch=prefetch, per_call=config.updates_per_call)
     try:
         backend = LocalBackend(samplers, batched=config.synchronize)
         backend.start(np.random.default_rng(0))
@@ -80,12 +82,13 @@ def test_unsynchronized_samplers_query_alone():
 
 @pytest.mark.parametrize("concurrent", [True, False])
 @pytest.mark.parametrize("synchronize", [True, False])
-@pytest.mark.parametrize("workers", [1, 3, 4])
+@pytest.mark.parametrize("workers", [1, 3, 4, 7])
 def test_nature_ratios_hold_in_every_mode(concurrent, synchronize, workers):
+    """Also where W does not divide the target period (3, 7 of 96): each period then ends at
+    the first round past its multiple, the target is copied as often as the Nature loop's,
+    and the minibatches are the Nature loop's to the last."""
     config = dataclasses.replace(BASE, workers=workers, concurrent=concurrent,
-                                 synchronize=synchronize)
-    if synchronize and config.target_update_freq % workers:
-        pytest.skip("not a valid synchronized configuration")
+                                 synchronize=synchronize, updates_per_call=5)
     steps, samplers, learner, _, monitor = run(config)
     assert steps == -(-config.timesteps // workers) * workers
     assert learner.trained == minibatches_due(0, steps, config.prepopulate, config.train_freq)
@@ -207,8 +210,9 @@ def test_a_stop_anywhere_and_a_resume_from_its_state_give_the_uninterrupted_run(
         backend.start(np.random.default_rng(0))
         trainer = None
         if concurrent:
-            trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
-                                        on_loss=lambda r: None, prefetch=False)
+            calls = TrainCalls(learner, replay, config.batch_size, on_device=False)
+            trainer = BackgroundTrainer(calls.train, calls.draw, on_loss=lambda r: None,
+                                        prefetch=False, per_call=config.updates_per_call)
         return learner, replay, backend, trainer
 
     def finish(learner, replay, trainer):
@@ -254,7 +258,8 @@ def test_only_a_run_that_ends_with_its_last_evaluation_is_marked_finished(
                           num_shards=config.workers)
     backend = LocalBackend(FakeSamplers(config.workers), batched=True)
     backend.start(np.random.default_rng(0))
-    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size))
+    trainer = BackgroundTrainer(*one_by_one(learner.train,
+                                            lambda: replay.sample(config.batch_size)))
     try:
         FastLoop(settings, backend, learner, replay, trainer, NullMonitor(), evaluator,
                  checkpoints).run()
@@ -315,7 +320,8 @@ def test_the_console_goes_on_while_a_sync_point_waits_and_hears_of_each_period_e
     learner, monitor = SlowLearner(), Recorder()
     replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
                           num_shards=config.workers)
-    trainer = BackgroundTrainer(learner.train, lambda: replay.sample(config.batch_size),
+    trainer = BackgroundTrainer(*one_by_one(learner.train,
+                                            lambda: replay.sample(config.batch_size)),
                                 on_loss=lambda r: monitor.record_train(*r))
     try:
         backend = LocalBackend(FakeSamplers(config.workers), batched=True)
@@ -334,3 +340,37 @@ def test_the_console_goes_on_while_a_sync_point_waits_and_hears_of_each_period_e
     waited = {at for at, trained in monitor.ticks if at in ends[2:-1]
               and len({t for s, t in monitor.ticks if s == at}) > 1}
     assert waited, "no tick while a sync point waited for the trainer"
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_a_seeded_run_draws_the_same_minibatches_whatever_the_call_size(prefetch):
+    """The indices come from replay's RNG in the same order with K = 1 and K = 64 (and with
+    a K that cuts every period unevenly), so a seeded run trains the same minibatches."""
+    drawn = {}
+    for k in (1, 64, 7):
+        config = dataclasses.replace(BASE, workers=4, concurrent=True, updates_per_call=k)
+        calls = []
+
+        class Recording(ReplayMemory):
+            def sample_indices(self, batch_size):
+                shards, idx = super().sample_indices(batch_size)
+                calls.append((shards.tolist(), idx.tolist()))
+                return shards, idx
+
+        replay = Recording(config.replay_capacity, (2,), K, frame_dtype=np.int64,
+                           num_shards=config.workers)
+        learner = FakeLearner()
+        train_calls = TrainCalls(learner, replay, config.batch_size, on_device=False)
+        trainer = BackgroundTrainer(train_calls.train, train_calls.draw, prefetch=prefetch,
+                                    per_call=k)
+        try:
+            backend = LocalBackend(FakeSamplers(config.workers), batched=True)
+            backend.start(np.random.default_rng(0))
+            FastLoop(loop_settings(config), backend, learner, replay, trainer,
+                     NullMonitor()).run()
+        finally:
+            trainer.close()
+        drawn[k] = calls
+        assert len(calls) == learner.trained == minibatches_due(
+            0, config.timesteps, config.prepopulate, config.train_freq)
+    assert drawn[1] == drawn[64] == drawn[7]

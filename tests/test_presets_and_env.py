@@ -299,3 +299,57 @@ def test_an_env_runs_config_json_records_no_atari_setting_and_resumes(tmp_path, 
     assert code == 2 and err.endswith("--noop-max: is a setting of the Atari protocol, which a "
                                       "gymnasium --env run does not use; drop it")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("preset", ["nature", "machado", "dopamine", "pong-quick",
+                                    "pong-fastest"])
+@pytest.mark.parametrize("workers", [16, 32, 64])
+def test_every_preset_runs_at_16_32_and_64_workers(tmp_path, preset, workers):
+    """pong-fastest's target period, 1,000, is a multiple of none of them: its periods end
+    at the first round past each multiple (tests/test_fast_loop.py counts the minibatches)."""
+    config = cli.validate_and_resolve(parse([f"--preset={preset}", f"--workers={workers}",
+                                             f"--logdir={tmp_path / 'r'}"], FastConfig))
+    assert config.workers == workers
+
+
+@pytest.mark.parametrize("typed,accelerator,concurrent,expected", [
+    ("auto", None, True, "host"),                        # a CPU: no second copy in RAM
+    ("device", None, True, "device"),                    # asked for: a second copy in RAM
+    ("auto", ("GPU:0", 100 * 2**30), True, "device"),    # room on the GPU
+    ("auto", ("GPU:0", 2**29), True, "host"),            # 0.66 GiB in 0.5 GiB free
+    ("auto", ("GPU:0", None), True, "host"),             # TensorFlow: its room is unknown
+    ("device", ("GPU:0", None), True, "device"),
+    ("host", ("GPU:0", 100 * 2**30), True, "host"),
+    ("device", ("GPU:0", 100 * 2**30), False, "host"),   # lockstep trains one at a time
+])
+def test_replay_device_auto_becomes_where_replay_fits(tmp_path, monkeypatch, typed,
+                                                      accelerator, concurrent, expected):
+    from fast_dqn.agent import backend_setup
+    monkeypatch.setattr(backend_setup, "accelerator_memory", lambda: accelerator)
+    argv = ["--replay-capacity=100000", f"--replay-device={typed}",
+            f"--logdir={tmp_path / 'r'}"] + ([] if concurrent else ["--no-concurrent"])
+    assert cli.validate_and_resolve(parse(argv, FastConfig)).replay_device == expected
+
+
+def test_a_replay_the_device_cannot_hold_is_refused_in_one_line(tmp_path, monkeypatch):
+    from fast_dqn.agent import backend_setup
+    monkeypatch.setattr(backend_setup, "accelerator_memory", lambda: ("GPU:0", 4 * 2**30))
+    with pytest.raises(ConfigError) as error:
+        cli.validate_and_resolve(parse(["--replay-capacity=1000000", "--replay-device=device",
+                                        f"--logdir={tmp_path / 'r'}"], FastConfig))
+    assert error.value.setting == "replay_device"
+    worded = error.value.worded(flags.flag_name)
+    assert "needs 6.58 GiB but GPU:0 has 4.00 GiB free" in worded
+    assert "use --replay-device host, or lower --replay-capacity" in worded
+
+
+def test_a_mirror_in_ram_is_counted_twice(tmp_path, monkeypatch):
+    """--replay-device device on a CPU keeps replay and its mirror in RAM: the check that
+    refuses a replay before a byte is allocated counts both."""
+    from fast_dqn.agent import backend_setup, replay_memory
+    monkeypatch.setattr(backend_setup, "accelerator_memory", lambda: None)
+    monkeypatch.setattr(replay_memory, "available_memory_bytes", lambda: 10 * 2**30)
+    argv = ["--replay-capacity=1000000", f"--logdir={tmp_path / 'r'}"]
+    cli.validate_and_resolve(parse(argv, FastConfig))  # 7.1 GB of 10.7 GB: fits once
+    with pytest.raises(ConfigError, match="twice: replay and its mirror"):
+        cli.validate_and_resolve(parse(argv + ["--replay-device=device"], FastConfig))

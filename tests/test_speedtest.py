@@ -25,7 +25,7 @@ def test_speedtest_quick(tmp_path):
     with open(out) as f:
         rows = list(csv.DictReader(f))
     assert {r["name"] for r in rows} == {"nature", "fast-2-on-on", "fast-2-off-off", "learner",
-                                         "samplers"}
+                                         "samplers-2"}
     busy = [float(r["trainer_busy"]) for r in rows if r["name"] == "fast-2-on-on"]
     assert busy and all(0 < b <= 1 for b in busy)  # the concurrent trainer's share of the time
     for r in rows:

@@ -2,7 +2,7 @@
 the learner: which network acts, and how many minibatches are trained."""
 
 import pytest
-from helpers import TINY_CARTPOLE
+from helpers import TINY_CARTPOLE, on_every_minibatch
 
 from fast_dqn.agent.learner import DQNLearner
 from fast_dqn.loops.minibatch_schedule import minibatches_due
@@ -15,12 +15,7 @@ SMALL = TINY_CARTPOLE
 @pytest.fixture
 def train_calls(monkeypatch):
     calls = []
-    train = DQNLearner.train
-
-    def counted(self, batch):
-        calls.append(len(batch.actions))
-        return train(self, batch)
-    monkeypatch.setattr(DQNLearner, "train", counted)
+    on_every_minibatch(monkeypatch, lambda learner, batch: calls.append(len(batch.actions)))
     return calls
 
 
@@ -119,13 +114,11 @@ def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatc
 
     from fast_dqn.run.storage.checkpoint import CheckpointStore
     calls = []
-    train = DQNLearner.train
 
-    def slow(self, batch):
+    def slow(learner, batch):
         calls.append(1)
         time.sleep(0.05)
-        return train(self, batch)
-    monkeypatch.setattr(DQNLearner, "train", slow)
+    on_every_minibatch(monkeypatch, slow)
     config = small_config("fast", tmp_path, timesteps=800)
     assert train_fast(config, stop=lambda: len(calls) >= 170) == 800
     assert len(calls) == 175
@@ -232,13 +225,11 @@ def test_the_dqn_extensions_build_and_resume_exactly_in_every_loop(tmp_path, loo
 
     from fast_dqn.run.storage.checkpoint import CheckpointStore
     batches = []
-    train = DQNLearner.train
 
-    def recorded(self, batch):
+    def recorded(learner, batch):
         batches.append(batch)
-        assert self.double and self.main.get_layer("value") is not None
-        return train(self, batch)
-    monkeypatch.setattr(DQNLearner, "train", recorded)
+        assert learner.double and learner.main.get_layer("value") is not None
+    on_every_minibatch(monkeypatch, recorded)
     extensions = dict(double=True, dueling=True, n_step=3, save_replay=True, timesteps=600)
     run = train_nature if loop == "nature" else train_fast
     run(small_config(loop, tmp_path / "straight", **extensions))
@@ -309,14 +300,14 @@ def test_the_trainer_never_trains_a_minibatch_of_a_step_not_yet_played(tmp_path,
                                                                          monkeypatch):
     # Checked at every train step: the samplers' step, read from the loop's state, against
     # the minibatches the Nature loop has trained by then (the trainer may trail, not lead).
-    trained, train = [], DQNLearner.train
+    trained = []
 
-    def checked(self, batch):
+    def checked(learner, batch):
+        # Before a call, for each of its minibatches: the whole call must be played.
         trained.append(1)
         step = fast_loops[0].state.step
         assert len(trained) <= minibatches_due(0, step, SMALL["prepopulate"], 4), step
-        return train(self, batch)
-    monkeypatch.setattr(DQNLearner, "train", checked)
+    on_every_minibatch(monkeypatch, checked)
     train_fast(small_config("fast", tmp_path, timesteps=600))
     assert len(trained) == minibatches_due(0, 600, SMALL["prepopulate"], 4)
 

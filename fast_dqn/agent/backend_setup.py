@@ -220,3 +220,21 @@ def fastest_precision():
     """The compute type --precision auto means. float16 is never chosen: it needs loss
     scaling and is slow on CPUs, so it stays an explicit choice."""
     return "bfloat16" if computes_bfloat16() else "float32"
+
+
+def accelerator_memory():
+    """(device name, free bytes) of the accelerator the networks train on, the free bytes
+    None where the backend does not say; None where they train on the CPU."""
+    if keras_backend() == "jax":
+        import jax
+        device = jax.devices()[0]
+        if device.platform == "cpu":
+            return None
+        stats = device.memory_stats() or {}
+        free = stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
+        return f"{device.platform.upper()}:{device.id}", free if "bytes_limit" in stats else None
+    with without_start_up_noise():
+        import tensorflow as tf
+        if not tf.config.list_logical_devices("GPU"):
+            return None
+    return "GPU:0", None  # TensorFlow reports what it uses, not what the GPU has

@@ -25,3 +25,11 @@ class Batch(NamedTuple):
                    np.asarray(rewards, np.float32), np.asarray(next_states),
                    np.asarray(dones, np.float32),
                    np.broadcast_to(np.asarray(discounts, np.float32), np.shape(actions)))
+
+    @classmethod
+    def of_stacked(cls, states, actions, rewards, next_states, dones, discounts):
+        """Like `of`, for K minibatches stacked on a leading axis: (K, B, ...)."""
+        actions = np.asarray(actions, np.int32)
+        return cls(np.asarray(states), actions, np.asarray(rewards, np.float32),
+                   np.asarray(next_states), np.asarray(dones, np.float32),
+                   np.broadcast_to(np.asarray(discounts, np.float32), actions.shape))

@@ -127,7 +127,11 @@ def _check_finite(what, value):
 
 
 class DQNLearner:
-    """Owns the two networks and the optimizer; everything goes in and out as numpy."""
+    """Owns the two networks and the optimizer; everything goes in and out as numpy.
+
+    Their state lives where the backend computes (fast_dqn.agent.train_step_jax says how on
+    JAX): `main`, `target` and the weight and state readers bring the Keras variables up to
+    date first, so a reader always sees the latest update."""
 
     def __init__(self, build_network, optimizer, xla=False, loss_reduction="sum",
                  double=False):
@@ -135,13 +139,24 @@ class DQNLearner:
         discount comes with each minibatch (fast_dqn.agent.batch): the learner keeps none."""
         self.loss_reduction = loss_reduction
         self.double = double
-        self.main = build_network()
-        self.target = build_network()
-        self.target.set_weights(self.main.get_weights())
+        self._main = build_network()
+        self._target = build_network()
+        self._target.set_weights(self._main.get_weights())
         self.optimizer = optimizer
-        self.optimizer.build(self.main.trainable_variables)
-        self._compiled = _backend_module().CompiledSteps(self.main, self.target, optimizer,
+        self.optimizer.build(self._main.trainable_variables)
+        self._compiled = _backend_module().CompiledSteps(self._main, self._target, optimizer,
                                                          self._train_step, xla)
+
+    @property
+    def main(self):
+        """The main network, its variables up to date (read it only while nobody trains)."""
+        self._compiled.keras_variables()
+        return self._main
+
+    @property
+    def target(self):
+        self._compiled.keras_variables()
+        return self._target
 
     def _train_step(self, main, target, states, actions, rewards, next_states, dones,
                     discounts):
@@ -166,6 +181,31 @@ class DQNLearner:
         # a checkpoint must never hold a diverged network.
         return float(_check_finite("the loss", loss)), float(_check_finite("the mean Q", mean_q))
 
+    def train_many(self, batches):
+        """K gradient steps in one compiled call, in order, on a Batch whose arrays hold K
+        minibatches stacked on a leading axis; returns (losses, mean Qs), K of each."""
+        batches = Batch.of_stacked(*batches)
+        return self._checked(*self._compiled.train_many(*batches))
+
+    def train_from_replay(self, mirror, shards, idx):
+        """K gradient steps in one compiled call on the minibatches at (K, B) indices of a
+        ReplayMirror (fast_dqn.agent.replay_mirror), gathered on the device."""
+        return self._checked(*self._compiled.train_from_replay(
+            mirror.gather, mirror.device.arrays, np.asarray(shards, np.int32),
+            np.asarray(idx, np.int32)))
+
+    @staticmethod
+    def _checked(losses, mean_qs):
+        # Once per call, before anything can be saved: a minibatch that diverged leaves its
+        # NaN in every later loss of the call, and a checkpoint must never hold it.
+        return (_check_finite("the loss", np.asarray(losses)),
+                _check_finite("the mean Q", np.asarray(mean_qs)))
+
+    def mirror_replay(self, replay):
+        """A copy of `replay`'s arrays on the device, for train_from_replay."""
+        from fast_dqn.agent.replay_mirror import ReplayMirror
+        return ReplayMirror(replay, _backend_module().DeviceArrays)
+
     def q_values(self, states):
         return _check_finite("a Q-value of the main network", self._compiled.main_q(states))
 
@@ -186,10 +226,11 @@ class DQNLearner:
 
     def set_main_weights(self, weights):
         self.main.set_weights(weights)
+        self._compiled.variables_changed()
 
     def minibatches_trained(self):
         """The optimizer's update count: every minibatch trained since the run began."""
-        return int(self.optimizer.iterations.numpy())
+        return self._compiled.iterations()
 
     def state_dict(self):
         """Both networks and the optimizer's slots, as numpy: all a checkpoint needs."""
@@ -205,3 +246,4 @@ class DQNLearner:
                              f"variables, this one {len(variables)}")
         for variable, value in zip(variables, state["optimizer"]):
             variable.assign(value)
+        self._compiled.variables_changed()

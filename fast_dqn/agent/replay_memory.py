@@ -48,17 +48,22 @@ def available_memory_bytes():
     return psutil.virtual_memory().available
 
 
-def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=None):
-    """Refuse a replay that cannot fit in RAM, before a single byte is allocated.
+def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=None,
+                         copies=1):
+    """Refuse a replay that cannot fit in RAM, before a single byte is allocated. copies: 2
+    where a mirror for the learner (fast_dqn.agent.replay_mirror) is kept in RAM too, as
+    --replay-device device is on a CPU.
 
     numpy's zeros are lazily mapped, so an oversized buffer would otherwise fail hours later
     when the pages are first touched, or bring the OOM killer.
     """
-    need = estimate_bytes(capacity, frame_shape, frame_dtype)
+    need = copies * estimate_bytes(capacity, frame_shape, frame_dtype)
     available = available_memory_bytes() if available is None else available
     if need > 0.9 * available:
+        both = " (twice: replay and its mirror for --replay-device device; host keeps one)" \
+            if copies == 2 else ""
         raise ConfigError("replay_capacity",
-            f"a replay of {capacity:,} steps needs {need / 2**30:.2f} GiB but only "
+            f"a replay of {capacity:,} steps needs {need / 2**30:.2f} GiB{both} but only "
             f"{available / 2**30:.2f} GiB of RAM is available; lower ${{replay_capacity}}")
     return need
 
@@ -96,6 +101,9 @@ class ReplayMemory:
         self.pointers = np.zeros(num_shards, dtype=np.int64)  # the next record to write
         self.sizes = np.zeros(num_shards, dtype=np.int64)
         self.rng = np.random.default_rng(seed)
+        # Records written since the last take_changes(), newest last, per shard (a mirror
+        # on the device copies them: fast_dqn.agent.replay_mirror).
+        self._changed = np.zeros(num_shards, dtype=np.int64)
         # Column offsets of one sample's frames, oldest first: the state's k frames + 1 more.
         self._offsets = np.arange(-history_length + 1, 2)
 
@@ -112,6 +120,7 @@ class ReplayMemory:
         self.episode_ends[shard, i] = episode_end or terminal
         self.pointers[shard] = (i + 1) % self.shard_capacity
         self.sizes[shard] = min(self.sizes[shard] + 1, self.shard_capacity)
+        self._changed[shard] = min(self._changed[shard] + 1, self.shard_capacity)
 
     def add_batch(self, frames, actions, rewards, terminals, episode_ends, shard=0):
         """Store consecutive steps of one shard, as `add` would one at a time."""
@@ -129,6 +138,7 @@ class ReplayMemory:
         self.episode_ends[shard, idx] = np.logical_or(episode_ends, terminals)
         self.pointers[shard] = (self.pointers[shard] + n) % self.shard_capacity
         self.sizes[shard] = min(self.sizes[shard] + n, self.shard_capacity)
+        self._changed[shard] = min(self._changed[shard] + n, self.shard_capacity)
 
     def arrays(self):
         """The big arrays, by name, for a checkpoint to write or to fill in place."""
@@ -144,6 +154,15 @@ class ReplayMemory:
         self.pointers[:] = state["pointers"]
         self.sizes[:] = state["sizes"]
         self.rng.bit_generator.state = state["rng"]
+        self._changed[:] = self.shard_capacity  # the arrays were filled in place
+
+    def take_changes(self):
+        """(shards, columns) of the records written, or cut, since the last call."""
+        cols = [(self.pointers[s] - c + np.arange(c)) % self.shard_capacity
+                for s, c in enumerate(self._changed)]
+        shards = np.repeat(np.arange(self.num_shards), self._changed)
+        self._changed[:] = 0
+        return shards, np.concatenate(cols)
 
     def cut_episodes(self, shards=None):
         """End the stored trajectory of `shards` (default: all) as a time-limit cut would.
@@ -155,6 +174,7 @@ class ReplayMemory:
         shards = range(self.num_shards) if shards is None else shards
         for shard in (s for s in shards if self.sizes[s]):
             self.episode_ends[shard, (self.pointers[shard] - 1) % self.shard_capacity] = True
+            self._changed[shard] = max(self._changed[shard], 1)  # the newest record
 
     def skip_samples(self, count, batch_size):
         """Advance the RNG exactly as `count` calls of sample(batch_size) would."""
@@ -193,6 +213,20 @@ class ReplayMemory:
             shards[filled:filled + n], chosen[filled:filled + n] = s[keep], idx[keep]
             filled += n
         raise RuntimeError("replay memory holds only time-limit cuts; cannot sample")
+
+    def sample_indices_many(self, count, batch_size):
+        """(shards, indices), each (count, batch_size): `count` calls of sample_indices in
+        order, so the same draws as `count` calls of sample."""
+        drawn = [self.sample_indices(batch_size) for _ in range(count)]
+        return (np.stack([s for s, _ in drawn]), np.stack([i for _, i in drawn]))
+
+    def gather_many(self, shards, idx):
+        """The minibatches at (K, B) indices, stacked as a Batch of (K, B, ...) arrays: one
+        gather of all K * B transitions, the same bytes as K gathers."""
+        k, b = idx.shape
+        flat = (idx.ravel(), shards.ravel())
+        batch = self.gather_n_step(*flat) if self.n_step > 1 else self.gather(*flat)
+        return Batch(*(np.reshape(a, (k, b, *a.shape[1:])) for a in batch))
 
     def sample(self, batch_size):
         """A Batch of `batch_size` transitions drawn uniformly, each with its bootstrap

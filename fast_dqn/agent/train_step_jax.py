@@ -1,20 +1,33 @@
 """The learner's compiled functions on JAX: `jax.jit` over Keras's stateless calls.
 
-JAX arrays are immutable: a train step takes the main network's and the optimizer's values
-and returns new ones, which are then assigned to the Keras variables, so the variables stay
-the state (weights, checkpoints and `update_target` read them) as under TensorFlow.
+The learner's state lives on the device between calls, as the state of pure functions: the
+main network's values, the target network's and the optimizer's (LearnerState). A train
+call takes it and returns the next one; the Keras variables are brought up to date only when
+something reads them (`keras_variables`: a checkpoint, an evaluation, an export, a copy for
+Ray). So a call pays no per-variable reads and writes on the host, and K minibatches go
+through one `lax.scan` in one call.
 
-Threads. The trainer thread alone runs `train` and so assigns the main network's and the
-optimizer's variables. The samplers act through the target network, whose variables only
-`update_target` assigns, and the loops call that only while nobody trains (a sync point).
-A reader takes each variable's current array, which no later step changes, and no buffer is
-ever donated to XLA: after `update_target` the target's arrays are the main network's, which
-the next train step still reads while a sampler may be acting with them.
+Threads. The trainer thread alone runs the train calls and so replaces the main network's
+and the optimizer's values. The samplers act through the target network's values, which
+only `update_target` replaces, and the loops call that only while nobody trains (a sync
+point). A reader takes the arrays current when it starts, which no later call changes: JAX
+arrays are immutable, and no buffer is ever donated to XLA (after `update_target` the
+target's arrays are the main network's, which the next call still reads while a sampler may
+be acting with them).
 """
+
+from typing import NamedTuple
 
 import jax
 import keras
 import numpy as np
+
+
+class LearnerState(NamedTuple):
+    trainable: list       # the main network's trainable values
+    non_trainable: list   # its non-trainable values (none of ours changes in training)
+    target: list          # the target network's values, in target.variables' order
+    optimizer: list       # the optimizer's variables' values (iterations, slots, scale)
 
 
 def _values(variables):
@@ -31,49 +44,104 @@ class CompiledSteps:
         """train_step as in fast_dqn.agent.train_step_tf; xla has nothing to switch here:
         everything JAX compiles goes through XLA."""
         self.main, self.target, self.optimizer = main, target, optimizer
+        self._fresh = True  # the Keras variables hold the state (it has not moved since)
+        self.state = self._state_of_variables()
 
-        def loss_of(trainable, non_trainable, target_values, optimizer_values, batch):
+        def loss_of(trainable, state, batch):
             # The optimizer's variables are mapped too: a loss-scaling optimizer reads its
             # current scale from them in scale_loss.
             mapping = (list(zip(main.trainable_variables, trainable))
-                       + list(zip(main.non_trainable_variables, non_trainable))
-                       + list(zip(target.variables, target_values))
-                       + list(zip(optimizer.variables, optimizer_values)))
+                       + list(zip(main.non_trainable_variables, state.non_trainable))
+                       + list(zip(target.variables, state.target))
+                       + list(zip(optimizer.variables, state.optimizer)))
             with keras.StatelessScope(state_mapping=mapping):
                 loss, scaled_loss, mean_q = train_step(main, target, *batch)
             return scaled_loss, (loss, mean_q)
 
-        def step(trainable, non_trainable, target_values, optimizer_values, batch):
-            grads, (loss, mean_q) = jax.grad(loss_of, has_aux=True)(
-                trainable, non_trainable, target_values, optimizer_values, batch)
-            trainable, optimizer_values = optimizer.stateless_apply(optimizer_values, grads,
-                                                                    trainable)
-            return trainable, optimizer_values, loss, mean_q
+        def update(state, batch):
+            """One minibatch: Dopamine's `train`, DQN Zoo's `update`."""
+            grads, (loss, mean_q) = jax.grad(loss_of, has_aux=True)(state.trainable, state,
+                                                                    batch)
+            trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,
+                                                                    state.trainable)
+            return state._replace(trainable=trainable, optimizer=optimizer_values), loss, mean_q
 
-        self._step = jax.jit(step)
+        def scan(state, minibatches, batch_of):
+            def body(state, minibatch):
+                state, loss, mean_q = update(state, batch_of(minibatch))
+                return state, (loss, mean_q)
+            state, (losses, mean_qs) = jax.lax.scan(body, state, minibatches)
+            return state, losses, mean_qs
+
+        self._update = jax.jit(update)
+        self._scan = jax.jit(lambda state, batches: scan(state, batches, lambda b: b))
+        self._scan_replay = jax.jit(
+            lambda state, arrays, indices, gather: scan(
+                state, indices, lambda i: gather.batch(arrays, *i)),
+            static_argnums=3)
         # One compiled forward pass serves both networks: they share the architecture, and
         # the values passed in decide whose Q-values come out.
         self._q = jax.jit(_stateless_q(main))
 
+    def _state_of_variables(self):
+        return LearnerState(_values(self.main.trainable_variables),
+                            _values(self.main.non_trainable_variables),
+                            _values(self.target.variables), _values(self.optimizer.variables))
+
     def train(self, *batch):
-        main, optimizer = self.main, self.optimizer
-        trainable, optimizer_values, loss, mean_q = self._step(
-            _values(main.trainable_variables), _values(main.non_trainable_variables),
-            _values(self.target.variables), _values(optimizer.variables), batch)
-        # The networks' non-trainable variables are left as they were: none of ours changes
-        # in training (no batch normalization).
-        _assign(main.trainable_variables, trainable)
-        _assign(optimizer.variables, optimizer_values)
+        self.state, loss, mean_q = self._update(self.state, batch)
+        self._fresh = False
         return loss, mean_q
 
+    def train_many(self, *batches):
+        """K minibatches stacked on a leading axis, in one call: (losses, mean Qs) of K."""
+        self.state, losses, mean_qs = self._scan(self.state, batches)
+        self._fresh = False
+        return losses, mean_qs
+
+    def train_from_replay(self, gather, arrays, shards, idx):
+        """K minibatches gathered on the device from replay's arrays at (K, B) indices, by
+        a ReplayGather (hashed by identity: one compile per replay)."""
+        self.state, losses, mean_qs = self._scan_replay(self.state, arrays, (shards, idx),
+                                                        gather)
+        self._fresh = False
+        return losses, mean_qs
+
+    def keras_variables(self):
+        """Bring the Keras variables up to date with the state, for a reader of them."""
+        if not self._fresh:
+            state = self.state
+            _assign(self.main.trainable_variables, state.trainable)
+            _assign(self.main.non_trainable_variables, state.non_trainable)
+            _assign(self.target.variables, state.target)
+            _assign(self.optimizer.variables, state.optimizer)
+            self._fresh = True
+
+    def variables_changed(self):
+        """The Keras variables were assigned (a checkpoint loaded): they are the state now."""
+        self.state = self._state_of_variables()
+        self._fresh = True
+
     def main_q(self, states):
-        return _q_of(self._q, self.main, states)
+        return _q_of(self._q, self.state.trainable, self.state.non_trainable, states)
 
     def target_q(self, states):
-        return _q_of(self._q, self.target, states)
+        target = self.state.target
+        cut = len(self.target.trainable_variables)
+        return _q_of(self._q, target[:cut], target[cut:], states)
 
     def update_target(self):
-        _assign(self.target.variables, _values(self.main.variables))
+        # target.variables lists the trainable variables first, as the state does.
+        self.state = self.state._replace(target=self.state.trainable
+                                         + self.state.non_trainable)
+        self._fresh = False
+
+    def iterations(self):
+        return int(self.state.optimizer[self._iterations_at()])
+
+    def _iterations_at(self):
+        return next(i for i, v in enumerate(self.optimizer.variables)
+                    if v.path == self.optimizer.iterations.path)
 
 
 def _stateless_q(network):
@@ -93,14 +161,37 @@ def _padded(states):
     return np.concatenate([states, np.zeros((size - rows, *states.shape[1:]), states.dtype)])
 
 
-def _q_of(call, network, states):
+def _q_of(call, trainable, non_trainable, states):
     states = np.asarray(states)
-    q = call(_values(network.trainable_variables), _values(network.non_trainable_variables),
-             _padded(states))
+    q = call(trainable, non_trainable, _padded(states))
     return jax.device_get(q)[:len(states)]
 
 
 def predictor(network):
     """network(states) compiled once for acting; it reads the network's current weights."""
     call = jax.jit(_stateless_q(network))
-    return lambda states: _q_of(call, network, states)
+    return lambda states: _q_of(call, _values(network.trainable_variables),
+                                _values(network.non_trainable_variables), states)
+
+
+def to_device(array):
+    """A host array copied into the device's memory."""
+    return jax.device_put(array)
+
+
+class DeviceArrays:
+    """Replay's arrays mirrored on the device, written in place at given records."""
+
+    def __init__(self, host_arrays):
+        self.arrays = {name: jax.device_put(a) for name, a in host_arrays.items()}
+
+        def write(arrays, shards, cols, values):
+            return {name: arrays[name].at[shards, cols].set(values[name]) for name in arrays}
+
+        # The old arrays are donated: XLA writes the records in place, not into a copy of
+        # a replay of gigabytes (nothing else holds them: the learner's calls take them
+        # from here each time).
+        self._write = jax.jit(write, donate_argnums=0)
+
+    def write(self, shards, cols, values):
+        self.arrays = self._write(self.arrays, shards, cols, values)

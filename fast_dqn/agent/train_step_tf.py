@@ -1,12 +1,15 @@
 """The learner's compiled functions on TensorFlow: `tf.function`s over the Keras models.
 
-The Keras variables are the state: the train step updates the main network's in place.
-TF ops are thread-safe, so the samplers may act through the target network while the
-trainer thread trains; the loops decide when `update_target` may run (only while nobody
-trains).
+The Keras variables are the state, and they live on the device already: the train step
+updates the main network's in place, and K minibatches go through one `tf.function` (a loop
+in the graph). TF ops are thread-safe, so the samplers may act through the target network
+while the trainer thread trains; the loops decide when `update_target` may run (only while
+nobody trains).
 """
 
 import tensorflow as tf
+
+from fast_dqn.agent.replay_gather import FIELDS
 
 
 class CompiledSteps:
@@ -16,10 +19,21 @@ class CompiledSteps:
         it is backend-neutral, and here it runs under a GradientTape."""
         self.main, self.target, self.optimizer = main, target, optimizer
         self._step = train_step
-        spec = tf.TensorSpec((None, *main.input_shape[1:]), main.inputs[0].dtype)
+        self._gather = self.replay_arrays = None  # what the replay calls gather, from where
+        shape, dtype = main.input_shape[1:], main.inputs[0].dtype
+        spec = tf.TensorSpec((None, *shape), dtype)
         vector = tf.TensorSpec((None,), tf.float32)
         batch = (spec, tf.TensorSpec((None,), tf.int32), vector, spec, vector, vector)
         self.train = tf.function(self._train, input_signature=batch, jit_compile=xla)
+        many = tf.TensorSpec((None, None, *shape), dtype)
+        vectors = tf.TensorSpec((None, None), tf.float32)
+        batches = (many, tf.TensorSpec((None, None), tf.int32), vectors, many, vectors,
+                   vectors)
+        self.train_many = tf.function(self._train_many, input_signature=batches,
+                                      jit_compile=xla)
+        indices = (tf.TensorSpec((None, None), tf.int32),) * 2
+        self._train_replay = tf.function(self._train_from_replay, input_signature=indices,
+                                         jit_compile=xla)
         self._main_q = tf.function(lambda s: main(s, training=False), input_signature=(spec,))
         self._target_q = tf.function(lambda s: target(s, training=False),
                                      input_signature=(spec,))
@@ -32,9 +46,42 @@ class CompiledSteps:
         self.optimizer.apply(grads, self.main.trainable_variables)
         return loss, mean_q
 
+    def _loop(self, count, batch_of):
+        losses = tf.TensorArray(tf.float32, size=count)
+        mean_qs = tf.TensorArray(tf.float32, size=count)
+        for i in tf.range(count):
+            loss, mean_q = self._train(*batch_of(i))
+            losses = losses.write(i, tf.cast(loss, tf.float32))
+            mean_qs = mean_qs.write(i, tf.cast(mean_q, tf.float32))
+        return losses.stack(), mean_qs.stack()
+
+    def _train_many(self, *batches):
+        return self._loop(tf.shape(batches[1])[0], lambda i: [b[i] for b in batches])
+
+    def _train_from_replay(self, shards, idx):
+        arrays = {name: self.replay_arrays[name] for name in FIELDS}
+        return self._loop(tf.shape(idx)[0],
+                          lambda i: self._gather.batch(arrays, shards[i], idx[i]))
+
+    def train_from_replay(self, gather, arrays, shards, idx):
+        """K minibatches gathered on the device from replay's arrays at (K, B) indices, by
+        a ReplayGather."""
+        # The graph, traced at the first call, reads the variables it captured then.
+        if self.replay_arrays is None:
+            self._gather, self.replay_arrays = gather, arrays
+        elif self.replay_arrays is not arrays:
+            raise ValueError("one learner trains from one replay on the device")
+        return self._train_replay(shards, idx)
+
     def _copy_main_to_target(self):
         for t, m in zip(self.target.weights, self.main.weights):
             t.assign(m)
+
+    def keras_variables(self):
+        """The Keras variables are the state: always up to date."""
+
+    def variables_changed(self):
+        """Nothing to do: the calls read the variables themselves."""
 
     def main_q(self, states):
         return self._main_q(states).numpy()
@@ -45,6 +92,9 @@ class CompiledSteps:
     def update_target(self):
         self._sync()
 
+    def iterations(self):
+        return int(self.optimizer.iterations.numpy())
+
 
 def predictor(network):
     """network(states) compiled once for acting; it reads the network's current weights."""
@@ -52,3 +102,20 @@ def predictor(network):
     call = tf.function(lambda s: network(s, training=False), input_signature=(spec,),
                        autograph=False)
     return lambda states: call(states).numpy()
+
+
+def to_device(array):
+    return tf.convert_to_tensor(array)
+
+
+class DeviceArrays:
+    """Replay's arrays mirrored as variables on the device, written in place at given
+    records."""
+
+    def __init__(self, host_arrays):
+        self.arrays = {name: tf.Variable(a, trainable=False) for name, a in host_arrays.items()}
+
+    def write(self, shards, cols, values):
+        where = tf.stack([tf.convert_to_tensor(shards), tf.convert_to_tensor(cols)], axis=1)
+        for name, variable in self.arrays.items():
+            variable.scatter_nd_update(where, values[name])

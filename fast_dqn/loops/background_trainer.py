@@ -1,9 +1,11 @@
 """The background trainer of the fast loop: all of the project's Python threads live here.
 
 Two persistent daemon threads:
-- the trainer trains a given number of minibatches per period, on the main network;
-- the prefetcher samples the next minibatch from replay while the current one trains,
-  through a queue of at most 2 batches. The prefetch thread is ours; the nearest trick in
+- the trainer trains a given number of minibatches per period, on the main network, in
+  calls of up to `per_call` minibatches each (one compiled call: fast_dqn.agent.learner's
+  train_many);
+- the prefetcher samples the next call's minibatches from replay while the current call
+  trains, through a queue of at most 2 calls. The prefetch thread is ours; the nearest trick in
   Lapan's "Speeding up DQN on PyTorch" is another one, the batch's copy to the GPU made
   without blocking (Shmuma/ptan, samples/dqn_speedup/04_cuda_async.py line 81,
   cuda_async=True).
@@ -13,13 +15,16 @@ The rules that make this safe and reproducible:
    prefetcher (or by the trainer itself when prefetching is off). The caller writes replay and
    copies main -> target only after `wait()` returns, when both threads are idle.
 2. Exactly n minibatches are sampled per period, in order, from replay's own RNG, so a seeded
-   run draws the same minibatches whatever the thread timing.
-3. `interrupt()` ends a period early, after the minibatch in progress, and says how many were
-   trained; batches prefetched beyond that are dropped (the caller rewinds replay's RNG).
+   run draws the same minibatches whatever the thread timing. The period is cut into calls
+   by `call_sizes` alone, never by timing, so the same calls train the same minibatches.
+3. `interrupt()` ends a period early, after the call in progress, and says how many
+   minibatches were trained; calls prefetched beyond that are dropped (the caller rewinds
+   replay's RNG).
 4. The trainer is paced by the caller: `pace(k)` says that the period's last k minibatches
-   are due at agent steps not yet played, and the trainer trains them only once a later
-   pace() releases them. So a stop at any moment has trained none of a step never reached
-   (docs/fast-loop.md: this pacing is fast-dqn's choice, and changes no learning).
+   are due at agent steps not yet played, and the trainer trains a call only once a later
+   pace() has released all of its minibatches. So a stop at any moment has trained none of a
+   step never reached (docs/fast-loop.md: this pacing is fast-dqn's choice, and changes no
+   learning).
 5. An exception in either thread is kept and re-raised, with its original traceback, in the
    caller's thread by `check()` or `wait()`. Every blocking call inside the threads polls, so
    `close()` always ends them: nothing can hang on a dead partner.
@@ -32,13 +37,34 @@ import time
 _POLL_SECONDS = 0.05
 
 
+def call_sizes(n, per_call):
+    """How a period of n minibatches is cut into calls: as many of `per_call` as fit, then
+    the rest in powers of two, largest first. A compiled call is compiled once per size, so
+    a run makes at most log2(per_call) + 1 of them, whatever its periods' lengths."""
+    sizes = [per_call] * (n // per_call)
+    rest = n % per_call
+    while rest:
+        sizes.append(1 << (rest.bit_length() - 1))
+        rest -= sizes[-1]
+    return sizes
+
+
+def one_by_one(train_one, sample_one):
+    """(train_fn, sample_fn) of a trainer whose calls train minibatches one at a time:
+    for a learner without fused calls (a test's, or the Nature loop's train)."""
+    return (lambda batches: [train_one(batch) for batch in batches],
+            lambda count: [sample_one() for _ in range(count)])
+
+
 class BackgroundTrainer:
-    def __init__(self, train_fn, sample_fn, on_loss=None, prefetch=True):
-        """train_fn(batch) -> loss; sample_fn() -> batch; on_loss(loss) sees every loss."""
+    def __init__(self, train_fn, sample_fn, on_loss=None, prefetch=True, per_call=1):
+        """sample_fn(k) -> the next k minibatches, drawn in order; train_fn(minibatches) ->
+        one result per minibatch, trained in order; on_loss(result) sees every result."""
         self.train_fn = train_fn
         self.sample_fn = sample_fn
         self.on_loss = on_loss or (lambda loss: None)
         self.prefetch = prefetch
+        self.per_call = per_call
         self._jobs = queue.Queue()
         self._prefetch_jobs = queue.Queue()
         self._batches = queue.Queue(maxsize=2)
@@ -112,7 +138,7 @@ class BackgroundTrainer:
         return True
 
     def interrupt(self):
-        """End the current period after the minibatch in progress; returns how many of its
+        """End the current period after the call in progress; returns how many of its
         minibatches were trained. The trainer is idle afterwards and ready for start()."""
         self._cancel.set()
         try:
@@ -186,31 +212,36 @@ class BackgroundTrainer:
                     return
                 if self.prefetch:
                     self._prefetch_jobs.put(n)
-                for _ in range(n):
+                for size in call_sizes(n, self.per_call):
                     if self._stop.is_set():
                         return
-                    if self._cancel.is_set() or not self._wait_for_release(n):
+                    if self._cancel.is_set() or not self._wait_for_release(n, size):
                         break
-                    batch = self._next_batch() if self.prefetch else self.sample_fn()
+                    batch = self._next_batch() if self.prefetch else self.sample_fn(size)
                     if batch is None:
                         break
                     with self._busy_lock:
                         self._step_started = time.perf_counter()
-                    self.on_loss(self.train_fn(batch))
+                    results = self.train_fn(batch)
                     with self._busy_lock:
                         self._busy_done += time.perf_counter() - self._step_started
                         self._step_started = None
-                    self._trained += 1
+                    if len(results) != size:
+                        raise RuntimeError(f"a call of {size} minibatches trained "
+                                           f"{len(results)}")
+                    for result in results:
+                        self.on_loss(result)
+                    self._trained += size
                 self._idle.set()
         except _Stopped:
             return
 
-    def _wait_for_release(self, n):
-        """Wait until the next of the period's n minibatches is released; False when the
-        period is interrupted first."""
-        while self._trained >= n - self._unplayed:
+    def _wait_for_release(self, n, size):
+        """Wait until the next `size` of the period's n minibatches are released; False when
+        the period is interrupted first."""
+        while self._trained + size > n - self._unplayed:
             self._released.clear()
-            if self._trained < n - self._unplayed:  # released between the test and clear()
+            if self._trained + size <= n - self._unplayed:  # released since the test
                 return True
             self._released.wait(_POLL_SECONDS)
             if self._stop.is_set():
@@ -225,10 +256,11 @@ class BackgroundTrainer:
                 n = self._get(self._prefetch_jobs)
                 if n is None:
                     return
-                for _ in range(n):
+                for size in call_sizes(n, self.per_call):
                     if self._stop.is_set():
                         return
-                    if self._cancel.is_set() or not self._put(self._batches, self.sample_fn()):
+                    if self._cancel.is_set() or not self._put(self._batches,
+                                                              self.sample_fn(size)):
                         break
                 self._prefetch_idle.set()
         except _Stopped:

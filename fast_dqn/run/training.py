@@ -259,6 +259,18 @@ def build_backend(config):
     return LocalBackend(build_samplers(config), batched=config.synchronize)
 
 
+def replay_line(config, replay):
+    """The start-up line that says where the trainer gathers its minibatches."""
+    from fast_dqn.agent.replay_memory import estimate_bytes
+    size = estimate_bytes(replay.capacity, replay.frames.shape[2:], replay.frames.dtype)
+    calls = f"{config.updates_per_call} minibatch{'es' if config.updates_per_call > 1 else ''}" \
+        " per compiled call"
+    if config.replay_device == "device":
+        return (f"replay: mirrored on the device ({size / 2**30:.2f} GiB, beside the host's "
+                f"copy), written at each sync point; {calls}, gathered there")
+    return f"replay: on the host ({size / 2**30:.2f} GiB); {calls}, gathered here"
+
+
 def check_fast_loop_parts(state, backend):
     """The fast loop's own parts of a checkpoint, checked before any is loaded."""
     from fast_dqn.loops.fast_loop_state import HeldTransitions
@@ -272,6 +284,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
     The config is validated and resolved as the command line's is
     (fast_dqn.run.settings.validation)."""
+    from fast_dqn.agent.train_calls import TrainCalls
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import FastLoop, budget_end
     from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions
@@ -309,10 +322,14 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
                                 "unfinished ones are not logged")
         backend.start(parts.rng, log=monitor.message)
         if config.concurrent:
-            trainer = BackgroundTrainer(learner.train,
-                                        lambda: replay.sample(config.batch_size),
+            calls = TrainCalls(learner, replay, config.batch_size,
+                               on_device=config.replay_device == "device")
+            monitor.message(replay_line(config, replay))
+            trainer = BackgroundTrainer(calls.train, calls.draw,
                                         on_loss=lambda result: monitor.record_train(*result),
-                                        prefetch=config.prefetch)
+                                        # Nothing to gather ahead where only indices travel.
+                                        prefetch=config.prefetch and calls.mirror is None,
+                                        per_call=config.updates_per_call)
         return FastLoop(parts.settings, backend, learner, replay, trainer, monitor,
                         parts.evaluator, parts.checkpoints).run(state)
     finally:

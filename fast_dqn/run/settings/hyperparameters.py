@@ -28,6 +28,9 @@ class _Topic:
         return field(default=default, metadata=meta)
 
 
+# The fast loop's minibatches per compiled call: chosen by measurement (docs/benchmarks.md).
+UPDATES_PER_CALL = 64
+
 TOPICS = []  # --help shows the flags by topic, in this order
 _protocol = _Topic("protocol: the game and its preprocessing")
 _budget = _Topic("budget and evaluation")
@@ -175,7 +178,7 @@ class Config:
 # every other setting, and a resume checks config.json against that record.
 RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "save_replay",
                     "xla", "prefetch", "requests_in_flight", "ray_address",
-                    "ray_object_store_mb", "eval_workers")
+                    "ray_object_store_mb", "eval_workers", "updates_per_call", "replay_device")
 
 # The Atari protocol's settings: a gymnasium --env run does not use them, and its config.json
 # records them as null (a resume reads that as the default it ran with).
@@ -229,8 +232,16 @@ class FastConfig(Config):
                                   choices=("vector", "python"))
     env_threads: int = _fast_loop(0, "C++ threads of the vector backend; 0 = one per core, at most "
                                   "--workers", "threads", limit="non_negative")
-    prefetch: bool = _fast_loop(True, "sample the next minibatch in a second thread while the "
-                                "current one trains")
+    prefetch: bool = _fast_loop(True, "draw the next call's minibatches in a second thread while "
+                                "the current call trains")
+    updates_per_call: int = _fast_loop(UPDATES_PER_CALL, "minibatches the trainer trains in one "
+                                       "compiled call (K); the same minibatches in the same "
+                                       "order whatever K", "minibatches", limit="positive")
+    replay_device: str = _fast_loop("auto", "where the trainer gathers its minibatches: device = "
+                                    "replay mirrored in the GPU's memory, written at each sync "
+                                    "point; host = gathered in RAM, K minibatches copied per "
+                                    "call; auto = device on a GPU with room for it, else host",
+                                    choices=("auto", "device", "host"))
 
     # --- where the samplers run (see docs/ray.md)
     backend: str = _ray("threads", "threads = the --workers samplers in this process; ray = "

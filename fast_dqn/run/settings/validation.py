@@ -12,6 +12,8 @@ import json
 import math
 import os
 
+import numpy as np
+
 from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
 from fast_dqn.agent.replay_memory import min_capacity, records_to_sample
 from fast_dqn.errors import ConfigError
@@ -84,6 +86,37 @@ def resolve(config, replay=True):
                                               replay))
 
 
+def resolve_replay_device(config, shape, dtype):
+    """--replay-device auto made device or host (fast_dqn.agent.replay_mirror); returns it
+    with the copies of replay that RAM holds. Only the fast loop's background trainer gathers
+    on the device: lockstep training and the Nature loop keep replay on the host."""
+    from fast_dqn.agent.backend_setup import accelerator_memory
+    from fast_dqn.agent.replay_memory import estimate_bytes
+    if config.LOOP != "fast":
+        return config, 1
+    if not config.concurrent:
+        return dataclasses.replace(config, replay_device="host"), 1
+    if config.replay_device == "host":
+        return config, 1
+    accelerator = accelerator_memory()
+    if accelerator is None:  # the device is the CPU: the mirror is a second copy in RAM
+        if config.replay_device == "auto":
+            return dataclasses.replace(config, replay_device="host"), 1
+        return config, 2
+    name, free = accelerator
+    need = estimate_bytes(config.replay_capacity, shape, dtype)
+    if free is not None and need > 0.8 * free:
+        if config.replay_device == "device":
+            raise ConfigError("replay_device", f"a replay of {config.replay_capacity:,} steps "
+                              f"needs {need / 2**30:.2f} GiB but {name} has "
+                              f"{free / 2**30:.2f} GiB free; use ${{replay_device}} host, or lower "
+                              "${replay_capacity}")
+        return dataclasses.replace(config, replay_device="host"), 1
+    if free is None and config.replay_device == "auto":
+        return dataclasses.replace(config, replay_device="host"), 1  # its room is unknown
+    return dataclasses.replace(config, replay_device="device"), 1
+
+
 def validate_fast(config):
     """The fast loop's own rules, on top of validate_numbers."""
     vector = config.backend == "ray" or config.env_backend == "vector"
@@ -100,11 +133,9 @@ def validate_fast(config):
         games, flags = config.num_samplers * config.envs_per_sampler, \
             "--num-samplers × --envs-per-sampler"
     else:
+        # Any W: a period that W does not divide ends at the first round past its multiple
+        # of --target-update-freq (fast_dqn.loops.fast_loop_state.next_sync_point).
         games, flags = config.workers, "--workers"
-        if config.synchronize and config.target_update_freq % config.workers:
-            raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
-                              f"multiple of --workers {config.workers}; synchronized rounds "
-                              "must fill each period exactly (or use --no-synchronize)")
     need = min_capacity(games, config.history_length, config.n_step)
     if config.replay_capacity < need:
         raise ConfigError("replay_capacity", f"must be at least {need} ({flags} × "
@@ -230,13 +261,13 @@ def resolve_environment(config, replay=True):
 
     if config.env is not None:
         shape, dtype = check_gym_env(config.env)
-        if replay:
-            check_fits_in_memory(config.replay_capacity, shape, dtype)
-        return config
-    game = resolve_game(config.game)
+    else:
+        shape, dtype = (84, 84), np.uint8
+        config = dataclasses.replace(config, game=resolve_game(config.game))
     if replay:
-        check_fits_in_memory(config.replay_capacity, (84, 84))
-    return dataclasses.replace(config, game=game)
+        config, copies = resolve_replay_device(config, shape, dtype)
+        check_fits_in_memory(config.replay_capacity, shape, dtype, copies=copies)
+    return config
 
 
 _KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}

@@ -1,0 +1,33 @@
+"""The fast loop's trainer's two functions: draw the next call's K minibatches, and train
+them in one compiled call.
+
+Every minibatch's indices are drawn on the host from replay's own RNG, in order, as
+ReplayMemory.sample draws them: so a seeded run trains the same minibatches in the same
+order whatever K, and a stop's RNG rewind (fast_dqn.loops.fast_loop_stops) stays exact.
+Where replay is mirrored on the device (fast_dqn.agent.replay_mirror), only the indices
+travel; else the K minibatches are gathered on the host and copied in one transfer.
+"""
+
+
+class TrainCalls:
+    def __init__(self, learner, replay, batch_size, on_device):
+        self.learner, self.replay, self.batch_size = learner, replay, batch_size
+        self.mirror = learner.mirror_replay(replay) if on_device else None
+
+    def draw(self, count):
+        """The next `count` minibatches: replay is only read (the trainer's rule 1)."""
+        shards, idx = self.replay.sample_indices_many(count, self.batch_size)
+        if self.mirror is None:
+            return self.replay.gather_many(shards, idx)
+        # The first draw of a period copies what the last sync point wrote; later ones
+        # find nothing new.
+        self.mirror.sync()
+        return shards, idx
+
+    def train(self, drawn):
+        """Train the drawn minibatches in one call; returns (loss, mean Q) of each."""
+        if self.mirror is None:
+            losses, mean_qs = self.learner.train_many(drawn)
+        else:
+            losses, mean_qs = self.learner.train_from_replay(self.mirror, *drawn)
+        return list(zip(losses.tolist(), mean_qs.tolist()))
