@@ -82,7 +82,8 @@ def matmul_peak(dtype, n=4096, repeats=5, seconds=0.25):
     def products(count):
         for _ in range(count):
             c = step(a)
-        return float(ops.convert_to_numpy(c[0, 0]))  # waits for the queued products
+        # waits for the queued products; float32 first: TF converts no bfloat16 scalar
+        return float(ops.convert_to_numpy(ops.cast(c[0, 0], "float32")))
 
     products(1)  # compiles
     t = time.perf_counter()
@@ -105,10 +106,11 @@ def filled_replay(rng, network, capacity, workers=8):
     else:
         replay = ReplayMemory(capacity, (84, 84), 4, num_shards=workers)
         frames = rng.integers(0, 256, (capacity // workers, 84, 84), dtype=np.uint8)
+    actions = 2 if network == "mlp" else 6
     for shard in range(workers):
         ends = rng.random(len(frames)) < 2e-3
-        replay.add_batch(frames, rng.integers(0, 6, len(frames)), rng.normal(size=len(frames)),
-                         ends, ends, shard=shard)
+        replay.add_batch(frames, rng.integers(0, actions, len(frames)),
+                         rng.normal(size=len(frames)), ends, ends, shard=shard)
     return replay
 
 

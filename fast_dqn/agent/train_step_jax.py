@@ -24,10 +24,11 @@ import numpy as np
 
 
 class LearnerState(NamedTuple):
-    trainable: list       # the main network's trainable values
-    non_trainable: list   # its non-trainable values (none of ours changes in training)
-    target: list          # the target network's values, in target.variables' order
-    optimizer: list       # the optimizer's variables' values (iterations, slots, scale)
+    trainable: list              # the main network's trainable values
+    non_trainable: list          # its non-trainable values (none of ours changes in training)
+    target_trainable: list       # the target network's, alike
+    target_non_trainable: list
+    optimizer: list              # the optimizer's variables' values (iterations, slots, scale)
 
 
 def _values(variables):
@@ -52,26 +53,31 @@ class CompiledSteps:
             # current scale from them in scale_loss.
             mapping = (list(zip(main.trainable_variables, trainable))
                        + list(zip(main.non_trainable_variables, state.non_trainable))
-                       + list(zip(target.variables, state.target))
+                       + list(zip(target.trainable_variables, state.target_trainable))
+                       + list(zip(target.non_trainable_variables, state.target_non_trainable))
                        + list(zip(optimizer.variables, state.optimizer)))
             with keras.StatelessScope(state_mapping=mapping):
                 loss, scaled_loss, mean_q = train_step(main, target, *batch)
             return scaled_loss, (loss, mean_q)
 
         def update(state, batch):
-            """One minibatch: Dopamine's `train`, DQN Zoo's `update`."""
+            """One minibatch: Dopamine's `train`, DQN Zoo's `update`. Returns what it
+            changes, the main network's trainable values and the optimizer's, with the loss
+            and mean Q: the rest of the state goes in, and is never copied out."""
             grads, (loss, mean_q) = jax.grad(loss_of, has_aux=True)(state.trainable, state,
                                                                     batch)
             trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,
                                                                     state.trainable)
-            return state._replace(trainable=trainable, optimizer=optimizer_values), loss, mean_q
+            return (trainable, optimizer_values), (loss, mean_q)
 
         def scan(state, minibatches, batch_of):
-            def body(state, minibatch):
-                state, loss, mean_q = update(state, batch_of(minibatch))
-                return state, (loss, mean_q)
-            state, (losses, mean_qs) = jax.lax.scan(body, state, minibatches)
-            return state, losses, mean_qs
+            """K updates in order, the changed part of the state carried from one to the
+            next; the losses and mean Qs of all K stacked."""
+            def body(changed, minibatch):
+                trainable, optimizer_values = changed
+                return update(state._replace(trainable=trainable, optimizer=optimizer_values),
+                              batch_of(minibatch))
+            return jax.lax.scan(body, (state.trainable, state.optimizer), minibatches)
 
         self._update = jax.jit(update)
         self._scan = jax.jit(lambda state, batches: scan(state, batches, lambda b: b))
@@ -84,28 +90,30 @@ class CompiledSteps:
         self._q = jax.jit(_stateless_q(main))
 
     def _state_of_variables(self):
-        return LearnerState(_values(self.main.trainable_variables),
-                            _values(self.main.non_trainable_variables),
-                            _values(self.target.variables), _values(self.optimizer.variables))
+        main, target = self.main, self.target
+        return LearnerState(_values(main.trainable_variables),
+                            _values(main.non_trainable_variables),
+                            _values(target.trainable_variables),
+                            _values(target.non_trainable_variables),
+                            _values(self.optimizer.variables))
+
+    def _changed(self, changed, results):
+        trainable, optimizer_values = changed
+        self.state = self.state._replace(trainable=trainable, optimizer=optimizer_values)
+        self._fresh = False
+        return results
 
     def train(self, *batch):
-        self.state, loss, mean_q = self._update(self.state, batch)
-        self._fresh = False
-        return loss, mean_q
+        return self._changed(*self._update(self.state, batch))
 
     def train_many(self, *batches):
         """K minibatches stacked on a leading axis, in one call: (losses, mean Qs) of K."""
-        self.state, losses, mean_qs = self._scan(self.state, batches)
-        self._fresh = False
-        return losses, mean_qs
+        return self._changed(*self._scan(self.state, batches))
 
     def train_from_replay(self, gather, arrays, shards, idx):
         """K minibatches gathered on the device from replay's arrays at (K, B) indices, by
         a ReplayGather (hashed by identity: one compile per replay)."""
-        self.state, losses, mean_qs = self._scan_replay(self.state, arrays, (shards, idx),
-                                                        gather)
-        self._fresh = False
-        return losses, mean_qs
+        return self._changed(*self._scan_replay(self.state, arrays, (shards, idx), gather))
 
     def keras_variables(self):
         """Bring the Keras variables up to date with the state, for a reader of them."""
@@ -113,7 +121,8 @@ class CompiledSteps:
             state = self.state
             _assign(self.main.trainable_variables, state.trainable)
             _assign(self.main.non_trainable_variables, state.non_trainable)
-            _assign(self.target.variables, state.target)
+            _assign(self.target.trainable_variables, state.target_trainable)
+            _assign(self.target.non_trainable_variables, state.target_non_trainable)
             _assign(self.optimizer.variables, state.optimizer)
             self._fresh = True
 
@@ -126,14 +135,13 @@ class CompiledSteps:
         return _q_of(self._q, self.state.trainable, self.state.non_trainable, states)
 
     def target_q(self, states):
-        target = self.state.target
-        cut = len(self.target.trainable_variables)
-        return _q_of(self._q, target[:cut], target[cut:], states)
+        state = self.state
+        return _q_of(self._q, state.target_trainable, state.target_non_trainable, states)
 
     def update_target(self):
-        # target.variables lists the trainable variables first, as the state does.
-        self.state = self.state._replace(target=self.state.trainable
-                                         + self.state.non_trainable)
+        state = self.state
+        self.state = state._replace(target_trainable=state.trainable,
+                                    target_non_trainable=state.non_trainable)
         self._fresh = False
 
     def iterations(self):
