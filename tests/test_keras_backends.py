@@ -53,16 +53,18 @@ def child(backend, args, block_tensorflow=False, tmp_path=None, timeout=600, bas
                           env=env, timeout=timeout)
 
 
-@pytest.mark.slow  # the learner's tests again, in a child process: about a minute
+@pytest.mark.slow  # the learner's tests again, in a child process: about a minute and a half
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != THIS])
 def test_the_learner_tests_pass_on_the_other_backend(backend):
     """The hand-computed TD targets, Huber gradients, Double DQN, n-step discounts, float16
-    loss scaling and the Nature-rule update within 2% per tensor: the same file, on the
-    backend this process does not run."""
+    loss scaling and the Nature-rule update within 2% per tensor, K fused updates against K
+    single ones and the device gather against numpy's: the same files, on the backend this
+    process does not run."""
     if not installed(backend):
         pytest.skip(f"{backend} is not installed (pip install -r requirements-jax.txt)")
     result = child(backend, ["-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "tests/test_learner.py", "tests/test_backend_setup.py"])
+                             "tests/test_learner.py", "tests/test_fused_updates.py",
+                             "tests/test_backend_setup.py"])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout
 

@@ -348,3 +348,29 @@ def test_a_stop_before_the_first_sync_point_saves_its_empty_replay(tmp_path, fas
     assert train_fast(config, resume=checkpoint) == 400
     assert "holds no replay" not in capsys.readouterr().err
     assert fast_loops[-1].state.schedule.refill_until == 0
+
+
+def test_a_seeded_run_is_the_same_run_whatever_the_updates_per_call(tmp_path):
+    """On TensorFlow a call of K updates is the K single updates, bit for bit: so a seeded
+    fast run with K = 1, 64 or 7 (which cuts each period of 50 minibatches differently)
+    plays the same games and ends with the same networks and optimizer. (On JAX the scan
+    rounds otherwise, within the tolerance tests/test_fused_updates.py checks.)"""
+    import keras
+    import numpy as np
+
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("bit-for-bit only on TensorFlow")
+    logs, states = {}, {}
+    for k in (1, 64, 7):
+        config = small_config("fast", tmp_path / f"k{k}", timesteps=800, updates_per_call=k)
+        train_fast(config)
+        logs[k] = (tmp_path / f"k{k}" / "episodes.csv").read_text().splitlines()
+        states[k] = CheckpointStore(str(tmp_path / f"k{k}")).latest().load_state()["learner"]
+    strip = lambda lines: [line.rsplit(",", 1)[0] for line in lines]  # noqa: E731 - not hours
+    assert len(logs[1]) > 20 and strip(logs[1]) == strip(logs[64]) == strip(logs[7])
+    for k in (64, 7):
+        for part in ("main", "target", "optimizer"):
+            for a, b in zip(states[1][part], states[k][part]):
+                np.testing.assert_array_equal(a, b)
+    assert states[1]["optimizer"][0] == minibatches_due(0, 800, SMALL["prepopulate"], 4)
