@@ -44,8 +44,6 @@ import subprocess
 import sys
 import time
 
-from fast_dqn.run.settings.hyperparameters import UPDATES_PER_CALL
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -286,8 +284,9 @@ def main():
     parser.add_argument("--workers", default="1,2,4,8",
                         help="the W of the fast loop's cases, comma-separated (the samplers' "
                         "ceiling takes the largest)")
-    parser.add_argument("--updates-per-call", type=int, default=UPDATES_PER_CALL,
-                        help="the fast loop's and the learner's minibatches per compiled call")
+    parser.add_argument("--updates-per-call", type=int, default=0,
+                        help="the fast loop's and the learner's minibatches per compiled call "
+                        "(0: the run's default for the device that trains)")
     parser.add_argument("--replay-device", choices=("auto", "device", "host"), default="auto",
                         help="where their trainer gathers minibatches (docs/options.md)")
     parser.add_argument("--repeats", type=int, default=1, help="times to run the whole list")

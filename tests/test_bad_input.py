@@ -98,7 +98,7 @@ CASES = [
     # The fast loop's own settings (test_fast_end_to_end keeps one of them in a real process).
     ("fast", ["--train-freq=0"], None, "--train-freq", ""),
     ("fast", ["--target-update-freq=0"], None, "--target-update-freq", ""),
-    ("fast", ["--updates-per-call=0"], None, "--updates-per-call", ""),
+    ("fast", ["--updates-per-call=-1"], None, "--updates-per-call", ""),
     ("fast", ["--replay-device=gpu"], None, "--replay-device", ""),
     ("fast", ["--target-update-freq=10002"], None, "--train-freq", ""),
     ("fast", ["--workers=8", "--prepopulate=20"], None, "--prepopulate", ""),

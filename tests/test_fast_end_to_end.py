@@ -36,6 +36,12 @@ def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
     assert len(episodes) >= 8
     assert [int(e["agent_step"]) for e in evals] == [1200, 2400]
     assert a == b  # concurrent + synchronized, yet identical
+    # Where the trainer gathers, and K: said at start-up, and recorded as resolved for the
+    # device that trains (a CPU: host, 16).
+    assert "replay: on the host (0." in results[0].stdout
+    assert "16 minibatches per compiled call, gathered here" in results[0].stdout
+    saved = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert saved["replay_device"] == "host" and saved["updates_per_call"] == 16
     # ... and the seed is what makes them so: another seed plays other games.
     assert vector_game(5) != vector_game(6)
 

@@ -17,7 +17,8 @@ from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.components import loop_settings
 from fast_dqn.run.settings.hyperparameters import FastConfig
 
-BASE = FastConfig(**TINY_FAKE)
+# 24 minibatches a period: calls of 16 and 8 (a resolved config's K on a CPU is 16).
+BASE = FastConfig(**TINY_FAKE, updates_per_call=16)
 
 
 def run(config, samplers=None, learner=None, prefetch=True):

@@ -328,7 +328,12 @@ def test_replay_device_auto_becomes_where_replay_fits(tmp_path, monkeypatch, typ
     monkeypatch.setattr(backend_setup, "accelerator_memory", lambda: accelerator)
     argv = ["--replay-capacity=100000", f"--replay-device={typed}",
             f"--logdir={tmp_path / 'r'}"] + ([] if concurrent else ["--no-concurrent"])
-    assert cli.validate_and_resolve(parse(argv, FastConfig)).replay_device == expected
+    config = cli.validate_and_resolve(parse(argv, FastConfig))
+    assert config.replay_device == expected
+    # --updates-per-call 0 (the default) is the K of the device that trains; a K typed stays.
+    assert config.updates_per_call == (16 if accelerator is None else 64)
+    typed_k = cli.validate_and_resolve(parse(argv + ["--updates-per-call=7"], FastConfig))
+    assert typed_k.updates_per_call == 7
 
 
 def test_a_replay_the_device_cannot_hold_is_refused_in_one_line(tmp_path, monkeypatch):

@@ -235,6 +235,8 @@ def accelerator_memory():
         return f"{device.platform.upper()}:{device.id}", free if "bytes_limit" in stats else None
     with without_start_up_noise():
         import tensorflow as tf
-        if not tf.config.list_logical_devices("GPU"):
+        # Physical, not logical: listing logical devices starts TF's runtime, after which
+        # configure_backend could no longer set memory growth or the thread pools.
+        if not tf.config.list_physical_devices("GPU"):
             return None
     return "GPU:0", None  # TensorFlow reports what it uses, not what the GPU has

@@ -5,7 +5,8 @@ Two persistent daemon threads:
   calls of up to `per_call` minibatches each (one compiled call: fast_dqn.agent.learner's
   train_many);
 - the prefetcher samples the next call's minibatches from replay while the current call
-  trains, through a queue of at most 2 calls. The prefetch thread is ours; the nearest trick in
+  trains, through a queue of one call (a call of K minibatches gathered on the host is K times
+  a minibatch's memory: 460 MB for pong-fastest at K = 64). The prefetch thread is ours; the nearest trick in
   Lapan's "Speeding up DQN on PyTorch" is another one, the batch's copy to the GPU made
   without blocking (Shmuma/ptan, samples/dqn_speedup/04_cuda_async.py line 81,
   cuda_async=True).
@@ -64,10 +65,12 @@ class BackgroundTrainer:
         self.sample_fn = sample_fn
         self.on_loss = on_loss or (lambda loss: None)
         self.prefetch = prefetch
+        if per_call < 1:
+            raise ValueError(f"a call trains at least one minibatch, not {per_call}")
         self.per_call = per_call
         self._jobs = queue.Queue()
         self._prefetch_jobs = queue.Queue()
-        self._batches = queue.Queue(maxsize=2)
+        self._batches = queue.Queue(maxsize=1)
         self._idle = threading.Event()
         self._idle.set()
         self._prefetch_idle = threading.Event()

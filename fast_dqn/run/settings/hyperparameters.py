@@ -28,8 +28,10 @@ class _Topic:
         return field(default=default, metadata=meta)
 
 
-# The fast loop's minibatches per compiled call: chosen by measurement (docs/benchmarks.md).
-UPDATES_PER_CALL = 64
+# The fast loop's minibatches per compiled call that --updates-per-call 0 (the default) means,
+# where an accelerator trains and where the CPU does: chosen by measurement on a CPU
+# (docs/benchmarks.md) and by the fixed cost measured on GPUs (docs/gpu.md).
+UPDATES_PER_CALL = {"accelerator": 64, "cpu": 16}
 
 TOPICS = []  # --help shows the flags by topic, in this order
 _protocol = _Topic("protocol: the game and its preprocessing")
@@ -234,9 +236,11 @@ class FastConfig(Config):
                                   "--workers", "threads", limit="non_negative")
     prefetch: bool = _fast_loop(True, "draw the next call's minibatches in a second thread while "
                                 "the current call trains")
-    updates_per_call: int = _fast_loop(UPDATES_PER_CALL, "minibatches the trainer trains in one "
-                                       "compiled call (K); the same minibatches in the same "
-                                       "order whatever K", "minibatches", limit="positive")
+    updates_per_call: int = _fast_loop(0, "minibatches the trainer trains in one compiled call "
+                                       "(K); the same minibatches in the same order whatever "
+                                       f"K; 0 = {UPDATES_PER_CALL['accelerator']} on a GPU, "
+                                       f"{UPDATES_PER_CALL['cpu']} on a CPU", "minibatches",
+                                       limit="non_negative")
     replay_device: str = _fast_loop("auto", "where the trainer gathers its minibatches: device = "
                                     "replay mirrored in the GPU's memory, written at each sync "
                                     "point; host = gathered in RAM, K minibatches copied per "

@@ -4,7 +4,7 @@
 train_* entry points all call it, so a Python caller gets the same checks as a user. Each
 check raises ConfigError naming the setting; the command line words it as its flag.
 `resolve(config)` validates, then makes explicit what the run uses: the optimizer's epsilon
-and loss reduction, the compute type, the game's canonical name.
+and loss reduction, the compute type, the game's canonical name, where replay is gathered.
 """
 
 import dataclasses
@@ -87,18 +87,22 @@ def resolve(config, replay=True):
 
 
 def resolve_replay_device(config, shape, dtype):
-    """--replay-device auto made device or host (fast_dqn.agent.replay_mirror); returns it
-    with the copies of replay that RAM holds. Only the fast loop's background trainer gathers
+    """--replay-device auto made device or host (fast_dqn.agent.replay_mirror), and
+    --updates-per-call 0 the K of the device that trains; returns the config with the copies
+    of replay that RAM holds. Only the fast loop's background trainer gathers
     on the device: lockstep training and the Nature loop keep replay on the host."""
     from fast_dqn.agent.backend_setup import accelerator_memory
     from fast_dqn.agent.replay_memory import estimate_bytes
     if config.LOOP != "fast":
         return config, 1
+    accelerator = accelerator_memory()
+    if not config.updates_per_call:
+        config = dataclasses.replace(config, updates_per_call=hp.UPDATES_PER_CALL[
+            "cpu" if accelerator is None else "accelerator"])
     if not config.concurrent:
         return dataclasses.replace(config, replay_device="host"), 1
     if config.replay_device == "host":
         return config, 1
-    accelerator = accelerator_memory()
     if accelerator is None:  # the device is the CPU: the mirror is a second copy in RAM
         if config.replay_device == "auto":
             return dataclasses.replace(config, replay_device="host"), 1
@@ -253,8 +257,8 @@ def resolve_precision(config):
 
 
 def resolve_environment(config, replay=True):
-    """Check the game or env exists and (with `replay`) its replay fits in RAM; returns the
-    resolved config."""
+    """Check the game or env exists and (with `replay`) decide where its replay is gathered
+    and check that it fits in RAM; returns the resolved config."""
     from fast_dqn.agent.replay_memory import check_fits_in_memory
     from fast_dqn.envs.environment import check_gym_env
     from fast_dqn.envs.games import resolve_game
