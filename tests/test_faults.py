@@ -46,10 +46,10 @@ FAULT_RUN = textwrap.dedent("""
 
     if mode == "sampler":
         fail_after(samplers.PythonSamplers, "step", 300, OSError("injected sampler fault"))
-    elif mode == "trainer":
-        fail_after(learner.DQNLearner, "train", 30, RuntimeError("injected trainer fault"))
-    elif mode == "prefetcher":
-        fail_after(replay_memory.ReplayMemory, "sample", 30,
+    elif mode == "trainer":  # in the trainer thread's third call
+        fail_after(learner.DQNLearner, "train_many", 2, RuntimeError("injected trainer fault"))
+    elif mode == "prefetcher":  # in the prefetch thread's third gather of a call
+        fail_after(replay_memory.ReplayMemory, "gather_many", 2,
                    RuntimeError("injected prefetch fault"))
     elif mode == "evaluator":
         fail_after(evaluation, "play", 0, RuntimeError("injected evaluator fault"))
