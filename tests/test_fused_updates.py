@@ -68,7 +68,13 @@ VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("name", list(VARIANTS))
+# Two variants in the fast tier, every one in the whole suite (and on the other backend).
+FAST_TIER = ("nature", "double-dueling-n-step-adam-bfloat16")
+
+
+@pytest.mark.parametrize("name", [name if name in FAST_TIER else
+                                  pytest.param(name, marks=pytest.mark.slow)
+                                  for name in VARIANTS])
 def test_k_fused_updates_equal_k_single_ones_on_the_same_minibatches(name):
     variant = VARIANTS[name]
     replay = filled_replay(variant.get("n_step", 1))
@@ -92,6 +98,7 @@ def test_k_fused_updates_equal_k_single_ones_on_the_same_minibatches(name):
     assert_same_weights(mirror.main_weights(), single.main_weights(), before)
 
 
+@pytest.mark.slow  # the CNN: a few seconds of compiling
 def test_the_nature_cnn_fused_matches_single_steps():
     replay = filled_replay(frame_shape=(84, 84), capacity=300, steps=120)
     shards, idx = replay.sample_indices_many(3, 8)

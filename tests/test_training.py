@@ -350,6 +350,7 @@ def test_a_stop_before_the_first_sync_point_saves_its_empty_replay(tmp_path, fas
     assert fast_loops[-1].state.schedule.refill_until == 0
 
 
+@pytest.mark.slow  # three CartPole runs: 25 s
 def test_a_seeded_run_is_the_same_run_whatever_the_updates_per_call(tmp_path):
     """On TensorFlow a call of K updates is the K single updates, bit for bit: so a seeded
     fast run with K = 1, 64 or 7 (which cuts each period of 50 minibatches differently)
