@@ -40,14 +40,13 @@ class ReplayGather:
             return base[:, None] + ops.mod(cols, self.capacity)
 
         n = self.n
-        start = idx[:, None]
         if n == 1:
             terminal = ops.take(terminals, base + idx)
             rewards_out = ops.take(rewards, base + idx)
             discounts = ops.full(ops.shape(idx), self.powers[1])
             next_idx = idx + 1
         else:
-            window = at(start + ops.arange(n, dtype="int32")[None, :])       # (B, n)
+            window = at(idx[:, None] + ops.arange(n, dtype="int32")[None, :])  # (B, n)
             w_ends, w_terms = ops.take(ends, window), ops.take(terminals, window)
             any_end = ops.any(w_ends, axis=1)
             first_end = ops.where(any_end, ops.argmax(ops.cast(w_ends, "int32"), axis=1), n)

@@ -11,7 +11,7 @@ Threads. The trainer thread alone runs the train calls and so replaces the main 
 and the optimizer's values. The samplers act through the target network's values, which
 only `update_target` replaces, and the loops call that only while nobody trains (a sync
 point). A reader takes the arrays current when it starts, which no later call changes: JAX
-arrays are immutable, and no buffer is ever donated to XLA (after `update_target` the
+arrays are immutable, and no buffer of the state is donated to XLA (after `update_target` the
 target's arrays are the main network's, which the next call still reads while a sampler may
 be acting with them).
 """
@@ -47,6 +47,9 @@ class CompiledSteps:
         self.main, self.target, self.optimizer = main, target, optimizer
         self._fresh = True  # the Keras variables hold the state (it has not moved since)
         self.state = self._state_of_variables()
+        # Where the optimizer's update count sits among its variables.
+        self._iterations = next(i for i, v in enumerate(optimizer.variables)
+                                if v.path == optimizer.iterations.path)
 
         def loss_of(trainable, state, batch):
             # The optimizer's variables are mapped too: a loss-scaling optimizer reads its
@@ -152,11 +155,7 @@ class CompiledSteps:
         self._fresh = False
 
     def iterations(self):
-        return int(self.state.optimizer[self._iterations_at()])
-
-    def _iterations_at(self):
-        return next(i for i, v in enumerate(self.optimizer.variables)
-                    if v.path == self.optimizer.iterations.path)
+        return int(self.state.optimizer[self._iterations])
 
 
 def _stateless_q(network):
