@@ -56,6 +56,98 @@ def test_resume_before_the_first_checkpoint_starts_again_from_step_0(tmp_path, c
     assert sorted(os.listdir(run_dir)) == ["checkpoints", "config.json", "run.lock"]
 
 
+def snapshot(path):
+    """Every file under path, with its bytes: what a refused resume must leave as it was."""
+    found = {}
+    for folder, _, files in os.walk(path):
+        for name in files:
+            full = os.path.join(folder, name)
+            with open(full, "rb") as f:
+                found[os.path.relpath(full, path)] = f.read()
+    return found
+
+
+def moved_away(run_dir):
+    """A run whose first checkpoint was written (first-checkpoint.txt), then its
+    checkpoints/ moved away, to free a disk."""
+    from fast_dqn.run.storage.run_directory import mark_checkpointed
+    mark_checkpointed(str(run_dir), 400)
+    os.rmdir(run_dir / "checkpoints" / ".partial-step-000000000400-1")
+    os.rmdir(run_dir / "checkpoints")
+
+
+def renamed(run_dir):
+    (run_dir / "checkpoints" / "step-000000000400.old").mkdir()
+
+
+def logs_past_the_first_checkpoint(run_dir):
+    """A run of an older fast-dqn (no first-checkpoint.txt) whose logs are past the step of
+    its first checkpoint (250k, the default), with no checkpoint in checkpoints/."""
+    with open(run_dir / "episodes.csv", "ab") as f:
+        f.write(b"2,250001,10,1.0,1.0,1.0,0.0\r\n")
+
+
+def no_checkpoint_freq(run_dir):
+    """--checkpoint-freq 0 writes none before the end or a stop: any logged step means the
+    run got further than a resume from step 0 may discard."""
+    saved = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps({**saved, "checkpoint_freq": 0}))
+
+
+@pytest.mark.parametrize("damage, words", [
+    (moved_away, "has written checkpoints (the first at agent step 400), as its "
+                 "first-checkpoint.txt records, but none is in"),
+    (renamed, "holds step-000000000400.old, which this fast-dqn does not read as checkpoints"),
+    (logs_past_the_first_checkpoint, "its logs reach agent step 250,001 and its first was "
+                                     "due by agent step 250,000"),
+    (no_checkpoint_freq, "it writes none before it ends or is stopped (--checkpoint-freq 0)")])
+def test_a_run_that_got_past_its_first_checkpoint_is_never_started_again(tmp_path, capsys,
+                                                                          damage, words):
+    """Its checkpoints moved away or renamed, a resume once said "stopped before its first
+    checkpoint" and deleted episodes.csv, eval.csv, tensorboard/ and best/."""
+    run_dir = tmp_path / "run"
+    dead_start(run_dir)
+    damage(run_dir)
+    before = snapshot(run_dir)
+    code = cli.main(NATURE, [f"--resume={run_dir}"], train=lambda *a, **k: pytest.fail("ran"))
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert words in err and err.rstrip().endswith(
+        "nothing was changed: put its checkpoints back in "
+        f"'{run_dir / 'checkpoints'}' to resume it, or start a new run with another --logdir")
+    assert snapshot(run_dir) == before
+
+
+def test_a_finished_run_whose_checkpoints_were_moved_away_is_refused(tmp_path, capsys):
+    """The reproduction of the data loss, on a real run: training itself writes
+    first-checkpoint.txt, so the refusal does not depend on how far the logs got."""
+    from helpers import TINY_CARTPOLE, flags
+    run_dir = tmp_path / "run"
+    settings = dict(TINY_CARTPOLE, timesteps=600, logdir=str(run_dir))
+    assert cli.main(NATURE, flags(settings)) == 0
+    assert (run_dir / "first-checkpoint.txt").read_text().startswith(
+        "This run wrote its first checkpoint at agent step 600, on ")
+    os.rename(run_dir / "checkpoints", tmp_path / "elsewhere")
+    before = snapshot(run_dir)
+    capsys.readouterr()
+    assert cli.main(NATURE, [f"--resume={run_dir}"]) == 2
+    assert "as its first-checkpoint.txt records" in capsys.readouterr().err
+    assert snapshot(run_dir) == before and len(rows(run_dir / "episodes.csv")) > 5
+
+
+def test_a_checkpoint_writes_first_checkpoint_txt_once(tmp_path):
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    from fast_dqn.run.storage.run_directory import checkpointed_step, mark_checkpointed
+    store = CheckpointStore(str(tmp_path), on_saved=lambda step: mark_checkpointed(
+        str(tmp_path), step))
+    assert checkpointed_step(str(tmp_path)) is None
+    store.save(1_234, {"x": 1})
+    store.save(2_000, {"x": 2})
+    assert checkpointed_step(str(tmp_path)) == 1_234
+    (tmp_path / "first-checkpoint.txt").write_text("edited")
+    assert checkpointed_step(str(tmp_path)) == 0  # still there: still refused, without a step
+
+
 @pytest.mark.slow  # real runs
 def test_a_run_killed_before_its_first_checkpoint_resumes_into_the_straight_run(tmp_path,
                                                                                 background):

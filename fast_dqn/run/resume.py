@@ -7,7 +7,13 @@ from fast_dqn.errors import ConfigError
 from fast_dqn.run.settings import hyperparameters as hp
 from fast_dqn.run.settings.flags import flag_name
 from fast_dqn.run.settings.validation import check_budget, check_saved_types, resolve
-from fast_dqn.run.storage.run_directory import RunLock, check_writable, load_run_config
+from fast_dqn.run.storage.run_directory import (
+    CHECKPOINTED_FILE,
+    RunLock,
+    check_writable,
+    checkpointed_step,
+    load_run_config,
+)
 
 
 def hold_run(run_dir):
@@ -34,6 +40,8 @@ def resume_config(run_dir, explicit, kind):
     check_saved_types(saved, run_dir, kind.config_class)
     values = saved_values(saved, kind.config_class)
     checkpoint = latest_checkpoint(run_dir, "resume", missing_ok=True)
+    if checkpoint is None:
+        check_dead_start(run_dir, values)
     kept = kept_plan(checkpoint, values, explicit, kind.config_class)
     values.update(kept)
     apply_flags(values, explicit, run_dir)
@@ -41,6 +49,81 @@ def resume_config(run_dir, explicit, kind):
     check_writable(run_dir, "resume")
     check_budget(config, checkpoint, typed="timesteps" in explicit)
     return config, checkpoint, kept
+
+
+def check_dead_start(run_dir, values):
+    """A run without a checkpoint is started again from step 0, its logs discarded
+    (run_directory.discard_dead_start): right only for a run that stopped before its first
+    checkpoint. Raises ConfigError, changing nothing, where its files say it got further:
+    first-checkpoint.txt, something in checkpoints/ that is no checkpoint (renamed folders),
+    or logs past the step its first checkpoint was due at (runs made before that file)."""
+    folder = os.path.join(run_dir, "checkpoints")
+    fix = (f"nothing was changed: put its checkpoints back in '{folder}' to resume it, or "
+           "start a new run with another --logdir")
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise ConfigError("resume", f"'{folder}' is a file, not the run's checkpoints folder; "
+                          + fix)
+    strangers = sorted(name for name in (os.listdir(folder) if os.path.isdir(folder) else ())
+                       if not name.startswith(".partial-"))
+    if strangers:
+        shown = ", ".join(strangers[:3]) + (f" and {len(strangers) - 3} more"
+                                            if len(strangers) > 3 else "")
+        raise ConfigError("resume", f"'{folder}' holds {shown}, which this fast-dqn does not "
+                          "read as checkpoints (they are folders named step-NNNNNNNNNNNN): "
+                          "were they renamed? " + fix)
+    first = checkpointed_step(run_dir)
+    if first is not None:
+        at = f" (the first at agent step {first:,})" if first else ""
+        raise ConfigError("resume", f"'{run_dir}' has written checkpoints{at}, as its "
+                          f"{CHECKPOINTED_FILE} records, but none is in '{folder}' now; " + fix)
+    reached, due = _last_logged_step(run_dir), _first_checkpoint_due(values)
+    if reached and (due is None or reached > due):
+        when = ("it writes none before it ends or is stopped (--checkpoint-freq 0)"
+                if due is None else f"its first was due by agent step {due:,}")
+        raise ConfigError("resume", f"'{run_dir}' has no checkpoint, but its logs reach agent "
+                          f"step {reached:,} and {when}: its checkpoints were moved or deleted, "
+                          "or it was killed before writing one; " + fix)
+
+
+def _first_checkpoint_due(values):
+    """The agent step by which a run of these settings has written its first checkpoint
+    (its logs may reach that step before it is written):
+    the first multiple of --checkpoint-freq, or the budget's end where that comes first, and
+    in the fast loop the sync point where that step falls (a period and a round later at
+    most); None when nothing is due before a stop (--checkpoint-freq 0)."""
+    freq, end = values.get("checkpoint_freq"), values.get("timesteps")
+    if not freq:
+        return None
+    if "workers" in values:  # the fast loop: checkpoints come at sync points
+        chunk = max(values.get("workers") or 1, (values.get("num_samplers") or 1)
+                    * (values.get("envs_per_sampler") or 1) * (values.get("rollout_steps") or 1))
+        freq += (values.get("target_update_freq") or 0) + chunk
+        end = (end or 0) + chunk
+    return min(freq, end) if end else freq
+
+
+def _last_logged_step(run_dir):
+    """The largest agent step in the run's episodes.csv, eval.csv and best/ (0 if none):
+    damaged rows are passed over, since this only asks how far the run got."""
+    import csv
+
+    from fast_dqn.run.storage.best_weights import best_store
+    reached = 0
+    for name in ("episodes.csv", "eval.csv"):
+        try:
+            with open(os.path.join(run_dir, name), newline="", errors="replace") as f:
+                for row in csv.DictReader(f):
+                    try:
+                        reached = max(reached, int(float(row.get("agent_step") or 0)))
+                    except (TypeError, ValueError, OverflowError):
+                        continue
+        except OSError:
+            continue
+    try:
+        reached = max([reached, *best_store(run_dir, warn=lambda message: None).steps()])
+    except OSError:
+        pass
+    return reached
 
 
 def describe_kept(kept):

@@ -37,6 +37,7 @@ from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES, learning_set
 from fast_dqn.run.settings.validation import has_type, resolve
 from fast_dqn.run.storage.best_weights import BestWeights
 from fast_dqn.run.storage.checkpoint import Checkpointer, CheckpointStore
+from fast_dqn.run.storage.run_directory import mark_checkpointed
 from fast_dqn.state_schema import FAST_RUN, NATURE_RUN, StateMismatch
 
 
@@ -154,7 +155,9 @@ class RunParts:
                 on_game=self.monitor.evaluation_game)
         self.extra_state = lambda: {}
         self.checkpoints = Checkpointer(
-            CheckpointStore(config.logdir, warn=self.monitor.message), config.checkpoint_freq,
+            CheckpointStore(config.logdir, warn=self.monitor.message,
+                            on_saved=lambda step: mark_checkpointed(config.logdir, step)),
+            config.checkpoint_freq,
             self.collect, replay=self.replay if config.save_replay else None, stop=stop,
             message=self.monitor.message, last_saved=step if resume else None,
             plan=plan_given_on_resume(config))

@@ -142,10 +142,12 @@ class Checkpoint:
 
 
 class CheckpointStore:
-    def __init__(self, run_dir, keep=2, warn=None, folder="checkpoints"):
+    def __init__(self, run_dir, keep=2, warn=None, folder="checkpoints", on_saved=None):
+        """on_saved(step): called once each checkpoint is complete on disk."""
         self.dir = os.path.join(run_dir, folder)
         self.keep = keep
         self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
+        self.on_saved = on_saved
 
     # --- writing
 
@@ -205,6 +207,8 @@ class CheckpointStore:
                                   f"{self.dir} ({getattr(error, 'strerror', None) or error})"
                                   ) from error
         self._prune()
+        if self.on_saved:
+            self.on_saved(step)
         return final
 
     @staticmethod

@@ -243,6 +243,43 @@ def load_run_config(run_dir, setting):
     return saved
 
 
+# Written beside checkpoints/ once the run's first checkpoint is complete, and never removed:
+# a run without a checkpoint but with this file lost its checkpoints (moved, deleted), and is
+# not a run that stopped before its first one, whose logs a resume may discard.
+CHECKPOINTED_FILE = "first-checkpoint.txt"
+
+
+def mark_checkpointed(run_dir, step):
+    """Record, once, that the run has a checkpoint (of agent step `step`)."""
+    path = os.path.join(run_dir, CHECKPOINTED_FILE)
+    if os.path.lexists(path):
+        return
+    try:
+        with open(path, "x") as f:
+            f.write(f"This run wrote its first checkpoint at agent step {step:,}, on "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S')}. While this file is here, --resume "
+                    "never starts the run again from step 0 (which would discard its logs): "
+                    "if checkpoints/ is missing, it was moved or deleted.\n")
+    except OSError:
+        # The checkpoint itself is complete; without the record, --resume still reads the
+        # logs' steps (resume.check_dead_start), and the disk's trouble ends the run soon.
+        pass
+
+
+def checkpointed_step(run_dir):
+    """The agent step of the run's first checkpoint as first-checkpoint.txt records it, 0
+    when the file is there but unreadable, None without it."""
+    path = os.path.join(run_dir, CHECKPOINTED_FILE)
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open(path) as f:
+            words = f.read(4096).split()
+        return int(words[words.index("step") + 1].rstrip(",").replace(",", ""))
+    except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        return 0
+
+
 # What a run writes before its first checkpoint; checkpoints/ holds at most a .partial-*.
 DEAD_START_LOGS = ("episodes.csv", "eval.csv", "tensorboard", "best")
 
