@@ -18,11 +18,13 @@ def _git(*args):
         # --no-optional-locks: a status never takes .git/index.lock, so a git killed by the
         # timeout cannot leave one behind to fail the user's next commit.
         done = subprocess.run(["git", "--no-optional-locks", "-C", _PACKAGE_ROOT, *args],
-                              capture_output=True, text=True, timeout=_GIT_SECONDS,
+                              capture_output=True, timeout=_GIT_SECONDS,
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    # Bytes decoded as the file system's names are: a checkout under a path that is not
+    # UTF-8 (/tmp/caf\xe9) comes back as the same str that _PACKAGE_ROOT holds.
+    return os.fsdecode(done.stdout).strip() if done.returncode == 0 else None
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,10 +26,20 @@ def _usage(name):
 
 
 def main(argv=None, name="fast-dqn"):
-    """Run COMMAND with the rest of argv; returns its exit status."""
+    """Run COMMAND with the rest of argv; returns its exit status. Training ends as
+    fast_dqn.run.cli says; everything else as fast_dqn.tools.tool_exits says."""
     from fast_dqn.run.run_kinds import FAST, NATURE
     argv = sys.argv[1:] if argv is None else list(argv)
     kinds = {kind.command: kind for kind in (FAST, NATURE)}
+    if argv and argv[0] in kinds:
+        from fast_dqn.run.cli import main as train
+        return train(kinds[argv[0]], argv[1:], script=True, prog=f"{name} {argv[0]}")
+    from fast_dqn.tools.tool_exits import run_tool
+    prog = f"{name} {argv[0]}" if argv and argv[0] in _SUMMARIES else name
+    return run_tool(prog, lambda: _tool(argv, name))
+
+
+def _tool(argv, name):
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage(name))
         return 0 if argv else 2
@@ -38,9 +48,6 @@ def main(argv=None, name="fast-dqn"):
         print(version_line(name))
         return 0
     prog = f"{name} {command}"
-    if command in kinds:
-        from fast_dqn.run.cli import main as train
-        return train(kinds[command], rest, script=True, prog=prog)
     if command == "evaluate":
         from fast_dqn.tools.evaluate import main as evaluate
         return evaluate(rest, prog=prog)

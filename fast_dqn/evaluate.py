@@ -3,7 +3,8 @@ is fast_dqn.tools.evaluate."""
 
 import sys
 
-from fast_dqn.tools.evaluate import main
+from fast_dqn.tools.evaluate import PROG, main
+from fast_dqn.tools.tool_exits import run_tool
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tool(PROG, main))

@@ -94,8 +94,9 @@ def test_the_commit_is_the_checkouts_and_none_outside_one(tmp_path, monkeypatch)
     code_version.commit.cache_clear()
 
 
-def test_a_dirty_checkout_is_marked(tmp_path, monkeypatch):
-    repo = tmp_path / "repo"
+@pytest.mark.parametrize("name", ["repo", "caf\udce9"])  # the second: b"caf\xe9", not UTF-8
+def test_a_dirty_checkout_is_marked(tmp_path, monkeypatch, name):
+    repo = tmp_path / name
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "a.py").write_text("x = 1\n")
@@ -255,3 +256,61 @@ def test_a_run_trained_in_float16_elsewhere_is_evaluated_in_what_this_machine_co
         config = _computable(Config(precision=precision, mixed_precision=mixed))
         if not backend_setup.computes_float16():
             assert config.precision in ("float32", "bfloat16") and not config.mixed_precision
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["evaluate", "--help"],
+                                  ["plot", "--version"]])
+def test_a_reader_that_goes_away_is_no_traceback(argv):
+    """`fast-dqn --version | true`, `--help | head`: the reader is gone before the output is
+    written (here its end of the pipe is closed before the child has started)."""
+    import sys
+    child = subprocess.Popen([sys.executable, "-m", "fast_dqn", *argv], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 0 and err == "", err
+
+
+@pytest.mark.parametrize("signal_name, code, words", [
+    ("SIGINT", 130, "interrupted; nothing was written"),
+    ("SIGTERM", 143, "stopped by SIGTERM; nothing was written")])
+def test_a_tool_stopped_by_a_signal_says_so_in_one_line(monkeypatch, capsys, signal_name, code,
+                                                        words):
+    """Ctrl-C or SIGTERM while evaluate plays its games (or exports, or plot draws)."""
+    import signal
+
+    from fast_dqn.tools import evaluate
+
+    def stopped(*args, **kwargs):
+        os.kill(os.getpid(), getattr(signal, signal_name))
+        pytest.fail("the signal did not stop the tool")
+    monkeypatch.setattr(evaluate, "evaluate_run", stopped)
+    before = signal.getsignal(signal.SIGTERM)
+    assert commands.main(["evaluate", "runs/x"]) == code
+    assert capsys.readouterr().err.strip().splitlines() == [f"fast-dqn evaluate: {words}"]
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_full_disk_under_a_tool_is_one_line(monkeypatch, capsys):
+    import errno
+
+    from fast_dqn.tools import plot
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "c.png")
+    monkeypatch.setattr(plot, "main", full)
+    assert commands.main(["plot", "runs/x"]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "fast-dqn plot: error: cannot write 'c.png' (No space left on device); nothing was "
+        "written: free some space, or give a path on another disk"]
+
+
+def test_ctrl_c_while_git_is_asked_at_a_runs_start_is_one_line(monkeypatch, capsys, tmp_path):
+    def slow_git():
+        raise KeyboardInterrupt
+    monkeypatch.setattr(code_version, "commit", slow_git)
+    assert cli.main(NATURE, ["--env=CartPole-v1", f"--logdir={tmp_path / 'run'}"],
+                    train=lambda config, **kw: pytest.fail("trained")) == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "run_dqn.py: interrupted before training began; nothing was made"]
+    assert not (tmp_path / "run").exists()

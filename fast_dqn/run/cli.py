@@ -135,18 +135,22 @@ def main(kind, argv=None, train=None, script=False, prog=None):
         from fast_dqn.run.logs.progress import OutlivesConsole
         sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
     parser = build_parser(prog, kind.description, config_class)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)  # --version asks git, which may take seconds
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted before training began; nothing was made", file=sys.stderr)
+        return 130
     if getattr(args, "list_games", False):
         from fast_dqn.envs.games import available_games
         print("\n".join(available_games()))
         return 0
     explicit = explicit_values(args, config_class)
     checkpoint = lock = None
-    # Asked now, at the start, so that every checkpoint names the code this process loaded
-    # (a `git pull` during a run changes the checkout, not the run).
-    from fast_dqn.code_version import commit
-    commit()
     try:
+        # Asked now, at the start, so that every checkpoint names the code this process
+        # loaded (a `git pull` during a run changes the checkout, not the run).
+        from fast_dqn.code_version import commit
+        commit()
         from fast_dqn.agent.backend_setup import keras_backend
         keras_backend()  # an unusable KERAS_BACKEND is refused before anything is touched
         if getattr(args, "resume", None):

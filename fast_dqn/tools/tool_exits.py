@@ -1,0 +1,67 @@
+"""How a tool's process ends: evaluate, export, plot, and the `fast-dqn` command's own
+--help and --version. Whatever stops a tool, the user reads one line and gets a status, as
+with the training scripts (fast_dqn.run.cli):
+
+    bad input (a ConfigError: a flag, a run file, KERAS_BACKEND)   one line, status 2
+    Ctrl-C                                                          one line, status 130
+    SIGTERM                                                         one line, status 143
+    a full, over-quota or read-only disk                            one line, status 1
+    a reader that went away (`| head`, `| true`)                    output dropped, status kept
+
+Ctrl-C and SIGTERM are raised in the main thread as exceptions, so the `finally` of whatever
+the tool was writing removes its partial file. Anything else is a bug and keeps its
+traceback.
+"""
+
+import errno
+import signal
+import sys
+import threading
+
+from fast_dqn.errors import ConfigError
+from fast_dqn.run.logs.progress import OutlivesConsole
+from fast_dqn.run.settings.flags import fail
+
+# What a storage that is full, over quota, read-only or failing answers a write.
+STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, as Ctrl-C raises KeyboardInterrupt: a
+    subclass, so that whatever cleans up after Ctrl-C cleans up after it too."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def run_tool(prog, body):
+    """Call body() (returns an exit status) and turn how it ends into one line and a status."""
+    if not isinstance(sys.stdout, OutlivesConsole):
+        sys.stdout = OutlivesConsole(sys.stdout)
+    if not isinstance(sys.stderr, OutlivesConsole):
+        sys.stderr = OutlivesConsole(sys.stderr)
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        return body()
+    except ConfigError as error:
+        return fail(prog, error)
+    except Terminated:
+        print(f"{prog}: stopped by SIGTERM; nothing was written", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    except OSError as error:
+        if error.errno not in STORAGE_ERRORS:
+            raise
+        where = f" '{error.filename}'" if error.filename else ""
+        print(f"{prog}: error: cannot write{where} ({error.strerror}); nothing was written: "
+              "free some space, or give a path on another disk", file=sys.stderr)
+        return 1
+    finally:
+        if main_thread:
+            # None: a handler not set from Python, which SIG_DFL stands for.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
