@@ -293,3 +293,35 @@ def test_every_declared_limit_is_checked_naming_its_setting(field):
 
 def test_every_setting_is_declared_under_a_help_topic():
     assert {f.metadata["topic"] for f in dataclasses.fields(FastConfig)} == set(TOPICS)
+
+
+def _under_ulimit_v(gib):
+    import resource
+    limit = int(gib * 2**30)
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def test_an_address_space_tensorflow_aborts_under_is_one_line(tmp_path):
+    """`ulimit -v` 2 GiB: TensorFlow aborted with a C++ stack dump. Refused before it is
+    imported, so this takes no TensorFlow start-up."""
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    done = subprocess.run([sys.executable, "run_dqn.py", "--env=CartPole-v1",
+                           f"--logdir={tmp_path / 'run'}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120,
+                          preexec_fn=_under_ulimit_v(2))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("run_dqn.py: error: `ulimit -v` limits this process to "
+                                  "2.00 GiB of address space, and TensorFlow aborts under 3 GiB")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # TensorFlow's start-up, under the limit
+def test_a_replay_beyond_ulimit_v_is_refused_before_the_run_directory_exists(tmp_path):
+    done = subprocess.run([sys.executable, "run_dqn.py", "--game=pong",
+                           "--replay-capacity=500000", f"--logdir={tmp_path / 'run'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          preexec_fn=_under_ulimit_v(5))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--replay-capacity: a replay of 500,000 steps needs 3.29 GiB" in done.stderr
+    assert "raise that limit (ulimit -v unlimited) or lower --replay-capacity" in done.stderr
+    assert not (tmp_path / "run").exists()

@@ -160,6 +160,19 @@ def test_memory_estimate_and_refusal():
         1_000, (84, 84))
 
 
+def test_a_replay_beyond_ulimit_v_is_refused_though_it_fits_in_ram():
+    """`ulimit -v` bounds the address space, which RAM's free bytes do not show: a replay
+    that fit in RAM was a numpy MemoryError once the run directory existed."""
+    fits = dict(available=64 * 2**30)
+    assert check_fits_in_memory(100_000, (84, 84), **fits, address_space=None)
+    with pytest.raises(ConfigError) as error:
+        check_fits_in_memory(100_000, (84, 84), **fits, address_space=int(1.5 * 2**30))
+    assert "`ulimit -v` leaves this process 1.50 GiB of address space; raise that limit " \
+        "(ulimit -v unlimited) or lower replay_capacity" in str(error.value)
+    # 0.71 GiB of replay beside the 1 GiB kept for the rest of the run.
+    assert check_fits_in_memory(100_000, (84, 84), **fits, address_space=int(2 * 2**30))
+
+
 def test_capacity_too_small_for_one_transition_is_refused():
     with pytest.raises(ConfigError):
         ReplayMemory(K + 1, (1,), K)

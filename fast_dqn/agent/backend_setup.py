@@ -71,6 +71,7 @@ def keras_backend():
         # ImportError where torch is missing.
         raise UnsupportedBackend(f"KERAS_BACKEND={typed!r} is not a backend fast-dqn runs on; "
                                  f"set it to {choice} (lower case), or unset it")
+    _check_address_space(typed)
     try:
         with without_start_up_noise():
             import keras
@@ -87,6 +88,25 @@ def keras_backend():
     if name == "jax":
         _tell_xla()
     return name
+
+
+# TensorFlow aborted with a C++ stack dump, importing and building a Dense layer, under
+# `ulimit -v` 2 GiB and ran a CartPole run under 3 GiB (measured, 2026-11-26; it maps 2.3 GiB
+# of addresses at that point). JAX built it under 2 GiB.
+TENSORFLOW_ADDRESS_SPACE = 3 << 30
+
+
+def _check_address_space(typed):
+    """Refuse, before TensorFlow is imported, an address-space limit it would abort under."""
+    import resource
+    if (typed or "tensorflow") != "tensorflow" or "keras" in sys.modules:
+        return
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY and soft < TENSORFLOW_ADDRESS_SPACE:
+        raise UnsupportedBackend(f"`ulimit -v` limits this process to {soft / 2**30:.2f} GiB of "
+                                 "address space, and TensorFlow aborts under "
+                                 f"{TENSORFLOW_ADDRESS_SPACE >> 30} GiB; raise it "
+                                 "(ulimit -v unlimited), or use KERAS_BACKEND=jax")
 
 
 def _tell_xla():

@@ -48,8 +48,26 @@ def available_memory_bytes():
     return psutil.virtual_memory().available
 
 
+# What a run maps beside its replay once the replay is allocated (threads' stacks, the
+# evaluation games, the learner's buffers), kept free under `ulimit -v`. Ours, generous: a
+# CartPole run's address space grew by less than this after the check.
+_ADDRESS_SPACE_HEADROOM = 1 << 30
+
+
+def address_space_left():
+    """Bytes this process may still map under `ulimit -v` (RLIMIT_AS), beside what it maps
+    now; None where there is no limit. Not RAM: TensorFlow alone maps 2.3 GiB of addresses."""
+    import resource
+
+    import psutil
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return soft - psutil.Process().memory_info().vms
+
+
 def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=None,
-                         copies=1):
+                         copies=1, address_space=None):
     """Refuse a replay that cannot fit in RAM, before a single byte is allocated. copies: 2
     where a mirror for the learner (fast_dqn.agent.replay_mirror) is kept in RAM too, as
     --replay-device device is on a CPU.
@@ -59,12 +77,20 @@ def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=
     """
     need = copies * estimate_bytes(capacity, frame_shape, frame_dtype)
     available = available_memory_bytes() if available is None else available
+    both = " (twice: replay and its mirror for --replay-device device; host keeps one)" \
+        if copies == 2 else ""
     if need > 0.9 * available:
-        both = " (twice: replay and its mirror for --replay-device device; host keeps one)" \
-            if copies == 2 else ""
         raise ConfigError("replay_capacity",
             f"a replay of {capacity:,} steps needs {need / 2**30:.2f} GiB{both} but only "
             f"{available / 2**30:.2f} GiB of RAM is available; lower ${{replay_capacity}}")
+    address_space = address_space_left() if address_space is None else address_space
+    if address_space is not None and need > 0.9 * (address_space - _ADDRESS_SPACE_HEADROOM):
+        left = max(0, address_space) / 2**30
+        raise ConfigError("replay_capacity",
+            f"a replay of {capacity:,} steps needs {need / 2**30:.2f} GiB{both}, and "
+            f"{_ADDRESS_SPACE_HEADROOM / 2**30:.0f} GiB more for the rest of the run, but "
+            f"`ulimit -v` leaves this process {left:.2f} GiB of address space; raise that "
+            "limit (ulimit -v unlimited) or lower ${replay_capacity}")
     return need
 
 
