@@ -4,6 +4,7 @@ Each resumes, or is refused in one line; nothing the user has is overwritten."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -511,3 +512,57 @@ def test_evaluate_best_refuses_an_edited_export_in_one_line(edited_runs, tmp_pat
     assert main([str(run_dir), "--episodes=1", "--best"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "/mean is 'high', not a number" in err, err
+
+
+# --- refusals that name the file that was edited, not another
+
+@pytest.fixture(scope="module")
+def finished_cartpole(tmp_path_factory):
+    """A real finished Nature CartPole run with two checkpoints (300 and 600)."""
+    from helpers import TINY_CARTPOLE, flags
+    run_dir = tmp_path_factory.mktemp("edited") / "run"
+    assert cli.main(NATURE, flags(dict(TINY_CARTPOLE, timesteps=600, checkpoint_freq=300,
+                                       logdir=str(run_dir)))) == 0
+    return run_dir
+
+
+def edit_config(run_dir, **changes):
+    saved = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps({**saved, **changes}))
+
+
+def edit_plan(run_dir, **plan):
+    path = sorted((run_dir / "checkpoints").glob("step-*"))[-1] / "manifest.json"
+    manifest = json.loads(path.read_text())
+    path.write_text(json.dumps({**manifest, "plan": plan}))
+    return path
+
+
+@pytest.mark.parametrize("script, edit, expected", [
+    ("fast", lambda r: edit_config(r, loop="fast"),
+     'checkpoints/step-000000000600 is a checkpoint of a "dqn" run, but config.json says '
+     '"loop": "fast": it was edited; put back "loop": "dqn" and resume with run_dqn.py'),
+    ("dqn", lambda r: edit_config(r, loop=None),
+     'config.json has "loop": null, which is no loop of fast-dqn: it was edited; put back the '
+     'loop that made the run, "dqn" (run_dqn.py) or "fast" (run_fast_dqn.py)'),
+    ("dqn", lambda r: edit_config(r, optimizer_epsilon=None),
+     'config.json has "optimizer_epsilon": null (which this run resolves to 1e-08), but the '
+     'checkpoint of step 600 was trained with'),
+    ("dqn", lambda r: edit_plan(r, checkpoint_freq=-5),
+     "step-000000000600/manifest.json records --checkpoint-freq -5, as an earlier --resume "
+     "gave it, but must be 0 or more, got -5; give --checkpoint-freq on this resume to "
+     "replace it")])
+def test_a_hand_edit_is_named_where_it_was_made(finished_cartpole, tmp_path, capsys, script,
+                                                edit, expected):
+    from fast_dqn.run.run_kinds import RUN_KINDS
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_cartpole, run_dir)
+    edit(run_dir)
+    before = snapshot(run_dir)
+    capsys.readouterr()
+    code = cli.main(RUN_KINDS[script], [f"--resume={run_dir}", "--timesteps=900"],
+                    train=None)
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    before.pop("run.lock")  # signed by the resume (its holder), before training read state
+    assert {k: v for k, v in snapshot(run_dir).items() if k != "run.lock"} == before

@@ -1,6 +1,7 @@
 """--resume: a run's saved settings reconciled with the flags typed, and its checkpoint."""
 
 import dataclasses
+import json
 import os
 
 from fast_dqn.errors import ConfigError
@@ -31,12 +32,18 @@ def resume_config(run_dir, explicit, kind):
 
     Raises ConfigError for anything that would make the resumed run not the same run.
     """
+    from fast_dqn.run.run_kinds import RUN_KINDS
     from fast_dqn.run.storage.checkpoint import latest_checkpoint
-
     saved = load_run_config(run_dir, "resume")
-    if saved.get("loop") != kind.loop:
-        raise ConfigError("resume", f"'{run_dir}' is a {saved.get('loop')!r} run; resume it "
-                          f"with the script that made it, not this one ({kind.loop!r})")
+    if saved.get("loop") not in RUN_KINDS:
+        known = " or ".join(f'"{loop}" ({other.script})' for loop, other in RUN_KINDS.items())
+        raise ConfigError("resume", f"{os.path.join(run_dir, 'config.json')} has \"loop\": "
+                          f"{json.dumps(saved.get('loop'))}, which is no loop of fast-dqn: it "
+                          f"was edited; put back the loop that made the run, {known}")
+    if saved["loop"] != kind.loop:
+        raise ConfigError("resume", f"'{run_dir}' is a {saved['loop']!r} run; resume it with "
+                          f"{RUN_KINDS[saved['loop']].script}, which made it, not this one "
+                          f"({kind.loop!r})")
     check_saved_types(saved, run_dir, kind.config_class)
     values = saved_values(saved, kind.config_class)
     checkpoint = latest_checkpoint(run_dir, "resume", missing_ok=True)
@@ -45,7 +52,17 @@ def resume_config(run_dir, explicit, kind):
     kept = kept_plan(checkpoint, values, explicit, kind.config_class)
     values.update(kept)
     apply_flags(values, explicit, run_dir)
-    config = resolve(kind.config_class(**values))
+    try:
+        config = resolve(kind.config_class(**values))
+    except ConfigError as error:
+        if error.setting not in kept:
+            raise
+        # Nobody typed it: the checkpoint's manifest recorded it from an earlier --resume.
+        raise ConfigError("resume", f"{os.path.join(checkpoint.path, 'manifest.json')} "
+                          f"records {flag_name(error.setting)} {kept[error.setting]!r}, as an "
+                          f"earlier --resume gave it, but "
+                          f"{ConfigError(None, error.message).worded(flag_name)}; give "
+                          f"{flag_name(error.setting)} on this resume to replace it") from None
     check_writable(run_dir, "resume")
     check_budget(config, checkpoint, typed="timesteps" in explicit)
     return config, checkpoint, kept

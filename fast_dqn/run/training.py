@@ -37,8 +37,8 @@ from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES, learning_set
 from fast_dqn.run.settings.validation import has_type, resolve
 from fast_dqn.run.storage.best_weights import BestWeights
 from fast_dqn.run.storage.checkpoint import Checkpointer, CheckpointStore
-from fast_dqn.run.storage.run_directory import mark_checkpointed
-from fast_dqn.state_schema import FAST_RUN, NATURE_RUN, StateMismatch
+from fast_dqn.run.storage.run_directory import load_run_config, mark_checkpointed
+from fast_dqn.state_schema import FAST_RUN, NATURE_RUN, StateMismatch, check_state
 
 
 def start_backend(config):
@@ -62,10 +62,48 @@ def check_settings(config, recorded, step):
                                 f"\"{name}\" takes")
         if recorded[name] != current[name]:
             raise ConfigError("resume", f"config.json has \"{name}\": "
-                              f"{json.dumps(current[name])}, but the checkpoint of step "
+                              f"{_as_saved(config, name, current[name])}, but the checkpoint "
+                              "of step "
                               f"{step:,} was trained with {json.dumps(recorded[name])}; "
                               "put that value back (only "
                               f"{', '.join(RESUME_OVERRIDES)} may change on resume)")
+
+
+def _as_saved(config, name, value):
+    """A setting as config.json writes it, and what it resolved to where that differs (null
+    is the optimizer's own default, say)."""
+    try:
+        saved = load_run_config(config.logdir, "resume").get(name, value)
+    except ConfigError:
+        saved = value
+    if saved == value:
+        return json.dumps(value)
+    return f"{json.dumps(saved)} (which this run resolves to {json.dumps(value)})"
+
+
+def load_run_state(checkpoint, schema):
+    """The checkpoint's state, checked against `schema` (the loop's). A state that is the
+    other loop's is a config.json whose "loop" was edited, and is named as such."""
+    from fast_dqn.run.run_kinds import RUN_KINDS
+    state = checkpoint.load_state()
+    try:
+        check_state(state, schema)
+    except StateMismatch:
+        theirs = {"dqn": NATURE_RUN, "fast": FAST_RUN}
+        for loop, other in theirs.items():
+            if other is schema:
+                continue
+            try:
+                check_state(state, other)
+            except StateMismatch:
+                continue
+            mine = next(name for name, kind in theirs.items() if kind is schema)
+            raise ConfigError("resume", f"{checkpoint.path} is a checkpoint of a \"{loop}\" "
+                              f"run, but config.json says \"loop\": \"{mine}\": it was edited; "
+                              f"put back \"loop\": \"{loop}\" and resume with "
+                              f"{RUN_KINDS[loop].script}")
+        raise
+    return state
 
 
 @contextlib.contextmanager
@@ -120,7 +158,7 @@ class RunParts:
         self.resume = resume
         # Checked whole before any part reads it: the monitor rewrites logs from it.
         with state_of(resume):
-            self.state = resume.load_state(schema) if resume else None
+            self.state = load_run_state(resume, schema) if resume else None
             for part in ("loop", "monitor") if resume else ():
                 if self.state[part]["step"] != resume.step:
                     raise StateMismatch(f"/{part}/step is {self.state[part]['step']:,}, but "
