@@ -180,6 +180,10 @@ def saved_values(saved, config_class):
     defaults = config_class()
     values = {f.name: saved.get(f.name, getattr(defaults, f.name))
               for f in dataclasses.fields(config_class)}
+    # A number setting edited to a whole number ("lr": 1) is that number, as --lr 1 is:
+    # Keras's optimizers take no int.
+    values.update({f.name: float(values[f.name]) for f in dataclasses.fields(config_class)
+                   if f.type in (float, "float") and type(values[f.name]) is int})
     if saved.get("env") is not None:  # its Atari settings, recorded as null (hp.recorded)
         values.update({name: getattr(defaults, name) for name in hp.ATARI_ONLY
                        if values.get(name) is None})

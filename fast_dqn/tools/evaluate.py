@@ -11,6 +11,7 @@ writes the main network instead, as a .keras file that loads without fast-dqn
 """
 
 import dataclasses
+import json
 import os
 import secrets
 import sys
@@ -281,12 +282,18 @@ def evaluation_epsilon(given, config):
 
 
 def _check_new_file(path, setting):
-    """A file evaluate writes: in a directory that exists and is writable, and new."""
+    """A file evaluate writes: in a directory that exists and is writable, and new: no name
+    at all there, since the file is published by a hard link that takes no existing name."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ConfigError(setting, f"'{directory}' does not exist; give a path in an "
                           "existing directory")
-    if os.path.exists(path):
+    if os.path.islink(path) and not os.path.exists(path):
+        raise ConfigError(setting, f"'{path}' is a symbolic link to a missing file; remove "
+                          "it or give another path")
+    if os.path.isdir(path):
+        raise ConfigError(setting, f"'{path}' is a directory; give the path of a new file")
+    if os.path.lexists(path):
         raise ConfigError(setting, f"'{path}' exists and would be overwritten; give a new "
                           "path")
     from fast_dqn.run.storage.run_directory import check_writable
@@ -298,12 +305,24 @@ def _check_video_path(video):
 
 
 def _run_config(run_dir):
+    """The run's config.json, checked as --resume checks it (a hand edit is one line, not a
+    TypeError deep in validation), resolved for this machine."""
     from fast_dqn.run.resume import saved_values
-    from fast_dqn.run.run_kinds import NATURE, kind_of_saved
-    from fast_dqn.run.settings.validation import resolve
-    from fast_dqn.run.storage.run_directory import load_run_config
+    from fast_dqn.run.run_kinds import RUN_KINDS
+    from fast_dqn.run.settings.validation import check_saved_types, resolve
+    from fast_dqn.run.storage.run_directory import CONFIG_FILE, load_run_config
     saved = load_run_config(run_dir, "RUN_DIR")
-    config_class = (kind_of_saved(saved) or NATURE).config_class
+    loop = saved["loop"]
+    kind = RUN_KINDS.get(loop) if isinstance(loop, str) else None
+    if kind is None:  # null or a loop of no script: its settings would be read as another's
+        raise ConfigError("RUN_DIR", f"{os.path.join(run_dir, CONFIG_FILE)} has \"loop\": "
+                          f"{json.dumps(loop)}, which is not one of {', '.join(RUN_KINDS)}; "
+                          "put back the value the run was started with")
+    try:
+        check_saved_types(saved, run_dir, kind.config_class)
+    except ConfigError as error:  # worded as --resume's: here it is about RUN_DIR
+        raise ConfigError("RUN_DIR", error.message) from None
+    config_class = kind.config_class
     config = config_class(**saved_values(saved, config_class))
     if hasattr(config, "ray_address"):  # evaluation plays here: a cluster is neither asked nor
         config = dataclasses.replace(config, ray_address=None)  # probed
@@ -342,6 +361,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}.
     best: play the weights of the run's best evaluation rather than its latest checkpoint;
     epsilon None: the run's own (evaluation_epsilon)."""
+    from fast_dqn.agent.backend_setup import keras_backend
     from fast_dqn.loops.evaluation import OneAtATime, game_seeds, play
     from fast_dqn.run.components import build_evaluation_games
     from fast_dqn.run.training import build_learner, start_backend
@@ -352,6 +372,9 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     what, step, load = _chosen_network(run_dir, best, _warn)
     if video is not None:
         _check_video_path(video)
+    # Before anything imports Keras: an unsupported KERAS_BACKEND is one line, and the
+    # import's start-up noise (TensorFlow's C++ logging) is filtered (backend_setup).
+    keras_backend()
     start_backend(config)
     recorder = FirstGameRecorder(video, ATARI_FPS) if video else None
     # A video needs the raw frames of one Python env; otherwise the run's own evaluation
@@ -387,18 +410,49 @@ def _check_export_path(path):
     _check_new_file(path, "export")
 
 
+def _new_partial(path):
+    """A new, empty file beside `path` for Keras to write: created exclusively, so that it
+    is no one else's (another export's, or one left by a killed export of a reused PID)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    while True:
+        partial = os.path.join(directory, f".{name}.partial-{os.getpid()}-"
+                               f"{secrets.token_hex(4)}.keras")
+        try:
+            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return partial
+        except FileExistsError:
+            continue
+
+
+def _write_error(error, path):
+    """What an OSError while writing the export is to the user, about PATH (Keras's own
+    names no file). A full, over-quota, read-only or failing disk stays an OSError, which
+    fast_dqn.tools.tool_exits words as one line, status 1; anything else the path's
+    directory refused is a ConfigError."""
+    from fast_dqn.tools.tool_exits import STORAGE_ERRORS
+    if error.errno in STORAGE_ERRORS:
+        return OSError(error.errno, error.strerror or os.strerror(error.errno), path)
+    return ConfigError("export", f"cannot write '{path}' ({error.strerror or error}); nothing "
+                       "was written: give a path in a directory you can write to")
+
+
 def export_run(run_dir, path, best=False, out=None):
     """Write the run's main network (latest checkpoint, or best/) to `path` as a .keras
     file of built-in layers (fast_dqn.agent.export); returns the action names, or None."""
-    from fast_dqn.agent.export import portable_copy
-    from fast_dqn.envs.environment import make_env
-    from fast_dqn.run.components import env_settings
-    from fast_dqn.run.training import build_learner, start_backend
+    from fast_dqn.agent.backend_setup import keras_backend
 
     out = out or sys.stdout
     _check_export_path(path)
     config = _run_config(run_dir)
     what, step, load = _chosen_network(run_dir, best, _warn)
+    # Before anything imports Keras (fast_dqn.agent.export does, at its top): an unsupported
+    # KERAS_BACKEND is one line, and the import's start-up noise is filtered (backend_setup).
+    keras_backend()
+    from fast_dqn.agent.export import portable_copy
+    from fast_dqn.envs.environment import make_env
+    from fast_dqn.run.components import env_settings
+    from fast_dqn.run.training import build_learner, start_backend
+
     start_backend(config)
     env = make_env(env_settings(config), seed=0, training=False)
     try:
@@ -410,18 +464,21 @@ def export_run(run_dir, path, best=False, out=None):
     load(learner)
     name = f"fast_dqn_{(config.game or config.env).replace('/', '_').replace('-', '_')}"
     model = portable_copy(learner.main, name=f"{name}_step_{step}")
-    # Written beside, then renamed: a stop midway leaves no half-written file under PATH.
-    partial = os.path.join(os.path.dirname(os.path.abspath(path)),
-                           f".{os.path.basename(path)}.partial-{os.getpid()}.keras")
+    # Written beside, then linked: a stop midway (Ctrl-C, SIGTERM as Terminated, a full disk)
+    # leaves no half-written file under PATH, and the finally removes the partial.
+    partial = None
     try:
+        partial = _new_partial(path)
         model.save(partial)
         try:
             os.link(partial, path)  # fails where PATH now exists: another export's, kept
         except FileExistsError:
             raise ConfigError("export", f"'{path}' was written by another process meanwhile; "
                               "it is kept: give a new path")
+    except OSError as error:  # Keras lets the disk's own error through, named or not
+        raise _write_error(error, path) from None
     finally:
-        if os.path.exists(partial):
+        if partial is not None and os.path.lexists(partial):
             os.remove(partial)
     print(f"exported the network of {what} to {path}: float32, input "
           f"{model.inputs[0].dtype} {tuple(model.inputs[0].shape[1:])}, output the Q-value of "
@@ -466,4 +523,5 @@ def main(argv=None, prog=PROG):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fast_dqn.tools.tool_exits import run_tool
+    sys.exit(run_tool(PROG, main))

@@ -17,6 +17,7 @@ panel per game, and a table says per iteration whether ours lies inside it
 (fast_dqn.tools.reference).
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -24,15 +25,19 @@ import sys
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.settings.flags import OneLineParser, add_version_flag, fail
 from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES
-from fast_dqn.tools.run_logs import read_columns, read_rows
+from fast_dqn.tools.run_logs import read_columns, read_rows, warnings_once
+
+# Each log is read with the same columns wherever it is read, so that every reader skips the
+# same rows (a row with a blank cell in any of them) and the warning naming them is one line.
+EPISODE_COLUMNS = ("agent_step", "hours", "return", "mean_100")
+EVAL_COLUMNS = ("agent_step", "mean", "hours")
 
 
 def training_curve(run_dir, window=100):
     """{"agent_step", "hours", "mean"}: at each game's end, the mean of the last `window`
     games (100: the logged mean_100). A shorter window follows the agent's current play
     where games are long: in Pong, a hundred games of a learning agent span 500k steps."""
-    found = read_columns(os.path.join(run_dir, "episodes.csv"),
-                         ("agent_step", "hours", "return", "mean_100"))
+    found = read_columns(os.path.join(run_dir, "episodes.csv"), EPISODE_COLUMNS)
     if window == 100:
         means = found["mean_100"]
     else:
@@ -42,6 +47,13 @@ def training_curve(run_dir, window=100):
         starts = np.maximum(ends - window, 0)
         means = list((total[ends] - total[starts]) / (ends - starts))
     return {"agent_step": found["agent_step"], "hours": found["hours"], "mean": means}
+
+
+def points(curve, x):
+    """(xs, means) of a curve against x: read from the same rows (run_logs), or none where
+    the log has no such column (older eval.csv files have no hours)."""
+    xs, means = curve[x], curve["mean"]
+    return (xs, means) if len(xs) == len(means) else ([], [])
 
 
 def saved_config(run_dir):
@@ -108,9 +120,9 @@ def groups(run_dirs, also_ignore=()):
 def scores(run_dir, evaluations, window=100):
     """[(agent step, score)]: the evaluation means, or the mean of the last `window` games
     at each game's end."""
-    found = (read_columns(os.path.join(run_dir, "eval.csv"), ("agent_step", "mean"))
+    found = (read_columns(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)
              if evaluations else training_curve(run_dir, window))
-    return list(zip(found["agent_step"], found["mean"]))
+    return list(zip(*points(found, "agent_step")))
 
 
 def _scorable(members, window, notes):
@@ -231,20 +243,17 @@ def _draw_run(axes, run_dir, window=100):
     train = training_curve(run_dir, window)
     # A single game is one point: marked, or a line of one point would draw nothing.
     style = "o-" if len(train["mean"]) == 1 else "-"
-    line, = axes[0, 0].plot(train["agent_step"], train["mean"], style, label=run_label(run_dir))
-    axes[0, 1].plot(train["hours"], train["mean"], style, color=line.get_color())
+    line, = axes[0, 0].plot(*points(train, "agent_step"), style, label=run_label(run_dir))
+    axes[0, 1].plot(*points(train, "hours"), style, color=line.get_color())
     if len(axes) < 2:
         return
     evals = evaluations(run_dir)
-    axes[1, 0].plot(evals["agent_step"], evals["mean"], "o-", color=line.get_color(),
-                    markersize=3)
-    if len(evals["hours"]) == len(evals["mean"]):  # older eval.csv files have no hours
-        axes[1, 1].plot(evals["hours"], evals["mean"], "o-", color=line.get_color(),
-                        markersize=3)
+    for column, x in enumerate(("agent_step", "hours")):
+        axes[1, column].plot(*points(evals, x), "o-", color=line.get_color(), markersize=3)
 
 
 def evaluations(run_dir):
-    return read_columns(os.path.join(run_dir, "eval.csv"), ("agent_step", "mean", "hours"))
+    return read_columns(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)
 
 
 def _drawable(run_dirs):
@@ -387,14 +396,51 @@ def _draw_references(by_game, name, title, compare):
     return fig, plt, tables
 
 
+def check_output(output):
+    """Refuse, before a log is read, an -o that cannot be the image written: its extension
+    picks the format, so one matplotlib cannot write (a run's config.json or episodes.csv
+    among them) or none (which matplotlib would write as NAME.png) is refused, and so are a
+    directory and a path in a directory that does not exist."""
+    from matplotlib.backend_bases import FigureCanvasBase
+    formats = ", ".join(sorted(FigureCanvasBase.get_supported_filetypes()))
+    if os.path.isdir(output):
+        raise ConfigError("-o", f"'{output}' is a directory; give an image file, e.g. "
+                          f"{os.path.join(output, 'curves.png')}")
+    directory = os.path.dirname(output) or "."
+    if not os.path.isdir(directory):
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise ConfigError("-o", f"'{directory}' {what}; create it, or give an image file in "
+                          "an existing directory")
+    extension = os.path.splitext(output)[1]
+    if not extension:
+        raise ConfigError("-o", f"'{output}' has no extension; give -o {output}.png; the "
+                          f"extension picks the format ({formats})")
+    if extension[1:].lower() not in FigureCanvasBase.get_supported_filetypes():
+        raise ConfigError("-o", f"'{extension}' is not an image format matplotlib writes; "
+                          f"give an image file such as curves.png ({formats})")
+
+
 def save_figure(fig, plt, output):
+    """Write the figure to `output` whole: to a hidden file beside it, renamed over it once
+    written, so an interrupted plot leaves the last image as it was and no partial file.
+    An existing image there is replaced: a run's figure is drawn again as the run goes on
+    (the `next:` line the training scripts print), to the path plot wrote before."""
+    directory, name = os.path.split(output)
+    root, extension = os.path.splitext(name)
+    partial = os.path.join(directory, f".{root}.partial-{os.getpid()}{extension}")
     try:
-        fig.savefig(output, dpi=120)
+        fig.savefig(partial, dpi=120)
+        os.replace(partial, output)
     except OSError as error:
+        from fast_dqn.tools.tool_exits import STORAGE_ERRORS
+        if error.errno in STORAGE_ERRORS:  # a full disk: tool_exits's one line, status 1
+            raise OSError(error.errno, error.strerror, output) from None
         raise ConfigError("-o", f"cannot write '{output}' ({error.strerror}); give a writable "
                           "path")
     finally:
         plt.close(fig)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(partial)
     return output
 
 
@@ -424,6 +470,15 @@ def main(argv=None, prog=PROG):
                         "5 runs; games: breakout, pong, space_invaders)")
     add_version_flag(parser)
     args = parser.parse_args(argv)
+    try:
+        check_output(args.output)
+    except ConfigError as error:
+        return fail(parser.prog, error)
+    with warnings_once():  # a log is read for each panel and the table: one warning each
+        return _main_plot(parser, args)
+
+
+def _main_plot(parser, args):
     if args.reference is not None and (args.aggregate or args.window != 100):
         return fail(parser.prog, ConfigError("--reference", "draws its own figure, of whole "
                                              "iterations; give it without --aggregate and "
@@ -463,4 +518,5 @@ def _main_reference(prog, args):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fast_dqn.tools.tool_exits import run_tool
+    sys.exit(run_tool(PROG, main))

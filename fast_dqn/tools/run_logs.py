@@ -1,18 +1,37 @@
 """Reading a run's CSV logs (episodes.csv, eval.csv) for the tools that draw and compare them.
 
 The tools read logs that a user may have edited, and that a training run may be writing at
-that moment, so a reader here never fails on a row: a row with a cell that is not a number
-is skipped and named in one warning line, and a last line without its newline is a row being
-written, left for the next read.
+that moment, so a reader here never fails on a row: a row with a cell that is blank or not a
+number is skipped whole and named in one warning line, and a last line without its newline is
+a row being written, left for the next read. A column the header lacks (older logs have no
+`hours` in eval.csv) is no bad row: no row has it.
 """
 
+import contextlib
 import csv
 import math
 import os
 import sys
 
+_said = None  # the warnings printed so far, inside warnings_once()
+
+
+@contextlib.contextmanager
+def warnings_once():
+    """Inside it, a warning is printed once: a tool reads a log for each panel and table."""
+    global _said
+    outer, _said = _said, set()
+    try:
+        yield
+    finally:
+        _said = outer
+
 
 def _warn(message):
+    if _said is not None:
+        if message in _said:
+            return
+        _said.add(message)
     print(message, file=sys.stderr)
 
 
@@ -24,9 +43,9 @@ def _number(text):
 
 
 def read_rows(path, names, warn=_warn):
-    """[{name: float}] of the CSV's rows, with the named cells that have a value. A missing
-    file gives []; a row with a named cell that is not a finite number is skipped and named
-    in one warning."""
+    """[{name: float}] of the CSV's rows, each with the same names: those of `names` that the
+    header has. A missing file gives []; a row with one of those cells blank or not a finite
+    number is skipped whole and named in one warning, so values of one row stay together."""
     if not os.path.isfile(path):
         return []
     try:
@@ -38,11 +57,12 @@ def read_rows(path, names, warn=_warn):
         return []
     if lines and not lines[-1].endswith(("\n", "\r")):
         lines.pop()  # being written now
+    reader = csv.DictReader(lines)
+    present = [name for name in names if name in (reader.fieldnames or ())]
     rows, skipped = [], []
-    for line, row in enumerate(csv.DictReader(lines), start=2):
-        try:
-            rows.append({name: _number(row[name]) for name in names
-                         if row.get(name) not in (None, "")})
+    for line, row in enumerate(reader, start=2):
+        try:  # a short row's missing cells are None: a TypeError, as a blank is a ValueError
+            rows.append({name: _number(row[name]) for name in present})
         except (TypeError, ValueError):
             skipped.append(line)
     if skipped:
@@ -53,8 +73,9 @@ def read_rows(path, names, warn=_warn):
 
 
 def read_columns(path, names, warn=_warn):
-    """{name: [float, ...]} of the named CSV columns. A missing file or column gives [];
-    an empty cell is skipped in its column alone (older logs have no value there)."""
+    """{name: [float, ...]} of the named CSV columns, each column's i-th value from the same
+    row. A missing file or a column the header lacks (an older log's) gives []; a row with a
+    blank cell is skipped in every column (read_rows)."""
     columns = {name: [] for name in names}
     for row in read_rows(path, names, warn):
         for name, value in row.items():
