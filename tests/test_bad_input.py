@@ -128,6 +128,7 @@ CASES = [
     # Seeds: ALE takes C ints, and a run derives its games' seeds from this one.
     ("dqn", ["--seed=2147483648"], None, "--seed", "must be below 2,147,483,648"),
     ("fast", ["--seed=18446744073709551616"], None, "--seed", "must be below"),
+    ("dqn", ["--threads=1000000000000"], None, "--threads", "must be at most 1,024"),
     ("dqn", ["--resume={run}"], "edit:seed=4294967296", "--seed", "must be below"),
     ("dqn", ["--resume={run}"], "corrupt", "--resume", "no usable checkpoint"),
     # Checkpoints of another format version: refused, never guessed at.

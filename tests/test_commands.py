@@ -6,6 +6,7 @@ with pip into a fresh virtual environment and runs its command."""
 import json
 import os
 import shutil
+import site
 import subprocess
 import venv
 
@@ -144,9 +145,9 @@ def test_a_resume_accepts_the_code_record_and_plot_groups_seeds_across_commits(t
 
 @pytest.mark.slow
 def test_pip_install_gives_the_fast_dqn_command(tmp_path):
-    """`pip install .` into a fresh virtual environment (the dependencies come from this
-    Python's site-packages: nothing is downloaded) gives `fast-dqn` and `python -m fast_dqn`,
-    with the published curves as package data."""
+    """`pip install .` into a fresh virtual environment (the dependencies, pip and setuptools
+    come from the environment running the tests: nothing is downloaded) gives `fast-dqn` and
+    `python -m fast_dqn`, with the published curves as package data."""
     source = tmp_path / "source"
     os.makedirs(source)
     for name in ("pyproject.toml", "README.md", "LICENSE"):
@@ -154,7 +155,13 @@ def test_pip_install_gives_the_fast_dqn_command(tmp_path):
     shutil.copytree(os.path.join(ROOT, "fast_dqn"), source / "fast_dqn",
                     ignore=shutil.ignore_patterns("__pycache__"))
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=True)
+    # Not system_site_packages: inside a virtual environment (the README's install) that
+    # is the base interpreter's, whose setuptools (65.5 on Python 3.11) cannot build a
+    # wheel. The environment's own packages are put on the new one's path instead, after
+    # its own site-packages, which is left without pip or setuptools of its own.
+    venv.create(env_dir, with_pip=False)
+    site_dir, = (env_dir / "lib").glob("python3*/site-packages")
+    (site_dir / "outer.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     python, command = env_dir / "bin" / "python", env_dir / "bin" / "fast-dqn"
     subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--no-build-isolation", "--no-index", str(source)], check=True,

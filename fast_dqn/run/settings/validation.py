@@ -172,6 +172,10 @@ LIMITS = {"positive": (lambda v: v >= 1, "must be a positive whole number"),
           "probability": (lambda v: 0.0 <= v <= 1.0, "must be in [0, 1]")}
 
 
+# Ours: more TensorFlow threads than any one machine has cores is a typo.
+MAX_THREADS = 1024
+
+
 def check_ranges(config):
     """Every field against the limit its declaration gives, in declaration order."""
     for f in dataclasses.fields(config):
@@ -193,6 +197,10 @@ def validate_numbers(config):
                           "no mean square to start; drop it")
     if config.env is not None and config.network != "nature":
         raise ConfigError("network", "shapes the Atari CNN, and --env runs an MLP; drop it")
+    if config.threads > MAX_THREADS:
+        # TensorFlow takes a C int and was a ValueError traceback at 10^12.
+        raise ConfigError("threads", f"must be at most {MAX_THREADS:,} (0 lets TensorFlow "
+                          f"choose), got {config.threads:,}")
     from fast_dqn.envs.environment import SEED_RANGE
     if config.seed >= SEED_RANGE:
         raise ConfigError("seed", f"must be below {SEED_RANGE:,} (2^31: ALE takes its seeds as "
