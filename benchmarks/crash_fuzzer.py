@@ -30,8 +30,14 @@ Trial i (seed + i) draws a run, each choice from the trial's seed:
   changed;
 - (1/4) the first stop sent the instant something appears in the run directory rather than
   at its fraction: config.json, episodes.csv, a checkpoint begun (.partial-) or complete;
-- (1/4) evaluate and plot run on the run directory one after another beside every training
-  segment; each must exit 0, or 2 with one line, never a traceback or a hang;
+- (1/4) evaluate, plot and evaluate --export run on the run directory one after another
+  beside every training segment; each must exit 0, or 2 with one line, never a traceback or
+  a hang; every other evaluate and export is stopped by SIGINT or SIGTERM once its backend
+  has started, and must exit 130 or 143 with one line; none may leave a partial file;
+- (1/4) before a drawn resume with a checkpoint, the run's checkpoints hidden: checkpoints/
+  moved out of the run, or its step-* folders renamed; that resume must exit 2 with one line
+  naming the checkpoints and change no file of the run (it once took the run for one stopped
+  before its first checkpoint and deleted its logs); they are then put back;
 - (1/4) before a drawn resume, one value read back from a run file replaced by a value of
   another JSON kind: a drawn leaf of the newest checkpoint's state.json (its manifest updated
   so that it still verifies), or a drawn setting of config.json; that resume must exit 2
@@ -137,6 +143,10 @@ class Trial:
     # is replaced by one of another kind: that resume must refuse in one line and change
     # nothing; the file is then put back and the run resumed.
     edit: tuple = None
+    # (run, how): before run number `run`, if it resumes from a checkpoint, its checkpoints are
+    # hidden (attacks.HIDES: checkpoints/ moved away, or its step-* folders renamed): that
+    # resume must refuse in one line and change nothing; they are then put back.
+    hide: tuple = None
 
     @classmethod
     def draw(cls, seed):
@@ -169,8 +179,10 @@ class Trial:
         beside = rng.random() < 0.25
         edit = (rng.randint(1, len(stops)), rng.choice(attacks.EDITS)) \
             if rng.random() < 0.25 else None
+        hide = (rng.randint(1, len(stops)), rng.choice(attacks.HIDES)) \
+            if rng.random() < 0.25 else None
         return cls(seed, game, loop, backend, save_replay, period, stops, checkpoint_freq,
-                   cut, damage, on_disk, beside, edit)
+                   cut, damage, on_disk, beside, edit, hide)
 
     @property
     def script(self):
@@ -218,6 +230,8 @@ class Trial:
             text += " tools-beside"
         if self.edit:
             text += f" replace-value:{self.edit[1]}@{self.edit[0]}"
+        if self.hide:
+            text += f" checkpoints-{self.hide[1]}@{self.hide[0]}"
         return text
 
 
@@ -618,6 +632,26 @@ def refused_edit(trial, segments, events):
     return problems
 
 
+def refused_hide(trial, segments, events):
+    """Hide the run's checkpoints before this resume if the trial does (Trial.hide), check
+    that the resume refuses in one line and changes nothing, then put them back."""
+    if not trial.hide or trial.hide[0] != segments.resumes or segments.expected is None:
+        return []
+    if not CheckpointStore(segments.logdir).steps():
+        events.append("[hide: no checkpoint yet]")  # a resume from step 0 is right then
+        return []
+    note, undo = attacks.hide_checkpoints(segments.logdir, trial.hide[1])
+    events.append(f"[{note}]")
+    before = attacks.snapshot(segments.logdir)
+    process = Process(segments.command)
+    code = process.wait(RUN_TIMEOUT)
+    problems = attacks.refusal_problems(trial.hide[1], code, "".join(process.err), before,
+                                        attacks.snapshot(segments.logdir))
+    undo()
+    events.append(f"refused->{code}")
+    return problems
+
+
 def run_segments(trial, segments, events):
     """Run, stop and resume until the run ends; returns the problems found on the way."""
     stops = list(trial.stops)
@@ -651,7 +685,8 @@ def run_segments(trial, segments, events):
             events.append(f"[{', '.join(notes)}]")
         if problem:
             return [problem]
-        problems = refused_edit(trial, segments, events)
+        problems = refused_edit(trial, segments, events) + refused_hide(trial, segments,
+                                                                        events)
         if problems:
             return problems
 
@@ -708,8 +743,10 @@ FIXED = [
           cut=(1, 0.1, True), on_disk=".partial-"),
     # The budget cut at the first resume, then Ctrl-C: the second resume gives no
     # --timesteps, goes on to the cut budget its checkpoint recorded, and says so.
+    # Before the second resume, its step-* folders renamed: that resume refuses in one line
+    # and changes nothing (it once discarded the logs and started again from step 0).
     Trial(9, "cartpole", "nature", "python", True, 96, [("SIGINT", 0.4), ("SIGINT", 0.4)],
-          cut=(1, 0.8, False)),
+          cut=(1, 0.8, False), hide=(2, "renamed")),
     # eval.csv deleted and episodes.csv converted by dos2unix between runs: both rebuilt from
     # the checkpoint's copy, the converted one kept aside, and the logs as a straight run's.
     # A value of config.json replaced too: that resume refuses it first.
@@ -720,7 +757,8 @@ FIXED = [
 # What a fixed trial's line must show it did, or the trial did not test what it is there for
 # (a stop that came too late to be resumed, say): by the trial's seed.
 FIXED_SIGNS = {1: ["(evaluate->", "[state:/", "refused->2"], 6: ["SIGKILL->", "[from 0]"],
-               7: ["[timesteps="], 9: ["[timesteps=", "kept"],
+               7: ["[timesteps="],
+               9: ["[timesteps=", "kept", "step-* renamed]", "refused->2"],
                8: ["delete:eval.csv,", "dos2unix:episodes.csv]", "[config:", "refused->2"]}
 
 

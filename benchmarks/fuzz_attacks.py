@@ -5,6 +5,7 @@ replaced by one of another kind. benchmarks/crash_fuzzer.py draws them and check
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,9 +46,14 @@ def wait_for_file(alive, logdir, what, seconds):
 # --- the tools beside a training run
 
 class ToolsBeside:
-    """`evaluate` and `plot` run on the run directory one after another, for as long as the
-    training segment runs, as a user watching a long run would. Each must exit 0, or 2 with
-    one line (no run or no checkpoint yet), never a traceback or a hang."""
+    """`evaluate`, `plot` and `evaluate --export` run on the run directory one after another,
+    for as long as the training segment runs, as a user watching a long run would. Each must
+    exit 0, or 2 with one line (no run or no checkpoint yet), never a traceback or a hang.
+    Every other evaluate and export is stopped by Ctrl-C or SIGTERM once it has started its
+    backend (its "device:" line): it must exit 130 or 143 with that stop's one line last. None
+    may leave a partial file (a video's, an export's, a plot's) beside what it writes."""
+
+    STOPS = ((None, None), ("SIGINT", 130), (None, None), ("SIGTERM", 143))
 
     def __init__(self, logdir):
         self.logdir = logdir
@@ -58,36 +64,105 @@ class ToolsBeside:
         self.thread.start()
 
     def _commands(self):
+        n = 0
         while True:
-            yield ["-m", "fast_dqn.tools.evaluate", self.logdir, "--episodes=1"]
+            n += 1
+            stop = self.STOPS[n % len(self.STOPS)]
+            yield ["-m", "fast_dqn.tools.evaluate", self.logdir, "--episodes=1"], stop
             yield ["-m", "fast_dqn.tools.plot", self.logdir,
-                   f"--output={os.path.join(self.out, 'plot.png')}"]
+                   f"--output={os.path.join(self.out, 'plot.png')}"], (None, None)
+            yield ["-m", "fast_dqn.tools.evaluate", self.logdir,
+                   f"--export={os.path.join(self.out, f'agent-{n}.keras')}"], stop
 
     def _run(self):
-        for command in self._commands():
+        for command, (stop, stop_code) in self._commands():
             if self.done.is_set():
                 return
-            try:
-                result = subprocess.run([sys.executable, *command], cwd=ROOT, text=True,
-                                        capture_output=True, timeout=TOOL_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.problems.append(f"{command[1]} beside training hung past "
-                                     f"{TOOL_TIMEOUT} s")
+            name = command[1].rsplit(".", 1)[-1] + (" --export" if "--export" in
+                                                     command[-1] else "")
+            code, out, err = self._tool(command, stop)
+            if code is None:
+                self.problems.append(f"{name} beside training hung past {TOOL_TIMEOUT} s")
                 return
-            name = command[1].rsplit(".", 1)[-1]
-            self.runs.append(f"{name}->{result.returncode}")
-            lines = result.stderr.strip().splitlines()
-            if "Traceback" in result.stdout + result.stderr or result.returncode not in (0, 2) \
-                    or (result.returncode == 2 and len(lines) != 1):
-                self.problems.append(f"{name} beside training exited {result.returncode}:\n"
-                                     f"{(result.stdout + result.stderr)[-2000:]}")
+            sent = stop if stop and "device:" in out else None
+            self.runs.append(f"{name}{'+' + sent if sent else ''}->{code}")
+            self.problems += self._check(name, sent, stop_code, code, out, err)
+
+    @staticmethod
+    def _tool(command, stop):
+        """(exit status or None if it hung, stdout, stderr); with `stop`, that signal is
+        sent once the tool prints its backend's "device:" line."""
+        child = subprocess.Popen([sys.executable, *command], cwd=ROOT, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        err = []
+        reader = threading.Thread(target=lambda: err.append(child.stderr.read()), daemon=True)
+        reader.start()
+        out = []
+        for line in child.stdout:
+            out.append(line)
+            if stop and line.startswith("device:"):
+                child.send_signal(getattr(signal, stop))
+                stop = None
+        try:
+            code = child.wait(TOOL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            return None, "", ""
+        reader.join(10)
+        return code, "".join(out), "".join(err)
+
+    def _check(self, name, sent, stop_code, code, out, err):
+        lines = err.strip().splitlines()
+        problems = []
+        if "Traceback" in out + err:
+            problems.append(f"{name} beside training printed a traceback")
+        elif sent:
+            if code != stop_code or not lines or not lines[-1].endswith(
+                    "nothing was written"):
+                problems.append(f"{name} stopped by {sent} exited {code}, not {stop_code} "
+                                "with its one line")
+        elif code not in (0, 2) or (code == 2 and len(lines) != 1):
+            problems.append(f"{name} beside training exited {code}")
+        partials = [n for n in os.listdir(self.out) if ".partial" in n]
+        if partials:
+            problems.append(f"{name} left {partials} in {self.out}")
+        return [f"{problem}:\n{(out + err)[-2000:]}" for problem in problems]
 
     def stop(self):
         """Let the tool running finish; returns the problems found."""
         self.done.set()
-        self.thread.join(TOOL_TIMEOUT + 10)
+        self.thread.join(2 * TOOL_TIMEOUT + 10)
         shutil.rmtree(self.out, ignore_errors=True)
         return self.problems
+
+
+# --- checkpoints moved away or renamed
+
+# How a user hides a run's checkpoints (to free a disk, or by a rename): the resume must
+# refuse in one line, naming checkpoints, and change nothing, where it once discarded the
+# logs and started the run again from step 0.
+HIDES = ("moved", "renamed")
+
+
+def hide_checkpoints(logdir, how):
+    """Move checkpoints/ out of the run, or rename its step-* folders; returns (note, undo)."""
+    folder = os.path.join(logdir, "checkpoints")
+    if how == "moved":
+        aside = tempfile.mkdtemp(prefix="fuzz-moved-")
+        os.rename(folder, os.path.join(aside, "checkpoints"))
+
+        def undo():
+            os.rename(os.path.join(aside, "checkpoints"), folder)
+            os.rmdir(aside)
+        return "checkpoints/ moved away", undo
+    names = [name for name in os.listdir(folder) if name.startswith("step-")]
+    for name in names:
+        os.rename(os.path.join(folder, name), os.path.join(folder, f"old-{name}"))
+
+    def undo():
+        for name in names:
+            os.rename(os.path.join(folder, f"old-{name}"), os.path.join(folder, name))
+    return f"{len(names)} step-* renamed", undo
 
 
 # --- a value read back from a run file
@@ -182,7 +257,7 @@ def refusal_problems(what, code, stderr, before, after):
     if code != 2 or len(lines) != 1 or "Traceback" in stderr:
         problems.append(f"the resume after the edit exited {code}, not 2 with one line:\n"
                         f"{stderr[-2000:]}")
-    elif ("checkpoint" if what == "state.json" else "config.json") not in lines[0]:
+    elif ("checkpoint" if what in ("state.json",) + HIDES else "config.json") not in lines[0]:
         problems.append(f"the refusal does not name the edited file: {lines[0]}")
     changed = sorted(name for name in set(before) | set(after)
                      if before.get(name) != after.get(name))

@@ -52,7 +52,7 @@ def test_the_fixed_trials_are_the_benchmarks_and_each_must_show_what_it_did(monk
     assert all(trial in fuzzer.FIXED for trial in KEPT)
     # A trial whose line lacks what it is there for fails, naming what it lacks.
     out = capsys.readouterr().out
-    assert "trial 9: " in out and "| FAILED (1 s)" in out and "['[timesteps=', 'kept']" in out
+    assert "trial 9: " in out and "| FAILED (1 s)" in out and "['[timesteps=', 'kept', 'step-* renamed]', 'refused->2']" in out
     assert out.strip().splitlines()[-1] == "8 trials, 3 passed, failed: 1 6 7 9 8"
     with pytest.raises(SystemExit):
         fuzzer.main(["--fixed", "--trials=3"])
