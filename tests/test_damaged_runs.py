@@ -541,10 +541,11 @@ def edit_plan(run_dir, **plan):
 @pytest.mark.parametrize("script, edit, expected", [
     ("fast", lambda r: edit_config(r, loop="fast"),
      'checkpoints/step-000000000600 is a checkpoint of a "dqn" run, but config.json says '
-     '"loop": "fast": it was edited; put back "loop": "dqn" and resume with run_dqn.py'),
+     '"loop": "fast": it was edited; put back "loop": "dqn" and resume it with that loop\'s '
+     'script'),
     ("dqn", lambda r: edit_config(r, loop=None),
      'config.json has "loop": null, which is no loop of fast-dqn: it was edited; put back the '
-     'loop that made the run, "dqn" (run_dqn.py) or "fast" (run_fast_dqn.py)'),
+     'loop that made the run, "dqn" or "fast"'),
     ("dqn", lambda r: edit_config(r, optimizer_epsilon=None),
      'config.json has "optimizer_epsilon": null (which this run resolves to 1e-08), but the '
      'checkpoint of step 600 was trained with'),

@@ -32,18 +32,17 @@ def resume_config(run_dir, explicit, kind):
 
     Raises ConfigError for anything that would make the resumed run not the same run.
     """
-    from fast_dqn.run.run_kinds import RUN_KINDS
     from fast_dqn.run.storage.checkpoint import latest_checkpoint
     saved = load_run_config(run_dir, "resume")
-    if saved.get("loop") not in RUN_KINDS:
-        known = " or ".join(f'"{loop}" ({other.script})' for loop, other in RUN_KINDS.items())
+    loops = (hp.Config.LOOP, hp.FastConfig.LOOP)
+    if saved.get("loop") not in loops:
         raise ConfigError("resume", f"{os.path.join(run_dir, 'config.json')} has \"loop\": "
                           f"{json.dumps(saved.get('loop'))}, which is no loop of fast-dqn: it "
-                          f"was edited; put back the loop that made the run, {known}")
+                          "was edited; put back the loop that made the run, "
+                          + " or ".join(f'"{loop}"' for loop in loops))
     if saved["loop"] != kind.loop:
         raise ConfigError("resume", f"'{run_dir}' is a {saved['loop']!r} run; resume it with "
-                          f"{RUN_KINDS[saved['loop']].script}, which made it, not this one "
-                          f"({kind.loop!r})")
+                          f"the script that made it, not this one ({kind.loop!r})")
     check_saved_types(saved, run_dir, kind.config_class)
     values = saved_values(saved, kind.config_class)
     checkpoint = latest_checkpoint(run_dir, "resume", missing_ok=True)
@@ -103,11 +102,11 @@ def check_dead_start(run_dir, values):
 
 
 def _first_checkpoint_due(values):
-    """The agent step by which a run of these settings has written its first checkpoint
-    (its logs may reach that step before it is written):
-    the first multiple of --checkpoint-freq, or the budget's end where that comes first, and
-    in the fast loop the sync point where that step falls (a period and a round later at
-    most); None when nothing is due before a stop (--checkpoint-freq 0)."""
+    """The agent step by which a run of these settings has written its first checkpoint (its
+    logs may reach that step before it is written): the first multiple of --checkpoint-freq,
+    or the budget's end where that comes first, and in the fast loop the sync point where
+    that step falls (a period and a round later at most); None when nothing is due before a
+    stop (--checkpoint-freq 0)."""
     freq, end = values.get("checkpoint_freq"), values.get("timesteps")
     if not freq:
         return None

@@ -81,28 +81,24 @@ def _as_saved(config, name, value):
     return f"{json.dumps(saved)} (which this run resolves to {json.dumps(value)})"
 
 
-def load_run_state(checkpoint, schema):
-    """The checkpoint's state, checked against `schema` (the loop's). A state that is the
-    other loop's is a config.json whose "loop" was edited, and is named as such."""
-    from fast_dqn.run.run_kinds import RUN_KINDS
-    state = checkpoint.load_state()
+def _fits(state, schema):
     try:
         check_state(state, schema)
     except StateMismatch:
-        theirs = {"dqn": NATURE_RUN, "fast": FAST_RUN}
-        for loop, other in theirs.items():
-            if other is schema:
-                continue
-            try:
-                check_state(state, other)
-            except StateMismatch:
-                continue
-            mine = next(name for name, kind in theirs.items() if kind is schema)
-            raise ConfigError("resume", f"{checkpoint.path} is a checkpoint of a \"{loop}\" "
-                              f"run, but config.json says \"loop\": \"{mine}\": it was edited; "
-                              f"put back \"loop\": \"{loop}\" and resume with "
-                              f"{RUN_KINDS[loop].script}")
-        raise
+        return False
+    return True
+
+
+def load_run_state(checkpoint, schema):
+    """The checkpoint's state, checked against `schema` (the loop's). The other loop's state
+    means config.json's "loop" was edited, and is named as such, not as a damaged file."""
+    state = checkpoint.load_state()
+    mine, theirs = ("dqn", "fast") if schema is NATURE_RUN else ("fast", "dqn")
+    if not _fits(state, schema) and _fits(state, {"dqn": NATURE_RUN, "fast": FAST_RUN}[theirs]):
+        raise ConfigError("resume", f"{checkpoint.path} is a checkpoint of a \"{theirs}\" "
+                          f"run, but config.json says \"loop\": \"{mine}\": it was edited; put "
+                          f"back \"loop\": \"{theirs}\" and resume it with that loop's script")
+    check_state(state, schema)  # what does not fit, named
     return state
 
 
