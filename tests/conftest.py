@@ -30,3 +30,17 @@ def tiny_pong_run(tmp_path_factory):
     result = run("run_dqn.py", TINY + ["--seed=1", f"--logdir={logdir}"])
     assert result.returncode == 0, result.stderr[-3000:]
     return logdir
+
+
+@pytest.fixture(scope="session")
+def finished_cartpole_run(tmp_path_factory):
+    """A tiny finished Nature CartPole run, in process (helpers.TINY_CARTPOLE, 600 steps), with
+    checkpoints at 300 and 600, no evaluation and no best/. Tests copy it before changing it."""
+    from helpers import TINY_CARTPOLE, flags
+
+    from fast_dqn.run import cli
+    from fast_dqn.run.run_kinds import NATURE
+    logdir = tmp_path_factory.mktemp("finished") / "cartpole"
+    assert cli.main(NATURE, flags(dict(TINY_CARTPOLE, timesteps=600, checkpoint_freq=300,
+                                       logdir=str(logdir)))) == 0
+    return logdir

@@ -119,15 +119,14 @@ def test_a_run_that_got_past_its_first_checkpoint_is_never_started_again(tmp_pat
     assert snapshot(run_dir) == before
 
 
-def test_a_finished_run_whose_checkpoints_were_moved_away_is_refused(tmp_path, capsys):
+def test_a_finished_run_whose_checkpoints_were_moved_away_is_refused(finished_cartpole_run,
+                                                                      tmp_path, capsys):
     """The reproduction of the data loss, on a real run: training itself writes
     first-checkpoint.txt, so the refusal does not depend on how far the logs got."""
-    from helpers import TINY_CARTPOLE, flags
     run_dir = tmp_path / "run"
-    settings = dict(TINY_CARTPOLE, timesteps=600, logdir=str(run_dir))
-    assert cli.main(NATURE, flags(settings)) == 0
+    shutil.copytree(finished_cartpole_run, run_dir)
     assert (run_dir / "first-checkpoint.txt").read_text().startswith(
-        "This run wrote its first checkpoint at agent step 600, on ")
+        "This run wrote its first checkpoint at agent step 300, on ")
     os.rename(run_dir / "checkpoints", tmp_path / "elsewhere")
     before = snapshot(run_dir)
     capsys.readouterr()
@@ -516,14 +515,10 @@ def test_evaluate_best_refuses_an_edited_export_in_one_line(edited_runs, tmp_pat
 
 # --- refusals that name the file that was edited, not another
 
-@pytest.fixture(scope="module")
-def finished_cartpole(tmp_path_factory):
-    """A real finished Nature CartPole run with two checkpoints (300 and 600)."""
-    from helpers import TINY_CARTPOLE, flags
-    run_dir = tmp_path_factory.mktemp("edited") / "run"
-    assert cli.main(NATURE, flags(dict(TINY_CARTPOLE, timesteps=600, checkpoint_freq=300,
-                                       logdir=str(run_dir)))) == 0
-    return run_dir
+@pytest.fixture
+def finished_cartpole(finished_cartpole_run):
+    """A real finished Nature CartPole run with two checkpoints (300 and 600): conftest's."""
+    return finished_cartpole_run
 
 
 def edit_config(run_dir, **changes):

@@ -17,16 +17,10 @@ from fast_dqn.tools.evaluate import PROG, main
 from fast_dqn.tools.tool_exits import Terminated, run_tool
 
 
-@pytest.fixture(scope="module")
-def cartpole_run(tmp_path_factory):
-    """A tiny CartPole run in process, with its final checkpoint and no best/."""
-    from fast_dqn.run import cli
-    from fast_dqn.run.run_kinds import NATURE
-    logdir = tmp_path_factory.mktemp("tool_input") / "run"
-    argv = ["--env=CartPole-v1", "--timesteps=300", "--prepopulate=100", "--evaluate=0",
-            f"--logdir={logdir}"]
-    assert cli.main(NATURE, argv) == 0
-    return logdir
+@pytest.fixture
+def cartpole_run(finished_cartpole_run):
+    """A tiny finished CartPole run (conftest), with its final checkpoint and no best/."""
+    return finished_cartpole_run
 
 
 def _edited(run, tmp_path, **changes):
