@@ -107,7 +107,7 @@ def check_command(argv, monkeypatch):
         return _check_run_flags(scripts[argv[0]], argv[1:])
     assert argv[0] == "-m", f"not a script or module of ours: {argv[0]}"
     module, rest = argv[1], argv[2:]
-    if module == "pytest":
+    if module in ("pytest", "venv"):  # others' modules: `python3 -m venv .venv`
         return
     if module == "fast_dqn":  # fast-dqn COMMAND, or python -m fast_dqn COMMAND
         if rest and rest[0] in ("fast", "nature"):
