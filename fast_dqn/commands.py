@@ -29,6 +29,7 @@ def main(argv=None, name="fast-dqn"):
     """Run COMMAND with the rest of argv; returns its exit status. Training ends as
     fast_dqn.run.cli says; everything else as fast_dqn.tools.tool_exits says."""
     from fast_dqn.run.run_kinds import FAST, NATURE
+    whole_process = argv is None  # the installed command or python -m fast_dqn
     argv = sys.argv[1:] if argv is None else list(argv)
     kinds = {kind.command: kind for kind in (FAST, NATURE)}
     if argv and argv[0] in kinds:
@@ -36,7 +37,7 @@ def main(argv=None, name="fast-dqn"):
         return train(kinds[argv[0]], argv[1:], script=True, prog=f"{name} {argv[0]}")
     from fast_dqn.tools.tool_exits import run_tool
     prog = f"{name} {argv[0]}" if argv and argv[0] in _SUMMARIES else name
-    return run_tool(prog, lambda: _tool(argv, name))
+    return run_tool(prog, lambda: _tool(argv, name), then_ignore=whole_process)
 
 
 def _tool(argv, name):

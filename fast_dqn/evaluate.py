@@ -7,4 +7,4 @@ from fast_dqn.tools.evaluate import PROG, main
 from fast_dqn.tools.tool_exits import run_tool
 
 if __name__ == "__main__":
-    sys.exit(run_tool(PROG, main))
+    sys.exit(run_tool(PROG, main, then_ignore=True))

@@ -316,6 +316,20 @@ def test_an_address_space_tensorflow_aborts_under_is_one_line(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_an_address_space_limit_is_not_tensorflows_under_jax(tmp_path):
+    """KERAS_BACKEND unset, keras.json naming JAX: TensorFlow's floor does not apply."""
+    from fast_dqn.agent.backend_setup import _configured_backend
+    (tmp_path / "keras.json").write_text('{"backend": "jax"}')
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env["KERAS_HOME"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", "from fast_dqn.agent.backend_setup import "
+                           "_check_address_space; _check_address_space(None); print('ok')"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+                          preexec_fn=_under_ulimit_v(2))
+    assert done.stdout.strip() == "ok", done.stderr
+    assert _configured_backend("jax") == "jax"
+
+
 @pytest.mark.slow  # TensorFlow's start-up, under the limit
 def test_a_replay_beyond_ulimit_v_is_refused_before_the_run_directory_exists(tmp_path):
     done = subprocess.run([sys.executable, "run_dqn.py", "--game=pong",

@@ -279,8 +279,8 @@ def test_a_reader_that_goes_away_is_no_traceback(argv):
 
 
 @pytest.mark.parametrize("signal_name, code, words", [
-    ("SIGINT", 130, "interrupted; nothing was written"),
-    ("SIGTERM", 143, "stopped by SIGTERM; nothing was written")])
+    ("SIGINT", 130, "interrupted; no partial file is left"),
+    ("SIGTERM", 143, "stopped by SIGTERM; no partial file is left")])
 def test_a_tool_stopped_by_a_signal_says_so_in_one_line(monkeypatch, capsys, signal_name, code,
                                                         words):
     """Ctrl-C or SIGTERM while evaluate plays its games (or exports, or plot draws)."""
@@ -308,8 +308,8 @@ def test_a_full_disk_under_a_tool_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(plot, "main", full)
     assert commands.main(["plot", "runs/x"]) == 1
     assert capsys.readouterr().err.strip().splitlines() == [
-        "fast-dqn plot: error: cannot write 'c.png' (No space left on device); nothing was "
-        "written: free some space, or give a path on another disk"]
+        "fast-dqn plot: error: cannot write 'c.png' (No space left on device); no partial file "
+        "is left: free some space, or give a path on another disk"]
 
 
 def test_ctrl_c_while_git_is_asked_at_a_runs_start_is_one_line(monkeypatch, capsys, tmp_path):

@@ -54,7 +54,8 @@ def test_resume_before_the_first_checkpoint_starts_again_from_step_0(tmp_path, c
     (config, resume), = calls
     assert resume is None and config.timesteps == 900 and config.env == "CartPole-v1"
     assert "stopped before its first checkpoint; starting it again from step 0" in out
-    assert sorted(os.listdir(run_dir)) == ["checkpoints", "config.json", "run.lock"]
+    assert sorted(os.listdir(run_dir)) == ["checkpoints", "config.json", "first-checkpoint.txt",
+                                           "run.lock"]
 
 
 def snapshot(path):
@@ -69,8 +70,8 @@ def snapshot(path):
 
 
 def moved_away(run_dir):
-    """A run whose first checkpoint was written (first-checkpoint.txt), then its
-    checkpoints/ moved away, to free a disk."""
+    """A run that had a checkpoint (first-checkpoint.txt says so), whose checkpoints/ was
+    then moved away, to free a disk."""
     from fast_dqn.run.storage.run_directory import mark_checkpointed
     mark_checkpointed(str(run_dir), 400)
     os.rmdir(run_dir / "checkpoints" / ".partial-step-000000000400-1")
@@ -81,27 +82,47 @@ def renamed(run_dir):
     (run_dir / "checkpoints" / "step-000000000400.old").mkdir()
 
 
-def logs_past_the_first_checkpoint(run_dir):
-    """A run of an older fast-dqn (no first-checkpoint.txt) whose logs are past the step of
-    its first checkpoint (250k, the default), with no checkpoint in checkpoints/."""
+def made_before_the_record(run_dir):
+    """A run of a fast-dqn that wrote no first-checkpoint.txt: only its logs tell."""
+    os.remove(run_dir / "first-checkpoint.txt")
+
+
+def log_step(run_dir, step):
     with open(run_dir / "episodes.csv", "ab") as f:
-        f.write(b"2,250001,10,1.0,1.0,1.0,0.0\r\n")
+        f.write(f"2,{step},10,1.0,1.0,1.0,0.0\r\n".encode())
 
 
-def no_checkpoint_freq(run_dir):
+def older_logs_past_the_first_checkpoint(run_dir):
+    """Logs past the step of its first checkpoint (250k, the default), none in checkpoints/."""
+    made_before_the_record(run_dir)
+    log_step(run_dir, 250_001)
+
+
+def older_logs_at_the_first_checkpoint(run_dir):
+    """Logs at the very step of its first checkpoint, with no partial one being written."""
+    made_before_the_record(run_dir)
+    shutil.rmtree(run_dir / "checkpoints")
+    log_step(run_dir, 250_000)
+
+
+def older_with_no_checkpoint_freq(run_dir):
     """--checkpoint-freq 0 writes none before the end or a stop: any logged step means the
-    run got further than a resume from step 0 may discard."""
+    run may have got further than a resume from step 0 may discard."""
+    made_before_the_record(run_dir)
     saved = json.loads((run_dir / "config.json").read_text())
     (run_dir / "config.json").write_text(json.dumps({**saved, "checkpoint_freq": 0}))
 
 
 @pytest.mark.parametrize("damage, words", [
-    (moved_away, "has written checkpoints (the first at agent step 400), as its "
-                 "first-checkpoint.txt records, but none is in"),
+    (moved_away, "has had checkpoints (one of agent step 400), as its first-checkpoint.txt "
+                 "records, but none is in"),
     (renamed, "holds step-000000000400.old, which this fast-dqn does not read as checkpoints"),
-    (logs_past_the_first_checkpoint, "its logs reach agent step 250,001 and its first was "
-                                     "due by agent step 250,000"),
-    (no_checkpoint_freq, "it writes none before it ends or is stopped (--checkpoint-freq 0)")])
+    (older_logs_past_the_first_checkpoint, "its logs reach agent step 250,001 and its first "
+                                           "was due by agent step 250,000"),
+    (older_logs_at_the_first_checkpoint, "its logs reach agent step 250,000 and its first "
+                                         "was due by agent step 250,000"),
+    (older_with_no_checkpoint_freq, "it writes none before it ends or is stopped "
+                                    "(--checkpoint-freq 0)")])
 def test_a_run_that_got_past_its_first_checkpoint_is_never_started_again(tmp_path, capsys,
                                                                           damage, words):
     """Its checkpoints moved away or renamed, a resume once said "stopped before its first
@@ -119,6 +140,38 @@ def test_a_run_that_got_past_its_first_checkpoint_is_never_started_again(tmp_pat
     assert snapshot(run_dir) == before
 
 
+def no_checkpoint_freq_crash(run_dir):
+    """--checkpoint-freq 0, killed (or out of disk at its only checkpoint) at step 250,001."""
+    saved = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps({**saved, "checkpoint_freq": 0}))
+    log_step(run_dir, 250_001)
+
+
+def other_files_in_checkpoints(run_dir):
+    """What other programs leave in a folder: hidden files are not the run's renamed ones."""
+    (run_dir / "checkpoints" / ".DS_Store").write_bytes(b"")
+
+
+def older_killed_while_writing_its_first(run_dir):
+    """A run of an older fast-dqn killed while its first checkpoint, at 250k, was written
+    (its partial is there): its logs reach that step, and no further."""
+    made_before_the_record(run_dir)
+    log_step(run_dir, 250_000)
+
+
+@pytest.mark.parametrize("stop", [no_checkpoint_freq_crash, other_files_in_checkpoints,
+                                  older_killed_while_writing_its_first])
+def test_a_run_that_never_checkpointed_starts_again_however_far_it_got(tmp_path, capsys, stop):
+    """first-checkpoint.txt still says "none yet": a crash with --checkpoint-freq 0, or after
+    a resume that raised it, leaves logs past any bound, and is started again as promised."""
+    run_dir = tmp_path / "run"
+    dead_start(run_dir)
+    stop(run_dir)
+    assert cli.main(NATURE, [f"--resume={run_dir}"], train=lambda *a, **k: None) == 0
+    assert "starting it again from step 0" in capsys.readouterr().out
+    assert not (run_dir / "episodes.csv").exists()
+
+
 def test_a_finished_run_whose_checkpoints_were_moved_away_is_refused(finished_cartpole_run,
                                                                       tmp_path, capsys):
     """The reproduction of the data loss, on a real run: training itself writes
@@ -126,7 +179,7 @@ def test_a_finished_run_whose_checkpoints_were_moved_away_is_refused(finished_ca
     run_dir = tmp_path / "run"
     shutil.copytree(finished_cartpole_run, run_dir)
     assert (run_dir / "first-checkpoint.txt").read_text().startswith(
-        "This run wrote its first checkpoint at agent step 300, on ")
+        "The run had a checkpoint of agent step 300 on ")
     os.rename(run_dir / "checkpoints", tmp_path / "elsewhere")
     before = snapshot(run_dir)
     capsys.readouterr()
@@ -135,17 +188,32 @@ def test_a_finished_run_whose_checkpoints_were_moved_away_is_refused(finished_ca
     assert snapshot(run_dir) == before and len(rows(run_dir / "episodes.csv")) > 5
 
 
-def test_a_checkpoint_writes_first_checkpoint_txt_once(tmp_path):
+def test_a_resume_from_a_checkpoint_records_it_for_a_run_made_before_the_record(
+        finished_cartpole_run, tmp_path):
+    from fast_dqn.run.storage.run_directory import checkpoint_record
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_cartpole_run, run_dir)
+    made_before_the_record(run_dir)
+    assert cli.main(NATURE, [f"--resume={run_dir}", "--timesteps=900"],
+                    train=lambda *a, **k: None) == 0
+    assert checkpoint_record(str(run_dir)) == ("written", 600)
+
+
+def test_the_record_says_none_yet_then_the_step_of_the_first_checkpoint(tmp_path):
     from fast_dqn.run.storage.checkpoint import CheckpointStore
-    from fast_dqn.run.storage.run_directory import checkpointed_step, mark_checkpointed
-    store = CheckpointStore(str(tmp_path), on_saved=lambda step: mark_checkpointed(
-        str(tmp_path), step))
-    assert checkpointed_step(str(tmp_path)) is None
+    from fast_dqn.run.storage.run_directory import checkpoint_record, mark_checkpointed
+    run_dir = str(tmp_path / "run")
+    create_run_directory(run_dir, {"loop": "dqn"}).release()
+    assert checkpoint_record(run_dir) == ("none yet", None)
+    store = CheckpointStore(run_dir, on_saved=lambda step: mark_checkpointed(run_dir, step))
     store.save(1_234, {"x": 1})
     store.save(2_000, {"x": 2})
-    assert checkpointed_step(str(tmp_path)) == 1_234
-    (tmp_path / "first-checkpoint.txt").write_text("edited")
-    assert checkpointed_step(str(tmp_path)) == 0  # still there: still refused, without a step
+    assert checkpoint_record(run_dir) == ("written", 1_234)
+    (tmp_path / "run" / "first-checkpoint.txt").write_text("edited")
+    assert checkpoint_record(run_dir) == ("written", None)  # not "none yet": still refused
+    os.remove(tmp_path / "run" / "first-checkpoint.txt")
+    assert checkpoint_record(run_dir) == ("unrecorded", None)
+    assert not [name for name in os.listdir(run_dir) if name.startswith(".")]
 
 
 @pytest.mark.slow  # real runs

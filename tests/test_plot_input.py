@@ -122,6 +122,9 @@ def test_a_replot_replaces_its_image_whole_and_says_where(tmp_path, capsys):
         assert capsys.readouterr().out == f"wrote {output}\n"
         assert output.read_bytes()[:4] == b"\x89PNG"
     assert sorted(os.listdir(tmp_path)) == ["curves.png", "r"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert output.stat().st_mode & 0o777 == 0o666 & ~umask  # as savefig's own file would be
 
 
 def test_a_plot_interrupted_while_writing_keeps_the_old_image_and_leaves_no_file(

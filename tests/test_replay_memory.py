@@ -164,7 +164,7 @@ def test_a_replay_beyond_ulimit_v_is_refused_though_it_fits_in_ram():
     """`ulimit -v` bounds the address space, which RAM's free bytes do not show: a replay
     that fit in RAM was a numpy MemoryError once the run directory existed."""
     fits = dict(available=64 * 2**30)
-    assert check_fits_in_memory(100_000, (84, 84), **fits, address_space=None)
+    assert check_fits_in_memory(100_000, (84, 84), **fits, address_space=2**50)
     with pytest.raises(ConfigError) as error:
         check_fits_in_memory(100_000, (84, 84), **fits, address_space=int(1.5 * 2**30))
     assert "`ulimit -v` leaves this process 1.50 GiB of address space; raise that limit " \

@@ -108,7 +108,7 @@ def test_a_full_disk_names_the_export_and_leaves_nothing(cartpole_run, tmp_path,
     assert run_tool(PROG, lambda: main([str(cartpole_run), f"--export={target}"])) == 1
     err = _one_line(capsys)
     assert f"'{target}'" in err and "No space left on device" in err, err
-    assert "nothing was written" in err and "another disk" in err, err
+    assert "no partial file is left" in err and "another disk" in err, err
     assert written and sorted(os.listdir(directory)) == ["notes.txt"]
 
 

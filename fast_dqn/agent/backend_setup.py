@@ -5,6 +5,7 @@ fast-dqn runs on TensorFlow and JAX. Call `configure_backend` once, before build
 """
 
 import contextlib
+import json
 import os
 import re
 import sys
@@ -96,10 +97,24 @@ def keras_backend():
 TENSORFLOW_ADDRESS_SPACE = 3 << 30
 
 
+def _configured_backend(typed):
+    """The backend Keras will load, found without importing it: KERAS_BACKEND, else the
+    "backend" of keras.json in KERAS_HOME (~/.keras by default), else TensorFlow."""
+    if typed:
+        return typed
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(home, "keras.json")) as f:
+            found = json.load(f).get("backend")
+    except (OSError, ValueError, AttributeError):
+        found = None
+    return found if isinstance(found, str) else "tensorflow"
+
+
 def _check_address_space(typed):
     """Refuse, before TensorFlow is imported, an address-space limit it would abort under."""
     import resource
-    if (typed or "tensorflow") != "tensorflow" or "keras" in sys.modules:
+    if _configured_backend(typed) != "tensorflow" or "keras" in sys.modules:
         return
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY and soft < TENSORFLOW_ADDRESS_SPACE:

@@ -9,10 +9,10 @@ from fast_dqn.run.settings import hyperparameters as hp
 from fast_dqn.run.settings.flags import flag_name
 from fast_dqn.run.settings.validation import check_budget, check_saved_types, resolve
 from fast_dqn.run.storage.run_directory import (
-    CHECKPOINTED_FILE,
+    CHECKPOINT_RECORD,
     RunLock,
     check_writable,
-    checkpointed_step,
+    checkpoint_record,
     load_run_config,
 )
 
@@ -71,29 +71,36 @@ def check_dead_start(run_dir, values):
     """A run without a checkpoint is started again from step 0, its logs discarded
     (run_directory.discard_dead_start): right only for a run that stopped before its first
     checkpoint. Raises ConfigError, changing nothing, where its files say it got further:
-    first-checkpoint.txt, something in checkpoints/ that is no checkpoint (renamed folders),
-    or logs past the step its first checkpoint was due at (runs made before that file)."""
+    something in checkpoints/ that is no checkpoint (renamed folders), first-checkpoint.txt,
+    or, for a run made before that file, logs that reach the step its first checkpoint was
+    due by."""
     folder = os.path.join(run_dir, "checkpoints")
     fix = (f"nothing was changed: put its checkpoints back in '{folder}' to resume it, or "
            "start a new run with another --logdir")
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise ConfigError("resume", f"'{folder}' is a file, not the run's checkpoints folder; "
                           + fix)
-    strangers = sorted(name for name in (os.listdir(folder) if os.path.isdir(folder) else ())
-                       if not name.startswith(".partial-"))
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    # Hidden names are the run's partial checkpoints or other programs' (.DS_Store, .nfs*).
+    strangers = sorted(name for name in names if not name.startswith("."))
     if strangers:
         shown = ", ".join(strangers[:3]) + (f" and {len(strangers) - 3} more"
                                             if len(strangers) > 3 else "")
         raise ConfigError("resume", f"'{folder}' holds {shown}, which this fast-dqn does not "
                           "read as checkpoints (they are folders named step-NNNNNNNNNNNN): "
                           "were they renamed? " + fix)
-    first = checkpointed_step(run_dir)
-    if first is not None:
-        at = f" (the first at agent step {first:,})" if first else ""
-        raise ConfigError("resume", f"'{run_dir}' has written checkpoints{at}, as its "
-                          f"{CHECKPOINTED_FILE} records, but none is in '{folder}' now; " + fix)
+    record, step = checkpoint_record(run_dir)
+    if record == "written":
+        one = f" (one of agent step {step:,})" if step is not None else ""
+        raise ConfigError("resume", f"'{run_dir}' has had checkpoints{one}, as its "
+                          f"{CHECKPOINT_RECORD} records, but none is in '{folder}' now; " + fix)
+    if record == "none yet":
+        return
     reached, due = _last_logged_step(run_dir), _first_checkpoint_due(values)
-    if reached and (due is None or reached > due):
+    # At the very step the first checkpoint was due, only a stop while it was written (its
+    # partial left behind) is a dead start.
+    writing = any(name.startswith(".partial-") for name in names)
+    if reached and (due is None or reached > due or (reached == due and not writing)):
         when = ("it writes none before it ends or is stopped (--checkpoint-freq 0)"
                 if due is None else f"its first was due by agent step {due:,}")
         raise ConfigError("resume", f"'{run_dir}' has no checkpoint, but its logs reach agent "
@@ -105,15 +112,16 @@ def _first_checkpoint_due(values):
     """The agent step by which a run of these settings has written its first checkpoint (its
     logs may reach that step before it is written): the first multiple of --checkpoint-freq,
     or the budget's end where that comes first, and in the fast loop the sync point where
-    that step falls (a period and a round later at most); None when nothing is due before a
+    that step falls (a period and a chunk later at most); None when nothing is due before a
     stop (--checkpoint-freq 0)."""
     freq, end = values.get("checkpoint_freq"), values.get("timesteps")
     if not freq:
         return None
     if "workers" in values:  # the fast loop: checkpoints come at sync points
-        chunk = max(values.get("workers") or 1, (values.get("num_samplers") or 1)
-                    * (values.get("envs_per_sampler") or 1) * (values.get("rollout_steps") or 1))
-        freq += (values.get("target_update_freq") or 0) + chunk
+        chunk = (values.get("num_samplers", 1) * values.get("envs_per_sampler", 1)
+                 * values.get("rollout_steps", 1) if values.get("backend") == "ray"
+                 else values.get("workers", 1))
+        freq += values.get("target_update_freq", 0) + chunk
         end = (end or 0) + chunk
     return min(freq, end) if end else freq
 
@@ -133,7 +141,7 @@ def _last_logged_step(run_dir):
                         reached = max(reached, int(float(row.get("agent_step") or 0)))
                     except (TypeError, ValueError, OverflowError):
                         continue
-        except OSError:
+        except (OSError, csv.Error, ValueError):  # ValueError: NUL bytes (Python 3.10)
             continue
     try:
         reached = max([reached, *best_store(run_dir, warn=lambda message: None).steps()])

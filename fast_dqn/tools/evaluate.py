@@ -410,20 +410,6 @@ def _check_export_path(path):
     _check_new_file(path, "export")
 
 
-def _new_partial(path):
-    """A new, empty file beside `path` for Keras to write: created exclusively, so that it
-    is no one else's (another export's, or one left by a killed export of a reused PID)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    while True:
-        partial = os.path.join(directory, f".{name}.partial-{os.getpid()}-"
-                               f"{secrets.token_hex(4)}.keras")
-        try:
-            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            return partial
-        except FileExistsError:
-            continue
-
-
 def _write_error(error, path):
     """What an OSError while writing the export is to the user, about PATH (Keras's own
     names no file). A full, over-quota, read-only or failing disk stays an OSError, which
@@ -440,6 +426,7 @@ def export_run(run_dir, path, best=False, out=None):
     """Write the run's main network (latest checkpoint, or best/) to `path` as a .keras
     file of built-in layers (fast_dqn.agent.export); returns the action names, or None."""
     from fast_dqn.agent.backend_setup import keras_backend
+    from fast_dqn.tools.partial_file import new_partial
 
     out = out or sys.stdout
     _check_export_path(path)
@@ -468,7 +455,7 @@ def export_run(run_dir, path, best=False, out=None):
     # leaves no half-written file under PATH, and the finally removes the partial.
     partial = None
     try:
-        partial = _new_partial(path)
+        partial = new_partial(path)
         model.save(partial)
         try:
             os.link(partial, path)  # fails where PATH now exists: another export's, kept
@@ -524,4 +511,4 @@ def main(argv=None, prog=PROG):
 
 if __name__ == "__main__":
     from fast_dqn.tools.tool_exits import run_tool
-    sys.exit(run_tool(PROG, main))
+    sys.exit(run_tool(PROG, main, then_ignore=True))

@@ -425,10 +425,10 @@ def save_figure(fig, plt, output):
     written, so an interrupted plot leaves the last image as it was and no partial file.
     An existing image there is replaced: a run's figure is drawn again as the run goes on
     (the `next:` line the training scripts print), to the path plot wrote before."""
-    directory, name = os.path.split(output)
-    root, extension = os.path.splitext(name)
-    partial = os.path.join(directory, f".{root}.partial-{os.getpid()}{extension}")
+    from fast_dqn.tools.partial_file import new_partial
+    partial = None
     try:
+        partial = new_partial(output)
         fig.savefig(partial, dpi=120)
         os.replace(partial, output)
     except OSError as error:
@@ -439,8 +439,9 @@ def save_figure(fig, plt, output):
                           "path")
     finally:
         plt.close(fig)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(partial)
+        if partial is not None:
+            with contextlib.suppress(OSError):  # gone (renamed), or a read-only disk's error
+                os.remove(partial)
     return output
 
 
@@ -519,4 +520,4 @@ def _main_reference(prog, args):
 
 if __name__ == "__main__":
     from fast_dqn.tools.tool_exits import run_tool
-    sys.exit(run_tool(PROG, main))
+    sys.exit(run_tool(PROG, main, then_ignore=True))

@@ -9,8 +9,8 @@ with the training scripts (fast_dqn.run.cli):
     a reader that went away (`| head`, `| true`)                    output dropped, status kept
 
 Ctrl-C and SIGTERM are raised in the main thread as exceptions, so the `finally` of whatever
-the tool was writing removes its partial file. Anything else is a bug and keeps its
-traceback.
+the tool was writing removes its partial file; what it finished stays (an export linked into
+place just before the Ctrl-C). Anything else is a bug and keeps its traceback.
 """
 
 import errno
@@ -35,8 +35,10 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-def run_tool(prog, body):
-    """Call body() (returns an exit status) and turn how it ends into one line and a status."""
+def run_tool(prog, body, then_ignore=False):
+    """Call body() (returns an exit status) and turn how it ends into one line and a status.
+    then_ignore: the tool is the whole process, whose last moments ignore Ctrl-C and SIGTERM
+    (a signal after its work is done must not turn it into a traceback or exit -15)."""
     if not isinstance(sys.stdout, OutlivesConsole):
         sys.stdout = OutlivesConsole(sys.stdout)
     if not isinstance(sys.stderr, OutlivesConsole):
@@ -49,19 +51,22 @@ def run_tool(prog, body):
     except ConfigError as error:
         return fail(prog, error)
     except Terminated:
-        print(f"{prog}: stopped by SIGTERM; nothing was written", file=sys.stderr)
+        print(f"{prog}: stopped by SIGTERM; no partial file is left", file=sys.stderr)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted; nothing was written", file=sys.stderr)
+        print(f"{prog}: interrupted; no partial file is left", file=sys.stderr)
         return 130
     except OSError as error:
         if error.errno not in STORAGE_ERRORS:
             raise
         where = f" '{error.filename}'" if error.filename else ""
-        print(f"{prog}: error: cannot write{where} ({error.strerror}); nothing was written: "
-              "free some space, or give a path on another disk", file=sys.stderr)
+        print(f"{prog}: error: cannot write{where} ({error.strerror}); no partial file is "
+              "left: free some space, or give a path on another disk", file=sys.stderr)
         return 1
     finally:
-        if main_thread:
+        if main_thread and then_ignore:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        elif main_thread:
             # None: a handler not set from Python, which SIG_DFL stands for.
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)

@@ -143,7 +143,7 @@ class Checkpoint:
 
 class CheckpointStore:
     def __init__(self, run_dir, keep=2, warn=None, folder="checkpoints", on_saved=None):
-        """on_saved(step): called once each checkpoint is complete on disk."""
+        """on_saved(step): called as each checkpoint takes its final name."""
         self.dir = os.path.join(run_dir, folder)
         self.keep = keep
         self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
@@ -199,6 +199,8 @@ class CheckpointStore:
                 os.fsync(f.fileno())
             _fsync_dir(partial)
             os.rename(partial, final)
+            if self.on_saved:  # at once: a kill -9 just after must find it recorded
+                self.on_saved(step)
             _fsync_dir(self.dir)
         except (OSError, zstandard.ZstdError) as error:
             shutil.rmtree(partial, ignore_errors=True)
@@ -207,8 +209,6 @@ class CheckpointStore:
                                   f"{self.dir} ({getattr(error, 'strerror', None) or error})"
                                   ) from error
         self._prune()
-        if self.on_saved:
-            self.on_saved(step)
         return final
 
     @staticmethod

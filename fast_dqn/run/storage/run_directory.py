@@ -182,6 +182,7 @@ def create_run_directory(path, config_dict):
     lock.sign()
     try:
         _write_config_once(path, config_dict)
+        record_no_checkpoint_yet(path)
     except FileExistsError:
         lock.release()
         raise ConfigError("logdir", f"'{path}' was just taken by another run; choose another")
@@ -243,41 +244,65 @@ def load_run_config(run_dir, setting):
     return saved
 
 
-# Written beside checkpoints/ once the run's first checkpoint is complete, and never removed:
-# a run without a checkpoint but with this file lost its checkpoints (moved, deleted), and is
-# not a run that stopped before its first one, whose logs a resume may discard.
-CHECKPOINTED_FILE = "first-checkpoint.txt"
+# Beside checkpoints/: written "none yet" as the run directory is made, then, once the run's
+# first checkpoint is complete, the step of one it had; never removed. A run without a
+# checkpoint is started again from step 0, its logs discarded, only where this file says
+# none was ever written: one whose checkpoints/ was moved away is refused (resume.py).
+CHECKPOINT_RECORD = "first-checkpoint.txt"
+_NONE_YET = "No checkpoint yet."
+_RECORD_TEMPORARY = f".{CHECKPOINT_RECORD}.partial-"
+
+
+def _write_record(run_dir, text):
+    """Replace the record whole: a stop leaves the old one or the new one."""
+    temporary = os.path.join(run_dir, f"{_RECORD_TEMPORARY}{os.getpid()}")
+    with open(temporary, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, os.path.join(run_dir, CHECKPOINT_RECORD))
+
+
+def record_no_checkpoint_yet(run_dir):
+    _write_record(run_dir, f"{_NONE_YET} fast-dqn writes here the step of the run's first "
+                  "checkpoint once it is complete. Until then, --resume starts the run again "
+                  "from step 0 (its logs are of steps played again); after, it never does.\n")
 
 
 def mark_checkpointed(run_dir, step):
-    """Record, once, that the run has a checkpoint (of agent step `step`)."""
-    path = os.path.join(run_dir, CHECKPOINTED_FILE)
-    if os.path.lexists(path):
+    """Record, once, that the run has had a checkpoint (of agent step `step`)."""
+    if checkpoint_record(run_dir)[0] == "written":
         return
     try:
-        with open(path, "x") as f:
-            f.write(f"This run wrote its first checkpoint at agent step {step:,}, on "
-                    f"{time.strftime('%Y-%m-%d %H:%M:%S')}. While this file is here, --resume "
-                    "never starts the run again from step 0 (which would discard its logs): "
-                    "if checkpoints/ is missing, it was moved or deleted.\n")
+        _write_record(run_dir, f"The run had a checkpoint of agent step {step:,} on "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}. While this file says so, "
+                      "--resume never starts the run again from step 0 (which would discard "
+                      "its logs): if checkpoints/ is missing, it was moved or deleted.\n")
     except OSError:
         # The checkpoint itself is complete; without the record, --resume still reads the
         # logs' steps (resume.check_dead_start), and the disk's trouble ends the run soon.
         pass
 
 
-def checkpointed_step(run_dir):
-    """The agent step of the run's first checkpoint as first-checkpoint.txt records it, 0
-    when the file is there but unreadable, None without it."""
-    path = os.path.join(run_dir, CHECKPOINTED_FILE)
+def checkpoint_record(run_dir):
+    """(what first-checkpoint.txt says, the step it names): ("written", step, or None where
+    the file was edited past reading), ("none yet", None), or ("unrecorded", None) for a
+    run made before the file was, or whose file was deleted."""
+    path = os.path.join(run_dir, CHECKPOINT_RECORD)
     if not os.path.lexists(path):
-        return None
+        return "unrecorded", None
     try:
         with open(path) as f:
-            words = f.read(4096).split()
-        return int(words[words.index("step") + 1].rstrip(",").replace(",", ""))
-    except (OSError, ValueError, IndexError, UnicodeDecodeError):
-        return 0
+            text = f.read(4096)
+    except (OSError, UnicodeDecodeError):
+        return "written", None
+    if text.startswith(_NONE_YET):
+        return "none yet", None
+    words = text.split()
+    try:
+        return "written", int(words[words.index("step") + 1].replace(",", ""))
+    except (ValueError, IndexError):
+        return "written", None
 
 
 # What a run writes before its first checkpoint; checkpoints/ holds at most a .partial-*.
@@ -289,7 +314,9 @@ def discard_dead_start(run_dir):
     at step 0: their rows are of steps it plays again. Its config.json and lock stay."""
     import shutil
     for name in os.listdir(run_dir):
-        if name.startswith(_CONFIG_TEMPORARY):  # a stop between linking it and removing it
+        # A stop between linking config.json and removing its temporary, or while the
+        # checkpoint record was written.
+        if name.startswith((_CONFIG_TEMPORARY, _RECORD_TEMPORARY)):
             os.remove(os.path.join(run_dir, name))
     for name in DEAD_START_LOGS:
         path = os.path.join(run_dir, name)

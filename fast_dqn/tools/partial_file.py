@@ -1,0 +1,21 @@
+"""What a tool writes appears whole or not at all: it is written to a partial file beside
+its path, then linked or renamed into place (evaluate --export, plot -o)."""
+
+import os
+import secrets
+
+
+def new_partial(path):
+    """A new, empty, hidden file beside `path`, with its extension (which picks the format
+    Keras or matplotlib writes): created exclusively, so it is no one else's (another tool's,
+    one a killed tool of a reused PID left, or a link's target), with the usual permissions."""
+    directory, name = os.path.split(os.path.abspath(path))
+    extension = os.path.splitext(name)[1]
+    while True:
+        partial = os.path.join(directory, f".{name}.partial-{os.getpid()}-"
+                               f"{secrets.token_hex(4)}{extension}")
+        try:
+            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return partial
+        except FileExistsError:
+            continue
