@@ -6,6 +6,7 @@ and exits with status 2 (argparse's convention). Anything else that escapes is a
 keeps its traceback.
 """
 
+import errno
 import re
 
 _OTHER_SETTING = re.compile(r"\$\{(\w+)\}")
@@ -24,3 +25,8 @@ class ConfigError(ValueError):
         default, a flag on the command line."""
         text = _OTHER_SETTING.sub(lambda match: name_of(match.group(1)), self.message)
         return f"{name_of(self.setting)}: {text}" if self.setting else text
+
+
+# What a storage that is full, over quota, read-only or failing answers a write: the run or
+# tool cannot go on, and says so in one line (not a bug's traceback).
+STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}

@@ -16,7 +16,7 @@ import sys
 import traceback
 
 from fast_dqn.code_version import code_record
-from fast_dqn.errors import ConfigError
+from fast_dqn.errors import STORAGE_ERRORS, ConfigError
 from fast_dqn.loops.minibatch_schedule import minibatches_due
 from fast_dqn.run.resume import describe_kept, hold_run, resume_config
 from fast_dqn.run.run_kinds import kind_of
@@ -201,10 +201,6 @@ def main(kind, argv=None, train=None, script=False, prog=None):
         return _train(prog, config, train, checkpoint, script)
 
 
-# What a storage that is full, over quota, read-only or failing answers a write.
-_STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
-
-
 def _failed(prog, config):
     """An unexpected failure: its traceback, then one line with what to do."""
     traceback.print_exc()
@@ -237,7 +233,7 @@ def _train(prog, config, train, checkpoint, script):
                   file=sys.stderr)
             return 1
         except OSError as error:
-            if error.errno not in _STORAGE_ERRORS:
+            if error.errno not in STORAGE_ERRORS:
                 return _failed(prog, config)
             # A full disk between checkpoints (a log row, a TensorBoard event): the run cannot
             # go on, and its last checkpoint is intact, so one line says what to do.

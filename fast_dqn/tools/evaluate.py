@@ -415,7 +415,7 @@ def _write_error(error, path):
     names no file). A full, over-quota, read-only or failing disk stays an OSError, which
     fast_dqn.tools.tool_exits words as one line, status 1; anything else the path's
     directory refused is a ConfigError."""
-    from fast_dqn.tools.tool_exits import STORAGE_ERRORS
+    from fast_dqn.errors import STORAGE_ERRORS
     if error.errno in STORAGE_ERRORS:
         return OSError(error.errno, error.strerror or os.strerror(error.errno), path)
     return ConfigError("export", f"cannot write '{path}' ({error.strerror or error}); nothing "

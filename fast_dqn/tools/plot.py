@@ -432,7 +432,7 @@ def save_figure(fig, plt, output):
         fig.savefig(partial, dpi=120)
         os.replace(partial, output)
     except OSError as error:
-        from fast_dqn.tools.tool_exits import STORAGE_ERRORS
+        from fast_dqn.errors import STORAGE_ERRORS
         if error.errno in STORAGE_ERRORS:  # a full disk: tool_exits's one line, status 1
             raise OSError(error.errno, error.strerror, output) from None
         raise ConfigError("-o", f"cannot write '{output}' ({error.strerror}); give a writable "

@@ -13,17 +13,13 @@ the tool was writing removes its partial file; what it finished stays (an export
 place just before the Ctrl-C). Anything else is a bug and keeps its traceback.
 """
 
-import errno
 import signal
 import sys
 import threading
 
-from fast_dqn.errors import ConfigError
+from fast_dqn.errors import STORAGE_ERRORS, ConfigError
 from fast_dqn.run.logs.progress import OutlivesConsole
 from fast_dqn.run.settings.flags import fail
-
-# What a storage that is full, over quota, read-only or failing answers a write.
-STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
 
 
 class Terminated(KeyboardInterrupt):
