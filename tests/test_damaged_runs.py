@@ -194,8 +194,7 @@ def test_a_resume_from_a_checkpoint_records_it_for_a_run_made_before_the_record(
     run_dir = tmp_path / "run"
     shutil.copytree(finished_cartpole_run, run_dir)
     made_before_the_record(run_dir)
-    assert cli.main(NATURE, [f"--resume={run_dir}", "--timesteps=900"],
-                    train=lambda *a, **k: None) == 0
+    assert cli.main(NATURE, [f"--resume={run_dir}", "--timesteps=900"]) == 0
     assert checkpoint_record(str(run_dir)) == ("written", 600)
 
 

@@ -29,7 +29,6 @@ from fast_dqn.run.storage.run_directory import (
     create_run_directory,
     default_logdir,
     discard_dead_start,
-    mark_checkpointed,
     run_name,
 )
 
@@ -164,9 +163,6 @@ def main(kind, argv=None, train=None, script=False, prog=None):
                       "larger --timesteps to go on", flush=True)
                 return 0
             lock.sign()
-            if checkpoint is not None:
-                # A run made before first-checkpoint.txt gets it now, from its checkpoint.
-                mark_checkpointed(args.resume, checkpoint.step)
             if kept:
                 print(f"{prog}: {describe_kept(kept)}", flush=True)
             if checkpoint is None:

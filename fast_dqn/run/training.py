@@ -171,6 +171,9 @@ class RunParts:
             with state_of(resume), games_of(resume):
                 check_settings(config, self.state["settings"], resume.step)
                 self._load_before_files()
+            # Accepted: a run made before first-checkpoint.txt gets it now (its first file
+            # change, as the monitor's below).
+            mark_checkpointed(config.logdir, resume.step)
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
         # The state's values were checked above: the monitor's errors are its own.
