@@ -15,11 +15,6 @@ def next_sync_point(step, period, round_size, total):
     return min(total, -(-crossing // round_size) * round_size)
 
 
-def budget_end(timesteps, round_size):
-    """The step a run of `timesteps` ends at: whole chunks, so rounded up to one."""
-    return -(-timesteps // round_size) * round_size
-
-
 class HeldTransitions:
     """The chunks received since the last flush, in arrival order."""
 
