@@ -321,3 +321,14 @@ def test_ctrl_c_while_git_is_asked_at_a_runs_start_is_one_line(monkeypatch, caps
     assert capsys.readouterr().err.strip().splitlines() == [
         "run_dqn.py: interrupted before training began; nothing was made"]
     assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_while_version_asks_git_is_one_line(monkeypatch, capsys):
+    def slow_git(prog):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(code_version, "version_line", slow_git)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(NATURE, ["--version"])
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "run_dqn.py: interrupted; nothing was made"]

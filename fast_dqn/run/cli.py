@@ -135,11 +135,7 @@ def main(kind, argv=None, train=None, script=False, prog=None):
         from fast_dqn.run.logs.progress import OutlivesConsole
         sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
     parser = build_parser(prog, kind.description, config_class)
-    try:
-        args = parser.parse_args(argv)  # --version asks git, which may take seconds
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted before training began; nothing was made", file=sys.stderr)
-        return 130
+    args = parser.parse_args(argv)
     if getattr(args, "list_games", False):
         from fast_dqn.envs.games import available_games
         print("\n".join(available_games()))

@@ -77,18 +77,7 @@ def check_dead_start(run_dir, values):
     folder = os.path.join(run_dir, "checkpoints")
     fix = (f"nothing was changed: put its checkpoints back in '{folder}' to resume it, or "
            "start a new run with another --logdir")
-    if os.path.lexists(folder) and not os.path.isdir(folder):
-        raise ConfigError("resume", f"'{folder}' is a file, not the run's checkpoints folder; "
-                          + fix)
-    names = os.listdir(folder) if os.path.isdir(folder) else []
-    # Hidden names are the run's partial checkpoints or other programs' (.DS_Store, .nfs*).
-    strangers = sorted(name for name in names if not name.startswith("."))
-    if strangers:
-        shown = ", ".join(strangers[:3]) + (f" and {len(strangers) - 3} more"
-                                            if len(strangers) > 3 else "")
-        raise ConfigError("resume", f"'{folder}' holds {shown}, which this fast-dqn does not "
-                          "read as checkpoints (they are folders named step-NNNNNNNNNNNN): "
-                          "were they renamed? " + fix)
+    names = _checkpoint_folder_names(folder, fix)
     record, step = checkpoint_record(run_dir)
     if record == "written":
         one = f" (one of agent step {step:,})" if step is not None else ""
@@ -106,6 +95,24 @@ def check_dead_start(run_dir, values):
         raise ConfigError("resume", f"'{run_dir}' has no checkpoint, but its logs reach agent "
                           f"step {reached:,} and {when}: its checkpoints were moved or deleted, "
                           "or it was killed before writing one; " + fix)
+
+
+def _checkpoint_folder_names(folder, fix):
+    """The names in a run's checkpoints/ that holds no checkpoint, all hidden (the run's
+    partial checkpoints, or other programs' .DS_Store, .nfs*); else ConfigError: a file
+    there, or a name that is not hidden (a renamed checkpoint)."""
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise ConfigError("resume", f"'{folder}' is a file, not the run's checkpoints folder; "
+                          + fix)
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    strangers = sorted(name for name in names if not name.startswith("."))
+    if strangers:
+        shown = ", ".join(strangers[:3]) + (f" and {len(strangers) - 3} more"
+                                            if len(strangers) > 3 else "")
+        raise ConfigError("resume", f"'{folder}' holds {shown}, which this fast-dqn does not "
+                          "read as checkpoints (they are folders named step-NNNNNNNNNNNN): "
+                          "were they renamed? " + fix)
+    return names
 
 
 def _first_checkpoint_due(values):

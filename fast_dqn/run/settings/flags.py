@@ -31,7 +31,11 @@ class _PrintVersion(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         from fast_dqn.code_version import version_line
-        print(version_line(parser.prog))  # on stdout, as argparse's own version action
+        try:
+            line = version_line(parser.prog)  # asks git, which may take seconds
+        except KeyboardInterrupt:
+            parser.exit(130, f"{parser.prog}: interrupted; nothing was made\n")
+        print(line)  # on stdout, as argparse's own version action
         parser.exit(0)
 
 
