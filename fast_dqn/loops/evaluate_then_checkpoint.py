@@ -33,14 +33,10 @@ class EvaluateThenCheckpoint:
                 self.checkpoints.save(step, state_dict())
             raise
 
-    def checkpoint_ends_run(self, step, state_dict, last, done, eval_pending):
-        """Checkpoint where one is due, a stop is asked, or at the run's `last` step (the
-        final one: `finished` unless its evaluation is still pending); true when the run
-        ends here: `done`, or a stop."""
-        if not self.checkpoints:
-            return done
-        stop = self.checkpoints.stop_requested()
-        if stop or self.checkpoints.due(step) or last:
+    def checkpoint(self, step, state_dict, last, eval_pending, stop):
+        """Write a checkpoint where one is due, a stop was asked (`stop`, read by the caller
+        once, so that the checkpoint and the run's end answer the same request), or at the
+        run's `last` step: `finished` there unless its evaluation is still pending."""
+        if self.checkpoints and (stop or self.checkpoints.due(step) or last):
             self.checkpoints.save(step, state_dict(), final=last,
                                   finished=last and not eval_pending)
-        return stop or done

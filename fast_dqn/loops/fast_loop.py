@@ -85,9 +85,10 @@ class FastLoop:
             if s.eval_pending and self.phases.evaluate(s.step, s.state_dict):
                 s.eval_pending, s.last_eval = False, s.step
             if s.boundary:
-                last = s.step >= self.total
-                if self.phases.checkpoint_ends_run(s.step, s.state_dict, last=last, done=last,
-                                                   eval_pending=s.eval_pending):
+                last, stop = s.step >= self.total, self.phases.stop_requested()
+                self.phases.checkpoint(s.step, s.state_dict, last=last,
+                                       eval_pending=s.eval_pending, stop=stop)
+                if stop or last:
                     return s.step
                 self._hand_over()
             elif self.phases.stop_requested():
@@ -222,7 +223,7 @@ class FastLoop:
         """The abort test of the last wait: never aborts, but keeps the console going while
         the last minibatches train, and says why a stop waits."""
         if self._waiting() and not self.told_finishing:
-            self.monitor.message("the last period's minibatches are still training: the run "
-                                 "finishes them before it stops")
+            self.monitor.message("stopping: the minibatches of this period are still "
+                                 "training; the checkpoint is written once they are done")
             self.told_finishing = True
         return False

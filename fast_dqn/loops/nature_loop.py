@@ -42,10 +42,12 @@ class NatureLoop:
         while True:
             if self.eval_pending and self.phases.evaluate(self.step, self.state_dict):
                 self.eval_pending, self.last_eval = False, self.step
+            stop = self.phases.stop_requested()
             # A run resumed past its budget (only a Python caller can ask that) writes no end.
-            if self.phases.checkpoint_ends_run(
-                    self.step, self.state_dict, last=self.step == self.settings.timesteps,
-                    done=self.step >= self.settings.timesteps, eval_pending=self.eval_pending):
+            self.phases.checkpoint(self.step, self.state_dict,
+                                   last=self.step == self.settings.timesteps,
+                                   eval_pending=self.eval_pending, stop=stop)
+            if stop or self.step >= self.settings.timesteps:
                 return self.step
             eps = self._act()
             self._train(self.step - 1, self.step)
