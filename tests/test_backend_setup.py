@@ -50,6 +50,31 @@ def test_the_device_line_names_the_gpu_or_says_there_is_none():
         "device: CPU (JAX found no GPU); Keras backend: jax"
 
 
+def test_the_device_line_names_the_precision_and_what_auto_chose():
+    from fast_dqn.agent.backend_setup import device_line
+    cpu = [("CPU", "CPU")]
+    assert device_line("tensorflow", cpu, "float32").endswith("; precision: float32")
+    assert device_line("tensorflow", cpu, "bfloat16", chosen=True).endswith(
+        "; precision: bfloat16 (--precision auto: computed natively here)")
+    assert device_line("jax", cpu, "float32", chosen=True).endswith(
+        "; precision: float32 (--precision auto: no bfloat16 arithmetic here)")
+
+
+def test_a_resolved_config_remembers_that_auto_chose_its_precision(monkeypatch):
+    import pickle
+
+    from fast_dqn.agent import backend_setup
+    from fast_dqn.run.settings.hyperparameters import Config
+    from fast_dqn.run.settings.validation import resolve
+    monkeypatch.setattr(backend_setup, "computes_bfloat16", lambda: False)
+    chosen = resolve(Config(env="CartPole-v1", precision="auto", replay_capacity=1_000,
+                            prepopulate=100))
+    assert chosen.precision == "float32" and chosen.precision_chosen
+    assert pickle.loads(pickle.dumps(chosen)).precision_chosen
+    given = resolve(Config(env="CartPole-v1", replay_capacity=1_000, prepopulate=100))
+    assert not given.precision_chosen
+
+
 @pytest.mark.parametrize("name", ["torch", "numpy", "openvino"])
 def test_a_backend_fast_dqn_does_not_run_on_is_one_config_error(monkeypatch, name):
     import keras

@@ -38,8 +38,10 @@ def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
     assert a == b  # concurrent + synchronized, yet identical
     # Where the trainer gathers, and K: said at start-up, and recorded as resolved for the
     # device that trains (a CPU: host, 16).
-    assert "replay: on the host (0." in results[0].stdout
-    assert "16 minibatches per compiled call, gathered here" in results[0].stdout
+    assert "replay: 0." in results[0].stdout
+    assert "GiB in RAM; the trainer trains 16 minibatches per call (--updates-per-call)" \
+        in results[0].stdout
+    assert "Keras backend: tensorflow; precision: float32\n" in results[0].stdout
     saved = json.loads((tmp_path / "a" / "config.json").read_text())
     assert saved["replay_device"] == "host" and saved["updates_per_call"] == 16
     # ... and the seed is what makes them so: another seed plays other games.

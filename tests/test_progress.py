@@ -125,6 +125,34 @@ def test_the_training_eta_shows_before_any_evaluation_game_is_timed(tmp_path):
     assert progress.estimate(200) == (pytest.approx(90 + (29 + 4 * 30) * 10), 0)
 
 
+def test_an_evaluation_between_every_two_lines_still_lets_the_eta_be_measured(tmp_path):
+    """CartPole evaluates every 5k steps, about every 10 s: as often as the status lines.
+    Training's rate is measured from each evaluation's end, so the ETA becomes known."""
+    clock, out = FakeClock(), io.StringIO()
+    progress = RunProgress(10_000, train_freq=4, prepopulate=0, eval_every=1_000,
+                           eval_games=2)
+    progress.follow(MinibatchSchedule(train_start=0, train_freq=4))
+    monitor = Monitor(str(tmp_path), 10_000, interval=10, clock=clock, progress=progress,
+                      console=ProgressLines(10_000, out=out, interval=10))
+    step = 0
+    try:
+        while step < 5_000:
+            for _ in range(100):                     # 1,000 steps in 10 s, 25 minibatches/s
+                clock.t += 0.1
+                step += 10
+                progress.trained(2 if step % 40 == 0 else 0)
+                progress.trained(1 if step % 40 == 20 else 0)
+                monitor.tick(step, 0.1)
+            for game in (1, 2, 3):                   # then an evaluation: 2 games of 1 s
+                monitor.evaluation_game(game, 2)
+                clock.t += 1.0 if game < 3 else 0.0
+    finally:
+        monitor.close()
+    etas = [line.rsplit("ETA ", 1)[1] for line in out.getvalue().splitlines()
+            if "| training |" in line]
+    assert len(etas) >= 4 and "?" not in etas[1:], etas
+
+
 def test_an_evaluation_during_a_refill_is_still_counted():
     progress = RunProgress(10_000, train_freq=4, prepopulate=1_000, eval_every=5_000,
                            eval_games=2)
@@ -205,18 +233,31 @@ def test_the_steps_per_second_after_an_evaluation_leave_its_time_out(tmp_path):
     assert "| 100 steps/s |" in out.getvalue().splitlines()[-1]
 
 
-def fast_loop_console(tmp_path, periods, total, eval_at=None):
+def fast_loop_console(tmp_path, periods, total, eval_at=None, warm_up=0):
     """The console of a fast-loop-like run on a fake clock: each 20 s period, the samplers
     play 2,000 steps in its first 2 s (ticks every 0.5 s), then wait 18 s for the trainer
     (ticks go on); the trainer trains 25 minibatches/s throughout, so the run makes 100 agent
-    steps/s. An evaluation of 100 s at the end of period `eval_at`. Returns (time, line)."""
+    steps/s. An evaluation of 100 s at the end of period `eval_at`. Before them, `warm_up`
+    periods of warm-up: 2,000 steps in 2 s each, nothing trained. Returns (time, line)."""
     clock, out = FakeClock(), io.StringIO()
-    progress = RunProgress(total, train_freq=4, prepopulate=0)
-    progress.follow(MinibatchSchedule(train_start=0, train_freq=4))
+    prepopulate = 2_000 * warm_up
+    progress = RunProgress(total, train_freq=4, prepopulate=prepopulate)
+    progress.follow(MinibatchSchedule(train_start=prepopulate, train_freq=4))
     monitor = Monitor(str(tmp_path), total, interval=10, clock=clock, progress=progress,
                       console=ProgressLines(total, out=out, interval=10))
     shown, step, evaluated = [], 0, 0.0
     try:
+        for _ in range(warm_up):
+            for tick in range(4):
+                clock.t += 0.5
+                step += 500
+                before = len(out.getvalue().splitlines())
+                monitor.tick(step, 1.0)
+                lines = out.getvalue().splitlines()
+                if len(lines) > before:
+                    shown.append((clock.t, lines[-1]))
+            monitor.sync_point(step)
+        evaluated = clock.t  # the training periods' clock starts after the warm-up
         for period in range(periods):
             for tick in range(40):                   # 20 s in ticks of 0.5 s
                 clock.t = evaluated + period * 20 + (tick + 1) * 0.5
@@ -252,6 +293,43 @@ def test_the_fast_loops_steps_per_second_is_its_rate_over_whole_periods(tmp_path
             minutes, seconds = line.rsplit("ETA ", 1)[1].rstrip("s").split("m")
             left = total / 100 - t
             assert abs(int(minutes) * 60 + int(seconds) - left) <= 0.05 * left, line
+
+
+def test_just_past_the_warm_up_the_line_shows_trainings_rate_not_the_warm_ups(tmp_path):
+    """The warm-up plays 1,000 steps/s; training 100. A line that names training never
+    shows the warm-up's rate: none until a training period has ended, then 100."""
+    shown = fast_loop_console(tmp_path, periods=6, total=20 * 2_000 + 30 * 2_000,
+                              warm_up=30)
+    warm = [line for t, line in shown if "warm-up" in line]
+    training = [line for t, line in shown if "| training |" in line]
+    assert warm and all("| 1,000 steps/s |" in line for line in warm[1:])
+    assert len(training) >= 10
+    rates = [line.split(" steps/s")[0].rsplit("| ", 1)[1] for line in training
+             if "steps/s" in line]
+    assert set(rates) == {"100"}, training
+    assert "steps/s" not in training[0]  # the first training period has not ended yet
+    assert all("steps/s" in line for line in training[2:])
+
+
+def test_the_nature_loops_line_past_the_warm_up_shows_trainings_rate(tmp_path):
+    """The Nature loop's steps are even: from the first line in training, its rate."""
+    clock, out = FakeClock(), io.StringIO()
+    progress = RunProgress(100_000, train_freq=4, prepopulate=20_000)
+    progress.follow(MinibatchSchedule(train_start=20_000, train_freq=4))
+    monitor = Monitor(str(tmp_path), 100_000, interval=10, clock=clock, progress=progress,
+                      console=ProgressLines(100_000, out=out, interval=10))
+    step = 0
+    try:
+        while step < 30_000:
+            clock.t += 0.1
+            step += 100 if step < 20_000 else 10   # 1,000 steps/s, then 100
+            monitor.tick(step, 1.0)
+    finally:
+        monitor.close()
+    training = [line for line in out.getvalue().splitlines() if "| training |" in line]
+    assert len(training) >= 8
+    assert all("| 100 steps/s |" in line for line in training[1:]), training
+    assert "steps/s" not in training[0] or "| 100 steps/s |" in training[0]
 
 
 def test_an_evaluation_between_periods_leaves_the_rate_alone(tmp_path):

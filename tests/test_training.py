@@ -122,7 +122,8 @@ def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatc
     config = small_config("fast", tmp_path, timesteps=800)
     assert train_fast(config, stop=lambda: len(calls) >= 170) == 800
     assert len(calls) == 175
-    assert "the last period's minibatches are still training" in capsys.readouterr().out
+    assert "stopping: the minibatches of this period are still training; the checkpoint " \
+        "is written once they are done" in capsys.readouterr().out
     state = CheckpointStore(str(tmp_path)).latest().load_state()
     assert state["loop"]["owed"] == 0 and state["learner"]["optimizer"][0] == 175
 
@@ -150,12 +151,23 @@ def test_the_nature_loop_trains_right_after_each_fourth_step_past_warm_up(tmp_pa
 
 # The run builder's RunParts, in process: what a checkpoint collects, what restore puts back.
 
+class SavedGame:
+    """The Nature loop's own part, as it saves a game (fast_dqn.state_schema.NATURE_RUN)."""
+
+    def state_dict(self):
+        return {"env": {"layers": [], "states": [], "foreign": None}}
+
+    def check(self, state):
+        pass
+
+
 def built_parts(config, resume=None):
     import numpy as np
 
     from fast_dqn.run.settings.validation import resolve
     from fast_dqn.run.training import RunParts
-    return RunParts(resolve(config), (1, 4), np.dtype(np.float32), 2, 1, "main", resume)
+    return RunParts(resolve(config), (1, 4), np.dtype(np.float32), 2, 1, "main", resume,
+                    own=SavedGame())
 
 
 def filled_parts(tmp_path, save_replay):
@@ -167,8 +179,6 @@ def filled_parts(tmp_path, save_replay):
     parts.learner.train(parts.replay.sample(8))
     parts.rng.random(5)
     schedule = {"train_start": 100, "refill_until": 0, "deferred": 0}
-    # The loop's own parts, as the Nature loop saves them (fast_dqn.state_schema.NATURE_RUN).
-    parts.extra_state = lambda: {"env": {"layers": [], "states": [], "foreign": None}}
     parts.checkpoints.save(300, {"step": 300, "obs": np.zeros((1, 4), np.float32),
                                  "eval_pending": False, "last_eval": None,
                                  "schedule": schedule})
@@ -332,6 +342,62 @@ def test_a_budget_cut_to_the_checkpoint_still_evaluates_there(tmp_path, train_ca
     assert len(train_calls) == minibatches_due(0, stopped_at, SMALL["prepopulate"], 4)
 
 
+# A stop in the warm-up, resumed without replay: the line says when training starts now,
+# and the run still trains the Nature count.
+@pytest.mark.parametrize("loop", ["nature", "fast"])
+@pytest.mark.faults
+def test_a_resume_without_replay_in_the_warm_up_says_when_training_starts(
+        tmp_path, monkeypatch, train_calls, loop, capsys):
+    from fast_dqn.run.logs.monitor import Monitor
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    steps, tick = [], Monitor.tick
+
+    def ticked(self, step, epsilon):
+        steps.append(step)
+        return tick(self, step, epsilon)
+    monkeypatch.setattr(Monitor, "tick", ticked)
+    run = train_nature if loop == "nature" else train_fast
+    config = small_config(loop, tmp_path, timesteps=400)
+    stopped_at = run(config, stop=lambda: bool(steps) and steps[-1] >= 40)
+    assert 40 <= stopped_at < SMALL["prepopulate"] and not train_calls
+    capsys.readouterr()
+    assert run(config, resume=CheckpointStore(str(tmp_path)).latest()) == 400
+    starts = stopped_at + SMALL["prepopulate"]
+    missed = minibatches_due(stopped_at, starts, SMALL["prepopulate"], 4)
+    assert ("replay was not saved in the checkpoint (--save-replay saves it): the run was "
+            "still in its warm-up; 100 steps refill replay, so training starts at step "
+            f"{starts:,}, not 100; the {missed:,} minibatches missed meanwhile are made up "
+            "afterwards, at up to twice the usual rate, so the run trains as many as an "
+            "unbroken one") in capsys.readouterr().out
+    assert len(train_calls) == minibatches_due(0, 400, SMALL["prepopulate"], 4)
+
+
+def test_the_resume_lines_say_what_happens_to_the_run():
+    from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+    from fast_dqn.run.settings.validation import resolve
+    from fast_dqn.run.training import games_restart_line, refill_line
+    config = resolve(Config(**dict(SMALL, timesteps=2_000, prepopulate=500)))
+    trained = MinibatchSchedule(500, 4)
+    trained.refill(1_000, 500, owed=30)
+    assert refill_line(1_000, trained, config) == (
+        "replay was not saved in the checkpoint (--save-replay saves it): the next 500 steps "
+        "refill it, and training resumes at step 1,500; the 155 minibatches missed meanwhile "
+        "are made up afterwards, at up to twice the usual rate, so the run trains as many as "
+        "an unbroken one")
+    late = MinibatchSchedule(500, 4)
+    late.refill(1_800, 500)
+    assert refill_line(1_800, late, config) == (
+        "replay was not saved in the checkpoint (--save-replay saves it): it refills until "
+        "the run's last step, 2,000, where the 50 minibatches left are trained")
+    fast = dict(SMALL, timesteps=2_000, workers=4)
+    assert games_restart_line(resolve(FastConfig(**fast, env_backend="python"))) == (
+        "the 4 games in progress start again from their beginning (the checkpoint was "
+        "written with another --env-backend); only their unfinished parts are lost, as no "
+        "game is logged before it ends")
+    assert "(--env-backend vector cannot save a game in progress; python can)" in \
+        games_restart_line(FastConfig(**fast, env_backend="vector"))
+
+
 # A fast-loop stop before its first sync point leaves replay empty (everything played is
 # still held). With --save-replay that empty replay is saved as replay all the same: the
 # resume must not take it for a checkpoint without replay, pause training for a refill, and
@@ -346,7 +412,7 @@ def test_a_stop_before_the_first_sync_point_saves_its_empty_replay(tmp_path, fas
     assert stopped_at == checkpoint.step == 40 < SMALL["target_update_freq"]
     assert checkpoint.has_replay
     assert train_fast(config, resume=checkpoint) == 400
-    assert "holds no replay" not in capsys.readouterr().err
+    assert "replay was not saved" not in capsys.readouterr().out
     assert fast_loops[-1].state.schedule.refill_until == 0
 
 

@@ -185,13 +185,21 @@ def _configure_jax(seed):
     return [(f"{d.platform.upper()}:{d.id}", d.device_kind) for d in jax.devices()]
 
 
-def device_line(backend, devices):
-    """The start-up line that says where the networks train."""
+def device_line(backend, devices, precision=None, chosen=False):
+    """The start-up line that says where the networks train, and in what compute type
+    (chosen: by --precision auto, which the line says, with why)."""
     gpus = [f"{name} ({kind})" for name, kind in devices if name != "CPU" and
             not name.startswith("CPU:")]
     where = (gpus[0] + (f", of {len(gpus)} GPUs" if len(gpus) > 1 else "") if gpus
              else f"CPU ({'TensorFlow' if backend == 'tensorflow' else 'JAX'} found no GPU)")
-    return f"device: {where}; Keras backend: {backend}"
+    line = f"device: {where}; Keras backend: {backend}"
+    if precision:
+        line += f"; precision: {precision}"
+        if chosen:
+            why = ("computed natively here" if precision != "float32"
+                   else "no bfloat16 arithmetic here")
+            line += f" (--precision auto: {why})"
+    return line
 
 
 def _cpu_flags(cpuinfo):

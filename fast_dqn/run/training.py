@@ -43,7 +43,8 @@ from fast_dqn.state_schema import FAST_RUN, NATURE_RUN, StateMismatch, check_sta
 
 def start_backend(config):
     # The networks go where the backend puts them by default: the first GPU, if any.
-    print(device_line(*configure_backend(config.seed, config.threads)), flush=True)
+    print(device_line(*configure_backend(config.seed, config.threads), config.precision,
+                      chosen=getattr(config, "precision_chosen", False)), flush=True)
 
 
 def check_settings(config, recorded, step):
@@ -103,7 +104,7 @@ def load_run_state(checkpoint, schema):
 
 
 @contextlib.contextmanager
-def state_of(checkpoint):
+def unfit_state_refused(checkpoint):
     """Turn a checkpoint state that a component cannot load into one line naming the
     checkpoint and what to do. Around the loading only: a bug elsewhere keeps its traceback.
     A ConfigError already says more (settings edited in config.json) and passes through."""
@@ -118,7 +119,7 @@ def state_of(checkpoint):
 
 
 @contextlib.contextmanager
-def games_of(checkpoint):
+def unfit_games_refused(checkpoint):
     """Turn a saved game that does not fit this run's env into one line: the wrapper stack
     follows settings that check_settings compares, so only an edit gets here."""
     try:
@@ -129,20 +130,60 @@ def games_of(checkpoint):
                           "the run started with")
 
 
+class NatureGame:
+    """The Nature loop's own part of a checkpoint: its one game, mid-episode."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def state_dict(self):
+        return {"env": env_state(self.env)}
+
+    def check(self, state):
+        check_env_state(self.env, state["env"])
+
+    def load(self, state):
+        # The env is rebuilt around the saved game: later checkpoints save the new one.
+        self.env = load_env_state(self.env, state["env"])
+
+
+class FastLoopSamplers:
+    """The fast loop's own part of a checkpoint: its samplers' games and held transitions."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def state_dict(self):
+        return {"samplers": self.backend.state_dict()}
+
+    def check(self, state):
+        check_fast_loop_parts(state, self.backend)
+
+
+class NothingOwn:
+    """A loop with no part of its own to save (tests of the shared parts)."""
+
+    def state_dict(self):
+        return {}
+
+    def check(self, state):
+        pass
+
+
 class RunParts:
     """What both loops share: learner, replay, monitor, evaluator, RNGs and checkpoints.
 
     `collect` gathers their state for a checkpoint; `restore` puts a checkpoint back, and
-    returns the loop's own state. The loop-specific parts (one env, or the samplers) are
-    saved through `extra_state`, and the train_* functions restore them from `state`.
+    returns the loop's own state. The loop's own part (NatureGame or FastLoopSamplers) is
+    saved and checked with the rest; the train_* functions load it from `state`.
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
-                 acts_with, resume=None, stop=None, schema=NATURE_RUN, check_own=None):
+                 acts_with, resume=None, stop=None, schema=NATURE_RUN, own=None):
         """acts_with: "main" or "target", the network the loop acts and evaluates with;
-        schema: what the loop's checkpoints hold (fast_dqn.state_schema); check_own(state):
-        raises, changing nothing, where the loop could not load its own parts (its games,
-        its held transitions)."""
+        schema: what the loop's checkpoints hold (fast_dqn.state_schema); own: the loop's
+        own part, whose check(state) raises, changing nothing, where it could not be
+        loaded."""
         self.config = config
         self.settings = loop_settings(config)
         # What a checkpoint must match to be loaded into this run at all.
@@ -153,7 +194,7 @@ class RunParts:
         self.rng = rng_for(config.seed, ACTION_RNG_STREAM)
         self.resume = resume
         # Checked whole before any part reads it: the monitor rewrites logs from it.
-        with state_of(resume):
+        with unfit_state_refused(resume):
             self.state = load_run_state(resume, schema) if resume else None
             for part in ("loop", "monitor") if resume else ():
                 if self.state[part]["step"] != resume.step:
@@ -166,9 +207,9 @@ class RunParts:
                               "belong to this run")
         self.progress = RunProgress(config.timesteps, config.train_freq, config.prepopulate,
                                     config.evaluate, config.eval_episodes)
-        self.check_own = check_own or (lambda state: None)
+        self.own = own or NothingOwn()
         if resume:
-            with state_of(resume), games_of(resume):
+            with unfit_state_refused(resume), unfit_games_refused(resume):
                 check_settings(config, self.state["settings"], resume.step)
                 self._load_before_files()
             # Accepted: a run made before first-checkpoint.txt gets it now (its first file
@@ -190,7 +231,6 @@ class RunParts:
                 config.eval_epsilon, (config.seed, EVAL_RNG_STREAM), self.monitor,
                 should_stop=stop, on_result=self.best.record,
                 on_game=self.monitor.evaluation_game)
-        self.extra_state = lambda: {}
         self.checkpoints = Checkpointer(
             CheckpointStore(config.logdir, warn=self.monitor.message,
                             on_saved=lambda step: mark_checkpointed(config.logdir, step)),
@@ -217,7 +257,7 @@ class RunParts:
                 # train step draws no random numbers.
                 "rngs": {"action": self.rng.bit_generator.state},
                 "best": self.best.state_dict() if self.best else None,
-                **self.extra_state()}
+                **self.own.state_dict()}
 
     def restore(self, adapt=None):
         """Load the checkpoint into the parts; returns the loop state, or None. adapt(loop):
@@ -225,7 +265,7 @@ class RunParts:
         what the state owes."""
         if not self.resume:
             return None
-        with state_of(self.resume):
+        with unfit_state_refused(self.resume):
             return self._restore(adapt)
 
     def _load_before_files(self):
@@ -233,7 +273,7 @@ class RunParts:
         cuts the logs back to it: a refused resume leaves every file as it was."""
         state = self.state
         loop, replay = state["loop"], state["replay"]
-        self.check_own(state)
+        self.own.check(state)
         if "obs" in loop and loop["obs"].shape != self.identity["observation_shape"]:
             raise StateMismatch(f"/loop/obs has shape {loop['obs'].shape}, not the "
                                 f"observations' {self.identity['observation_shape']}")
@@ -275,11 +315,7 @@ class RunParts:
             loop["schedule"] = schedule.state_dict()
             if "owed" in loop:
                 loop["owed"] = 0  # the fast loop's minibatches of the current period
-            self.monitor.message(
-                f"the checkpoint holds no replay (--save-replay was off): training pauses for "
-                f"{self.config.prepopulate:,} steps while replay refills; the minibatches "
-                f"due meanwhile, and {schedule.deferred:,} owed now, are trained after it, at "
-                "up to twice the usual rate (any left at the last step, there)")
+            self.monitor.message(refill_line(loop["step"], schedule, self.config))
         self.monitor.message(f"resumed from {self.resume.path} at step {loop['step']:,}")
         return loop
 
@@ -288,6 +324,41 @@ class RunParts:
                            best=self.best.best if self.best else None)
         if self.evaluator:
             self.evaluator.close()
+
+
+def refill_line(step, schedule, config):
+    """What a resume without replay does to the run, in the user's words: replay refills
+    before training goes on, and the minibatches missed meanwhile are made up later."""
+    from fast_dqn.loops.minibatch_schedule import minibatches_due
+    total, start = config.timesteps, schedule.train_start
+    resumes = min(schedule.refill_until, total)
+    missed = schedule.deferred + minibatches_due(step, resumes, start, config.train_freq)
+    line = "replay was not saved in the checkpoint (--save-replay saves it): "
+    if resumes >= total:
+        return line + (f"it refills until the run's last step, {total:,}, where the "
+                       f"{missed:,} minibatches left are trained")
+    if step < start:
+        line += (f"the run was still in its warm-up; {config.prepopulate:,} steps refill "
+                 f"replay, so training starts at step {resumes:,}, not {start:,}")
+    else:
+        line += (f"the next {config.prepopulate:,} steps refill it, and training resumes at "
+                 f"step {resumes:,}")
+    if missed:
+        line += (f"; the {missed:,} minibatches missed meanwhile are made up afterwards, at "
+                 "up to twice the usual rate, so the run trains as many as an unbroken one")
+    return line
+
+
+def games_restart_line(config):
+    """What happens to the games in progress when the checkpoint cannot continue them."""
+    if config.backend == "ray":
+        why = "Ray's samplers cannot save a game in progress"
+    elif config.env_backend == "vector":
+        why = "--env-backend vector cannot save a game in progress; python can"
+    else:
+        why = "the checkpoint was written with another --env-backend"
+    return (f"the {config.workers} games in progress start again from their beginning ({why}); "
+            "only their unfinished parts are lost, as no game is logged before it ends")
 
 
 def build_backend(config):
@@ -300,15 +371,15 @@ def build_backend(config):
 
 
 def replay_line(config, replay):
-    """The start-up line that says where the trainer gathers its minibatches."""
+    """The start-up line that says where replay is and how the trainer draws from it."""
     from fast_dqn.agent.replay_memory import estimate_bytes
     size = estimate_bytes(replay.capacity, replay.frames.shape[2:], replay.frames.dtype)
-    calls = f"{config.updates_per_call} minibatch{'es' if config.updates_per_call > 1 else ''}" \
-        " per compiled call"
+    k = config.updates_per_call
+    calls = f"the trainer trains {k} minibatch{'es' if k > 1 else ''} per call"
     if config.replay_device == "device":
-        return (f"replay: mirrored on the device ({size / 2**30:.2f} GiB, beside the host's "
-                f"copy), written at each sync point; {calls}, gathered there")
-    return f"replay: on the host ({size / 2**30:.2f} GiB); {calls}, gathered here"
+        return (f"replay: {size / 2**30:.2f} GiB in RAM, copied to the GPU, where {calls} "
+                "(--updates-per-call) without sending frames")
+    return f"replay: {size / 2**30:.2f} GiB in RAM; {calls} (--updates-per-call)"
 
 
 def check_fast_loop_parts(state, backend):
@@ -337,11 +408,10 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     try:
         parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
                          backend.num_shards, "target", resume, stop, FAST_RUN,
-                         check_own=lambda state: check_fast_loop_parts(state, backend))
+                         own=FastLoopSamplers(backend))
     except BaseException:
         backend.close()
         raise
-    parts.extra_state = lambda: {"samplers": backend.state_dict()}
     learner, replay, monitor = parts.learner, parts.replay, parts.monitor
     trainer = None
     try:
@@ -349,17 +419,14 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
         loop, state = parts.restore(lambda loop: cut_to_budget(
             loop, total, config.train_freq, evaluates=bool(config.evaluate))), None
         if loop:
-            with state_of(resume), games_of(resume):
+            with unfit_state_refused(resume), unfit_games_refused(resume):
                 state = FastLoopState.from_state_dict(loop, parts.settings, monitor.message)
                 continued = backend.load_state_dict(parts.state["samplers"], state.step)
             if not continued:
                 state.held.flush(replay)
                 replay.cut_episodes()
                 state.held = HeldTransitions()
-                monitor.message("the checkpoint's games cannot continue (ale-py's vector env "
-                                "has no state API, or the checkpoint is of another sampler "
-                                "backend or count): each sampler starts a new game; the "
-                                "unfinished ones are not logged")
+                monitor.message(games_restart_line(config))
         backend.start(parts.rng, log=monitor.message)
         if config.concurrent:
             calls = TrainCalls(learner, replay, config.batch_size,
@@ -390,22 +457,20 @@ def train_nature(config, resume=None, stop=None):
     env = make_env(env_settings(config), seed=config.seed, training=True)
     try:
         shape = env.observation_space.shape
+        game = NatureGame(env)
         parts = RunParts(config, shape, env.observation_space.dtype, env.action_space.n, 1,
-                         "main", resume, stop,
-                         check_own=lambda state: check_env_state(env, state["env"]))
+                         "main", resume, stop, own=game)
     except BaseException:
         env.close()
         raise
-    parts.extra_state = lambda: {"env": env_state(env)}
     try:
         loop = parts.restore()
         if loop:
-            with state_of(resume), games_of(resume):
-                # extra_state's lambda reads `env` when called: it sees this one.
-                env = load_env_state(env, parts.state["env"])
-        return run_nature_loop(parts.settings, env, parts.learner, parts.replay,
+            with unfit_state_refused(resume), unfit_games_refused(resume):
+                game.load(parts.state)
+        return run_nature_loop(parts.settings, game.env, parts.learner, parts.replay,
                                parts.monitor, parts.rng, parts.evaluator, parts.checkpoints,
                                loop)
     finally:
         parts.close()
-        env.close()
+        game.env.close()

@@ -100,7 +100,12 @@ def restore_log(path, columns, contents, step):
     name = os.path.basename(path)
     found = _read(path) if os.path.exists(path) else None
     if found is not None and found[:len(contents)] == contents:
-        return CsvLog(path, columns, contents=contents), None
+        # Rows past the checkpoint (a kill, a crash) are of steps the resumed run plays again.
+        rows = found[len(contents):].count(b"\n")
+        message = (f"{name}: {rows:,} row{'s' if rows > 1 else ''} logged after the checkpoint "
+                   f"of step {step:,} removed; the resumed run plays those steps again"
+                   if rows else None)
+        return CsvLog(path, columns, contents=contents), message
     if found is None:
         message = f"{name} was missing: rebuilt from the copy in the checkpoint of step {step:,}"
     else:
@@ -186,6 +191,7 @@ class Monitor:
         # The console's steps/s, over whole periods where the loop marks them (sync_point),
         # on a clock that leaves out the evaluations' time: they play no agent step.
         self.period_rate, self.loop_marks_periods = PeriodRate(), False
+        self.rate_phase = None  # the phase whose steps/s period_rate measures
         self.evaluation_seconds, self.evaluation_began = 0.0, None
         self._lock = threading.Lock()
         self._loss_sum = self._q_sum = 0.0
@@ -243,6 +249,7 @@ class Monitor:
         if not self.loop_marks_periods:  # the console's own marks were samples, not ends
             self.period_rate.ends.clear()
             self.loop_marks_periods = True
+        self._follow_phase(step)
         self.period_rate.period_end(self._playing_seconds(self.clock()), step)
 
     def _playing_seconds(self, now):
@@ -262,6 +269,10 @@ class Monitor:
             return
         self.progress.evaluation_game(now, game, games)
         if game > games:
+            # Training's rates are measured again from here: were they measured only between
+            # two status lines, an evaluation between every two (CartPole's) would leave the
+            # ETA unknown for the whole run.
+            self.progress.sample(now, self.last_step)
             # The next status line comes an interval after the evaluation's last.
             self.last_console = now
         elif game == 1 or now - self.last_console >= self.console.interval:
@@ -289,6 +300,7 @@ class Monitor:
         # the first compilations) is not its pace. (Checked here: tick is per step.)
         if self.period_rate.first is None:
             self.period_rate.sample(self._playing_seconds(now), step)
+        self._follow_phase(step, now)
         if now - self.last_console >= self.console.interval:
             self._show(step, epsilon, now)
         # The last step's point waits for close(): that step ticks again while its last
@@ -297,6 +309,19 @@ class Monitor:
         if (self.scalars and now - self.last_scalars >= self.interval
                 and self.last_scalars_step < step < self.total_steps):
             self._write_scalars(step, epsilon, now)
+
+    def _follow_phase(self, step, now=None):
+        """Measure steps/s afresh when the run enters another phase: the warm-up plays many
+        times faster than training, and its rate must not be shown as training's."""
+        if not self.progress:
+            return
+        phase = self.progress.phase(step)
+        if phase.startswith("evaluating") or phase == "finished":
+            return
+        if self.rate_phase is not None and phase != self.rate_phase:
+            seconds = self._playing_seconds(self.clock() if now is None else now)
+            self.period_rate.restart(seconds, step, await_end=self.loop_marks_periods)
+        self.rate_phase = phase
 
     def _write_scalars(self, step, epsilon, now):
         """The point of `step`: the minibatches' means since the last point, and progress."""

@@ -74,12 +74,23 @@ class PeriodRate:
     the first sample) to the latest period end. Time spent evaluating is not counted (the caller's clock leaves it out).
     Before the first period end, the rate since the first sample: the only one measured.
 
-    A loop without periods (the Nature loop's steps are even) marks each sample as one."""
+    A loop without periods (the Nature loop's steps are even) marks each sample as one.
+
+    Each phase (warm-up, training, ...) is measured apart: `restart` at a phase's start
+    forgets the last one's ends, so the rate shown is always the rate of the phase named."""
 
     def __init__(self, window=60.0):
         self.window = window
         self.ends = []   # [(seconds, step)]: the newest period end, and those back to the
         self.first = None  # last one at least `window` before it
+        self.await_end = False  # no rate before the phase's first period end
+
+    def restart(self, seconds, step, await_end):
+        """A new phase from (seconds, step). await_end: the loop plays in bursts (the fast
+        loop), so a rate before the phase's first period end would be a burst's; its
+        phases change at a period end, which is where the new one's time starts."""
+        start = self.ends[-1] if await_end and self.ends else (seconds, step)
+        self.ends, self.first, self.await_end = [], start, await_end
 
     def period_end(self, seconds, step):
         if self.first is None or step <= self.first[1]:
@@ -96,7 +107,7 @@ class PeriodRate:
 
     def rate(self, seconds, step):
         """Steps/s, or None before any time has passed."""
-        if self.first is None:
+        if self.first is None or self.await_end and not self.ends:
             return None
         end = self.ends[-1] if self.ends else (seconds, step)
         start = self.ends[0] if len(self.ends) >= 2 else self.first

@@ -3,9 +3,9 @@
 Units: an *agent step* is one action chosen by the agent; with action repeat 4 it spans
 4 emulator *frames*. All step counts here are agent steps unless the name says frames.
 
-The defaults are the Nature DQN protocol (Mnih et al. 2015, Extended Data Table 1), with the
-step-based conventions of DeepMind's released Lua code where the table is ambiguous (see
-docs/protocol.md).
+The defaults are the Nature DQN protocol, counted in agent steps as DeepMind's released code
+counts them where the paper is ambiguous. Sources:
+docs/protocol.md#sources-of-the-constants-and-defaults
 """
 
 import dataclasses

@@ -2,19 +2,13 @@
 
 Precedence, lowest first: Config's defaults (Nature), then the chosen preset, then each flag
 the user typed. config.json records the final values, so a run never depends on this table.
+Where each preset's values come from: docs/protocol.md#sources-of-the-constants-and-defaults
 """
 
-# Small replay, short exploration, Adam and frequent target updates: the Pong values of
-# Lapan, Deep Reinforcement Learning Hands-On, 2nd edition (PacktPublishing/
-# Deep-Reinforcement-Learning-Hands-On-Second-Edition). Replay 100k, warm-up 10k, target
-# copy every 1,000 steps, epsilon decay over 100k, lr 1e-4, batch 32: Chapter09/lib/common.py
-# lines 13-21, HYPERPARAMS['pong'] (ch. 8's holds the same). Epsilon's end 0.01:
-# Chapter06/02_dqn_pong.py line 29 (ch. 8-9: 0.02). One minibatch per agent step: ch. 6,
-# line 188. His Adam is PyTorch's, its epsilon 1e-8 left at the default (ch. 6, line 142),
-# on nn.MSELoss() averaged over the minibatch (line 115); ours keeps the Huber loss, so only
-# the mean reduction is his: the adam defaults of OPTIMIZER_DEFAULTS
-# (fast_dqn.agent.optimizer_defaults). The budget, evaluations and checkpoints are ours.
-# Training every step is the expensive part on a CPU. docs/protocol.md has the table.
+# Small replay, short exploration, Adam and frequent target updates: Lapan's Pong values. Adam's
+# epsilon and mean loss are OPTIMIZER_DEFAULTS' adam entry. Training every step is the
+# expensive part on a CPU. Which value is his, from which file and line, and which is ours:
+# docs/protocol.md#pong-quick-and-pong-fastest-against-lapans-code
 PONG_QUICK = {
     "game": "pong",
     "timesteps": 1_000_000,
@@ -31,7 +25,8 @@ PONG_QUICK = {
     "checkpoint_freq": 50_000,
 }
 
-# Dopamine's dqn.gin, atari_lib.py and dqn_agent.py, constant for constant (agent steps).
+# Dopamine's DQN constant for constant, in agent steps, so a run compares with its published
+# curves. Each value's file: docs/protocol.md#nature-machado-and-dopamine
 DOPAMINE = {
     # the environment: Machado et al.'s protocol with the minimal action set
     "sticky_actions": 0.25,
@@ -81,23 +76,16 @@ PRESETS = {
         "evaluate": 0,
     },
     # Dopamine's DQN (Castro et al. 2018), whose published training curves
-    # (plot --reference dopamine) a run can be drawn against. Each value and the file it
-    # comes from: docs/protocol.md, "Nature, Machado and Dopamine"; tests/test_dopamine.py
-    # pins them.
+    # (plot --reference dopamine) a run can be drawn against; tests/test_dopamine.py pins it.
     "dopamine": DOPAMINE,
     "pong-quick": PONG_QUICK,
-    # pong-quick's protocol with the extensions that cut agent steps, and a learner that costs
-    # less per sample, so that one command solves Pong soonest on 2 CPU cores
-    # (docs/learning.md has the runs that chose it).
-    # - Double DQN (van Hasselt et al. 2016), the dueling head (Wang et al. 2016) and 3-step
-    #   returns: Lapan's 2nd edition, ch. 8, tries each on Pong (Chapter08/03_dqn_double.py,
-    #   06_dqn_dueling.py, 02_dqn_n_steps.py, whose n is 4 by default, line 13); n = 3 is
-    #   Rainbow's (Hessel et al. 2018), which keeps all three.
-    # - One minibatch of 128 per 4 agent steps: Lapan's ch. 9 samples 32 x N after N
-    #   environment steps (Chapter09/02_n_envs.py lines 27-28 and 48); N = 4 is ours. It keeps
-    #   pong-quick's 32 samples per agent step at a higher samples/s on a CPU.
-    # - bfloat16 where the hardware computes it, float32 elsewhere.
-    # The measurements behind each choice: docs/learning.md, "Why the presets hold these values".
+    # pong-quick's protocol with the extensions that cut agent steps (Double DQN, the dueling
+    # head, 3-step returns), and a learner that costs less per sample, so that one command
+    # solves Pong soonest on 2 CPU cores. One minibatch of 128 per 4 agent steps keeps
+    # pong-quick's 32 samples per agent step at a higher samples/s on a CPU; bfloat16 only
+    # where the hardware computes it. Sources:
+    # docs/protocol.md#pong-quick-and-pong-fastest-against-lapans-code; the runs that chose
+    # it: docs/learning.md#why-the-presets-hold-these-values
     "pong-fastest": {
         **PONG_QUICK,
         "double": True,

@@ -38,11 +38,14 @@ class ResolvedConfig:
     Config changed after it was resolved can never pass for a resolved one.
     """
 
-    __slots__ = ("_config",)
+    __slots__ = ("_config", "precision_chosen")
 
-    def __init__(self, config):
+    def __init__(self, config, precision_chosen=False):
+        """precision_chosen: --precision auto picked the compute type (the start-up line
+        says so)."""
         # A private copy: the caller's Config stays theirs to change.
         object.__setattr__(self, "_config", dataclasses.replace(config))
+        object.__setattr__(self, "precision_chosen", precision_chosen)
 
     def __getattr__(self, name):  # called only for names the class itself lacks
         if name == "_config":
@@ -54,7 +57,7 @@ class ResolvedConfig:
                              f"config.replace({name}=...) instead")
 
     def __reduce__(self):  # pickled to Ray actors inside the network builder
-        return ResolvedConfig, (self._config,)
+        return ResolvedConfig, (self._config, self.precision_chosen)
 
     def __eq__(self, other):
         return isinstance(other, ResolvedConfig) and self._config == other._config
@@ -82,8 +85,9 @@ def resolve(config, replay=True):
     if isinstance(config, ResolvedConfig):
         return config
     validate(config)
+    chosen = config.precision == "auto" and not config.mixed_precision
     return ResolvedConfig(resolve_environment(resolve_precision(resolve_optimizer(config)),
-                                              replay))
+                                              replay), precision_chosen=chosen)
 
 
 def resolve_replay_device(config, shape, dtype):
