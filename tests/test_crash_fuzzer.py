@@ -4,7 +4,7 @@ fuzzer checks them), each the reproduction of a defect that was fixed; and unit 
 fuzzer's own checks, draws and damage, so that a trial that passes means what it says.
 
 All eight fixed trials run with `python -m benchmarks.crash_fuzzer --fixed`, the 100+ random
-ones with `--trials N --seed S` (docs/reliability.md); docs/testing.md names, for each fixed
+ones with `--trials N --seed S` (docs/reliability-internals.md); docs/testing.md names, for each fixed
 trial left out here, the tests that prove what it stops and checks."""
 
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.faults  # stop/resume proofs: see docs/testing.md's mar
 from benchmarks import crash_fuzzer as fuzzer
 
 KEPT = [
-    # The reported failure (docs/reliability.md, "The crash fuzzer"): Ctrl-C mid-period on
+    # The reported failure (docs/reliability-internals.md, "The crash fuzzer"): Ctrl-C mid-period on
     # the fast loop without --save-replay made the resume fail with "ValueError: replay
     # memory holds no complete transition yet", until the refill. With evaluate and plot
     # beside it, and a value of its checkpoint's state.json replaced before the resume.

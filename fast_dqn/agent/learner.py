@@ -26,7 +26,7 @@ def td_targets(rewards, dones, next_target_q, discount):
 
 
 def double_td_targets(rewards, dones, next_main_q, next_target_q, discount):
-    """Double DQN (van Hasselt et al. 2016, eq. 4): the main network picks a', the target
+    """Double DQN (van Hasselt et al. 2016): the main network picks a', the target
     network values it: y = r + gamma * (1 - done) * Q_target(s', argmax_a' Q_main(s', a'))."""
     value = _taken(next_target_q, ops.argmax(next_main_q, axis=1))
     return rewards + discount * (1.0 - dones) * value

@@ -16,13 +16,14 @@ class ScaleFrames(layers.Layer):
 
 
 def _torch_default_init():
-    # uniform(+-1/sqrt(fan_in)), the initialisation of the Torch7 layers in the Nature code.
+    # uniform(+-1/sqrt(fan_in)), the Nature code's Torch7 default: VarianceScaling's uniform
+    # limit is sqrt(3 * scale / fan_in), hence scale 1/3.
     return keras.initializers.VarianceScaling(scale=1.0 / 3.0, mode="fan_in",
                                               distribution="uniform")
 
 
 class DuelingCombine(layers.Layer):
-    """Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a'): Wang et al. (2016), eq. 9. Centring the
+    """Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a'), as Wang et al. (2016). Centring the
     advantages by their mean makes V and A identifiable, and is what their Atari results
     use."""
 
@@ -48,10 +49,9 @@ def _q_head(x, num_actions, hidden, dueling, init, kw):
     return DuelingCombine(dtype="float32")(v, a)
 
 
-# The two codes' versions of the one architecture: (padding, weight initialiser). Biases start
-# at zero in both. Dopamine's DQN (dopamine/discrete_domains/atari_lib.py, nature_dqn_network)
-# uses slim.conv2d and slim.fully_connected with their defaults: 'SAME' padding and Xavier
-# (Glorot-uniform) weights; 'same' makes the last conv 11x11x64 where 'valid' gives 7x7x64.
+# The Nature code's and Dopamine's versions of the one architecture: (padding, weight
+# initialiser). Biases start at zero in both. 'same' makes the last conv 11x11x64 where 'valid'
+# gives 7x7x64. Sources: docs/protocol.md#sources-of-the-constants-and-defaults
 CNN_STYLES = {"nature": ("valid", _torch_default_init),
               "dopamine": ("same", keras.initializers.GlorotUniform)}
 

@@ -70,9 +70,9 @@ class CompiledSteps:
         unroll = jax.default_backend() == "cpu"
 
         def update(state, batch):
-            """One minibatch: Dopamine's `train`, DQN Zoo's `update`. Returns what it
-            changes, the main network's trainable values and the optimizer's, with the loss
-            and mean Q: the rest of the state goes in, and is never copied out."""
+            """One minibatch's gradient step. Returns what it changes, the main network's
+            trainable values and the optimizer's, with the loss and mean Q: the rest of the
+            state goes in, and is never copied out."""
             grads, (loss, mean_q) = jax.grad(loss_of, has_aux=True)(state.trainable, state,
                                                                     batch)
             trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,

@@ -13,7 +13,7 @@ class EnvSettings:
     env: str | None         # a gymnasium env id (--env): only stats and history are added
     history_length: int     # frames stacked into one state
     noop_max: int           # up to this many no-ops at the start of a game
-    fire_start: bool        # press FIRE at the start of a game (and after a lost life)
+    fire_start: bool        # press FIRE at the start of a game (never after a lost life)
     action_repeat: int      # emulator frames per agent step, the last two max-pooled
     max_episode_steps: int  # a game is cut after this many agent steps
     episodic_life: bool     # a lost life ends the learner's episode

@@ -5,11 +5,10 @@ Two persistent daemon threads:
   calls of up to `per_call` minibatches each (one compiled call: fast_dqn.agent.learner's
   train_many);
 - the prefetcher samples the next call's minibatches from replay while the current call
-  trains, through a queue of one call (a call of K minibatches gathered on the host is K times
-  a minibatch's memory: 460 MB for pong-fastest at K = 64). The prefetch thread is ours; the nearest trick in
-  Lapan's "Speeding up DQN on PyTorch" is another one, the batch's copy to the GPU made
-  without blocking (Shmuma/ptan, samples/dqn_speedup/04_cuda_async.py line 81,
-  cuda_async=True).
+  trains, so sampling hides behind training. Its queue holds one call, because a call of K
+  minibatches gathered on the host is K times a minibatch's memory: 460 MB for pong-fastest
+  at K = 64. The prefetch thread is fast-dqn's own; sources:
+  docs/protocol.md#sources-of-the-constants-and-defaults.
 
 The rules that make this safe and reproducible:
 1. Between `start(n)` and the return of `wait()`, replay is only read, and only by the

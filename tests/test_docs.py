@@ -1,0 +1,89 @@
+"""The README and docs as a reader meets them: a README short enough to read in five minutes,
+free of the ledger's commit hashes and host ids, and links that lead somewhere."""
+
+import glob
+import os
+import re
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
+PAGES = sorted([README, os.path.join(ROOT, "CHANGELOG.md")]
+               + glob.glob(os.path.join(ROOT, "docs", "*.md"))
+               + glob.glob(os.path.join(ROOT, "docs", "data", "*", "README.md")))
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+# A commit hash as the docs write them: 7 to 40 hex digits with a letter and a digit in it.
+_COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def host_ids():
+    """The host ids the ledger's Hosts table defines (docs/measurements.md)."""
+    ledger = read(os.path.join(ROOT, "docs", "measurements.md"))
+    table = ledger.split("## Hosts", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \|", table, re.M)
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: lowercase, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading)
+    text = re.sub(r"[^\w\- ]", "", text.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path):
+    found, seen = set(), {}
+    for heading in re.findall(r"^#+ (.+)$", _FENCE.sub("", read(path)), re.M):
+        base = slug(heading)
+        n = seen.get(base, 0)
+        found.add(base if n == 0 else f"{base}-{n}")
+        seen[base] = n + 1
+    return found
+
+
+def test_the_readme_reads_in_five_minutes():
+    assert len(read(README).split()) <= 1200
+
+
+def test_the_readme_names_no_commit_and_no_host_id():
+    text = read(README)
+    assert not _COMMIT.findall(text)
+    ids = host_ids()
+    assert len(ids) >= 5  # the ledger's table was found
+    assert not [host for host in ids if host in text]
+
+
+def test_the_checks_catch_a_commit_and_a_host():
+    assert _COMMIT.findall("measured at commit `d375501` on") == ["d375501"]
+    assert not _COMMIT.findall("runs/pong-20261126-090000 and 2000000 steps")
+    assert "epyc-avx2" in host_ids()
+
+
+def links():
+    for page in PAGES:
+        for target in _LINK.findall(_FENCE.sub("", read(page))):
+            if not re.match(r"[a-z]+:", target):
+                yield os.path.relpath(page, ROOT), target
+
+
+@pytest.mark.parametrize("page,target", sorted(set(links())))
+def test_every_link_resolves(page, target):
+    path, _, anchor = target.partition("#")
+    file = os.path.normpath(os.path.join(ROOT, os.path.dirname(page), path)) if path \
+        else os.path.join(ROOT, page)
+    assert os.path.exists(file), f"{page}: {target}: no such file"
+    if anchor and file.endswith(".md"):
+        assert anchor in anchors(file), f"{page}: {target}: no such heading"
+
+
+def test_the_slugs_are_githubs():
+    assert slug("Breakout, `--preset dopamine`, against Dopamine's published DQN") == \
+        "breakout---preset-dopamine-against-dopamines-published-dqn"
+    assert slug("The samplers alone at W = 8 to 64 (`benchmarks/speedtest.py`)") == \
+        "the-samplers-alone-at-w--8-to-64-benchmarksspeedtestpy"
