@@ -273,6 +273,35 @@ def test_plot_reference_draws_the_band_and_prints_the_table(tmp_path):
     assert "| 0 | 250,000 | 1.65 | 1.64 | 1.57 – 1.70 | yes |" in lines
 
 
+def test_the_legend_says_how_many_runs_each_iteration_averages():
+    from fast_dqn.tools.reference import Comparison, runs_label
+    rows = [Comparison(k, 250_000 * (k + 1), (1.0,) * n, True, None)
+            for k, n in enumerate([2, 2, 1, 1])]
+    assert runs_label("breakout fast", rows) == \
+        "breakout fast (2 runs to 500,000 agent steps, then 1)"
+    assert runs_label("x", rows[:2]) == "x (2 runs)"
+    assert runs_label("x", rows[2:]) == "x (1 run)"
+    three = [Comparison(k, 10 * (k + 1), (1.0,) * n, True, None) for k, n in
+             enumerate([3, 2, 1])]
+    assert runs_label("x", three) == "x (3 runs to 10 agent steps, 2 runs to 20 agent steps, " \
+        "then 1)"
+
+
+
+def test_an_iteration_only_one_of_the_runs_reached_is_judged_on_it_alone():
+    import io
+
+    from fast_dqn.tools.reference import Comparison, ReferenceIteration, print_comparison
+    published = ReferenceIteration(2, 750_000, (3.0, 4.0))
+    rows = [Comparison(1, 500_000, (3.5, 5.0), True, ReferenceIteration(1, 500_000, (3.0, 4.0))),
+            Comparison(2, 750_000, (3.5,), True, published)]
+    out = io.StringIO()
+    print_comparison(rows, "x", 2, out)
+    lines = out.getvalue().splitlines()
+    assert "| 1 | 500,000 | 4.25 [3.50, 5.00] | 3.50 | 3.00 – 4.00 | 1 of 2 runs |" in lines
+    assert "| 2 | 750,000 | 3.50 | 3.50 | 3.00 – 4.00 | yes (1 run) |" in lines
+
+
 @pytest.mark.parametrize("edit,reference,message", [
     (None, "nope", "--reference: no reference named 'nope'; the references are: dopamine"),
     ("missing", "dopamine", "has no episodes.csv"),

@@ -368,7 +368,7 @@ def _draw_references(by_game, name, title, compare):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fast_dqn.tools.reference import draw_comparison
+    from fast_dqn.tools.reference import draw_comparison, runs_label
     tables = []
     fig, axes = plt.subplots(1, len(by_game), figsize=(6.5 * len(by_game), 4.5),
                              squeeze=False)
@@ -379,8 +379,7 @@ def _draw_references(by_game, name, title, compare):
             # The published band once, over the iterations of the longest of ours.
             longest = max(range(len(compared)), key=lambda i: len(compared[i][2]))
             for i, (label, members, rows) in enumerate(compared):
-                draw_comparison(ax, rows, f"{label} ({len(members)} run"
-                                f"{'s' if len(members) > 1 else ''})", band=i == longest)
+                draw_comparison(ax, rows, runs_label(label, rows), band=i == longest)
                 tables.append((label, len(members), rows))
             ax.set_title(game)
             ax.set_xlabel("agent steps")

@@ -180,17 +180,37 @@ def print_comparison(rows, label, runs, out=None):
     print("|---|---|---|---|---|---|", file=out)
     for row in rows:
         ref = row.reference
+        # An iteration only some of the runs reached is judged on those alone.
+        several = len(row.ours) > 1
         if not row.finished:
             verdict = "partial: not judged"
-        elif many:
+        elif several:
             verdict = f"{row.inside} of {len(row.ours)} runs"
         else:
-            verdict = "yes" if row.inside else "no"
+            verdict = ("yes" if row.inside else "no") + (" (1 run)" if many else "")
         value = f"{row.mean:.2f}"
-        if many:
+        if several:
             value += f" [{min(row.ours):.2f}, {max(row.ours):.2f}]"
         print(f"| {row.iteration} | {row.agent_steps_end:,} | {value} | {ref.mean:.2f} | "
               f"{min(ref.returns):.2f} – {max(ref.returns):.2f} | {verdict} |", file=out)
+
+
+def runs_label(label, rows):
+    """The legend of our runs, with how many each iteration averages: runs of different
+    lengths give fewer at the end ("2 runs to 500,000 agent steps, then 1")."""
+    counts = [len(row.ours) for row in rows]
+    if not counts or min(counts) == max(counts):
+        n = counts[0] if counts else 0
+        return f"{label} ({n} run{'s' if n != 1 else ''})"
+    parts, start = [], 0
+    for i in range(1, len(counts) + 1):
+        if i == len(counts) or counts[i] != counts[start]:
+            n = counts[start]
+            runs = f"{n} run{'s' if n != 1 else ''}"
+            parts.append(f"{runs} to {rows[i - 1].agent_steps_end:,} agent steps"
+                         if i < len(counts) else f"then {n}")
+            start = i
+    return f"{label} ({', '.join(parts)})"
 
 
 def draw_comparison(ax, rows, label, color=None, reference="Dopamine DQN", band=True):
