@@ -155,7 +155,9 @@ class Config:
                      "below 2^31",
                      limit="non_negative")
     logdir: str = _run(None, "run directory, new or empty; unset = "
-                       "runs/<game>-<loop>-<timestamp>")
+                       "runs/<game>-<loop>-<timestamp>, or with a --preset other than "
+                       "nature and classic runs/<game>-<preset>-<timestamp> "
+                       "(runs/pong-fastest-<timestamp>)")
     xla: bool = _run(False, "compile the train step with XLA (TensorFlow's jit_compile; under "
                      "JAX it always is)")
     threads: int = _run(0, "TensorFlow intra-op threads; 0 lets TensorFlow choose (JAX "

@@ -160,7 +160,7 @@ def validate_ray(config):
     """--backend ray's flags; finds ray without importing it, unless --ray-address is given."""
     import importlib.util
     if importlib.util.find_spec("ray") is None:
-        raise ConfigError("backend", "ray is not installed; pip install -r requirements.txt "
+        raise ConfigError("backend", "ray is not installed; pip install -e \".[ray]\" "
                           "(or drop --backend ray)")
     if config.ray_address is not None:
         if not config.ray_address.strip():
