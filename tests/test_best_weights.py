@@ -47,7 +47,8 @@ def test_a_resume_puts_best_back_to_what_its_checkpoint_knew(tmp_path):
     resumed = BestWeights(str(tmp_path), network.weights, said.append)
     resumed.load_state_dict(saved)
     assert exported(tmp_path) == (100, 2.0, 100.0)
-    assert said == ["best/ put back to the checkpoint's best evaluation, at step 100 (mean 2.00)"]
+    assert said == ["best/ rolled back to step 100 (mean 2.00), the best evaluation up to the "
+                    "checkpoint; later evaluations are played again and may replace it"]
     # A checkpoint from before any evaluation: an export since is of a step played again.
     BestWeights(str(tmp_path), network.weights).load_state_dict(None)
     assert not os.path.exists(tmp_path / "best")

@@ -248,8 +248,8 @@ def test_a_log_that_matches_the_checkpoint_is_cut_back_to_it(tmp_path):
     path.write_bytes(HEADER + ROW + ROW)  # a row written after the checkpoint
     log, note = restore_log(str(path), EPISODE_COLUMNS, HEADER + ROW, 50)
     log.close()
-    assert note == ("episodes.csv: 1 row logged after the checkpoint of step 50 removed; "
-                    "the resumed run plays those steps again")
+    assert note == ("episodes.csv: removed 1 row logged after the checkpoint of step 50; "
+                    "the resumed run plays those steps again and logs them anew")
     assert path.read_bytes() == HEADER + ROW
     assert os.listdir(tmp_path) == ["episodes.csv"]
     log, note = restore_log(str(path), EPISODE_COLUMNS, HEADER + ROW, 50)

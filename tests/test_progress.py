@@ -50,14 +50,14 @@ def test_a_resume_without_replay_refills_catches_up_and_trains_its_last_minibatc
     # The last step, with minibatches still training: not 100% and ETA 0, but how long.
     schedule.deferred = 0
     progress.minibatches_done = progress.minibatches_total - 40
-    assert progress.phase(4_000) == "catching up" and progress.eta(4_000) == pytest.approx(2)
+    assert progress.phase(4_000) == "last minibatches" and progress.eta(4_000) == pytest.approx(2)
     progress.trained(40)
     assert progress.phase(4_000) == "training" and progress.eta(4_000) == 0
 
 
 def test_a_refill_that_runs_to_the_last_step_then_catches_up_there():
     """A resume whose extension is no longer than --prepopulate refills to its last step and
-    trains every minibatch there: that is catching up, timed at the minibatches' own rate."""
+    trains every minibatch there: its last minibatches, timed at the minibatches' own rate."""
     progress = RunProgress(5_000, train_freq=4, prepopulate=1_000)
     schedule = MinibatchSchedule(train_start=1_000, train_freq=4)
     schedule.refill(4_000, prepopulate=1_000)        # resumed at 4,000, --timesteps 5,000
@@ -67,10 +67,10 @@ def test_a_refill_that_runs_to_the_last_step_then_catches_up_there():
     progress.sample(1.0, 4_500)
     assert progress.phase(4_500) == "refill"
     progress.sample(2.0, 5_000)                      # the last step: 250 minibatches to go
-    assert progress.phase(5_000) == "catching up" and progress.eta(5_000) is None
+    assert progress.phase(5_000) == "last minibatches" and progress.eta(5_000) is None
     progress.trained(100)
     progress.sample(3.0, 5_000)                      # 100 minibatches/s
-    assert progress.phase(5_000) == "catching up"
+    assert progress.phase(5_000) == "last minibatches"
     assert progress.eta(5_000) == pytest.approx(150 / 100)
     progress.trained(150)
     assert progress.phase(5_000) == "training" and progress.eta(5_000) == 0

@@ -95,7 +95,8 @@ def test_the_vector_backend_resumes_with_new_games(tmp_path):
     result = run("run_fast_dqn.py", [f"--resume={logdir}", "--timesteps=2400"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "the 4 games in progress start again from their beginning (--env-backend " \
-        "vector cannot save a game in progress; python can)" in result.stdout
+        "vector cannot save a game in progress; runs started with --env-backend python keep " \
+        "them)" in result.stdout
     assert "replay was not saved in the checkpoint (--save-replay saves it): the next 400 " \
         "steps refill it, and training resumes at step 1,600; the 100 minibatches missed " \
         "meanwhile are made up afterwards" in result.stdout

@@ -122,8 +122,9 @@ def test_a_stop_while_the_last_period_trains_lets_it_finish(tmp_path, monkeypatc
     config = small_config("fast", tmp_path, timesteps=800)
     assert train_fast(config, stop=lambda: len(calls) >= 170) == 800
     assert len(calls) == 175
-    assert "stopping: the minibatches of this period are still training; the checkpoint " \
-        "is written once they are done" in capsys.readouterr().out
+    assert "stopping: the run's last steps are played and their minibatches are still " \
+        "training; the final checkpoint is written as soon as they are done" \
+        in capsys.readouterr().out
     state = CheckpointStore(str(tmp_path)).latest().load_state()
     assert state["loop"]["owed"] == 0 and state["learner"]["optimizer"][0] == 175
 
@@ -222,6 +223,9 @@ def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
     with pytest.raises(ConfigError, match="does not belong to this run") as error:
         built_parts(other, latest_checkpoint(str(tmp_path), "resume"))
     assert error.value.setting == "resume"
+    assert "was trained on CartPole-v1 (2 actions, observations of shape (1, 4)), but " \
+        "config.json now describes Acrobot-v1 (2 actions, observations of shape (1, 4))" \
+        in str(error.value)
 
 
 # Double, dueling and n-step together, in every loop: the learner and replay they build,
@@ -387,15 +391,20 @@ def test_the_resume_lines_say_what_happens_to_the_run():
     late = MinibatchSchedule(500, 4)
     late.refill(1_800, 500)
     assert refill_line(1_800, late, config) == (
-        "replay was not saved in the checkpoint (--save-replay saves it): it refills until "
-        "the run's last step, 2,000, where the 50 minibatches left are trained")
+        "replay was not saved in the checkpoint (--save-replay saves it): the steps left to "
+        "the run's last, 2,000, only refill it, and the 50 minibatches due meanwhile are all "
+        "trained after that step")
     fast = dict(SMALL, timesteps=2_000, workers=4)
     assert games_restart_line(resolve(FastConfig(**fast, env_backend="python"))) == (
         "the 4 games in progress start again from their beginning (the checkpoint was "
         "written with another --env-backend); only their unfinished parts are lost, as no "
         "game is logged before it ends")
-    assert "(--env-backend vector cannot save a game in progress; python can)" in \
+    assert "(--env-backend vector cannot save a game in progress; runs started with " \
+        "--env-backend python keep them)" in \
         games_restart_line(FastConfig(**fast, env_backend="vector"))
+    assert games_restart_line(FastConfig(**fast, backend="ray", num_samplers=3,
+                                         envs_per_sampler=5)).startswith(
+        "the 15 games in progress start again from their beginning (Ray's samplers")
 
 
 # A fast-loop stop before its first sync point leaves replay empty (everything played is

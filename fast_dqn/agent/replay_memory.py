@@ -82,7 +82,8 @@ def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=
     if need > 0.9 * available:
         raise ConfigError("replay_capacity",
             f"a replay of {capacity:,} steps needs {need / 2**30:.2f} GiB{both} but only "
-            f"{available / 2**30:.2f} GiB of RAM is available; lower ${{replay_capacity}}")
+            f"{available / 2**30:.2f} GiB of RAM is available; lower ${{replay_capacity}} (a "
+            "resumed run keeps its own: free memory, or resume it on a machine with more)")
     address_space = address_space_left() if address_space is None else address_space
     if address_space is not None and need > 0.9 * (address_space - _ADDRESS_SPACE_HEADROOM):
         left = max(0, address_space) / 2**30

@@ -223,7 +223,8 @@ class FastLoop:
         """The abort test of the last wait: never aborts, but keeps the console going while
         the last minibatches train, and says why a stop waits."""
         if self._waiting() and not self.told_finishing:
-            self.monitor.message("stopping: the minibatches of this period are still "
-                                 "training; the checkpoint is written once they are done")
+            self.monitor.message("stopping: the run's last steps are played and their "
+                                 "minibatches are still training; the final checkpoint is "
+                                 "written as soon as they are done")
             self.told_finishing = True
         return False

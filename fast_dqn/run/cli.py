@@ -235,8 +235,9 @@ def _train(prog, config, train, checkpoint, script):
                   file=sys.stderr)
             return 1
         except FloatingPointError as error:  # the learner's TrainingDiverged
-            print(f"{prog}: error: {error}; {_last_checkpoint(prog, config.logdir)}; lower --lr "
-                  "or check the reward scale", file=sys.stderr)
+            print(f"{prog}: error: {error}; {_last_checkpoint(prog, config.logdir)}, but with "
+                  "the same settings it may diverge again: a new run with a lower --lr (or, "
+                  "for --env, smaller rewards) is the fix", file=sys.stderr)
             return 1
         except Exception:
             # Any thread's failure ends up here: the trainer's and the prefetcher's are

@@ -59,5 +59,5 @@ class StopSignals:
         self._requested_at = self.clock()
         name = signal.Signals(signum).name
         # os.write, not print: the handler may interrupt a print to the same stream.
-        os.write(2, f"\n{name}: stopping after the current step and writing a checkpoint "
-                    "(Ctrl-C again, a second from now, aborts without one)\n".encode())
+        os.write(2, f"\n{name}: stopping after the current step and writing a checkpoint; "
+                    "to abort without one, press Ctrl-C again after a second\n".encode())

@@ -82,6 +82,14 @@ def _as_saved(config, name, value):
     return f"{json.dumps(saved)} (which this run resolves to {json.dumps(value)})"
 
 
+def _described(identity):
+    """A run's game and network inputs in words: 'pong (6 actions, 4 stacked 84x84 frames)'."""
+    shape = tuple(identity["observation_shape"])
+    inputs = (f"{shape[0]} stacked {shape[1]}x{shape[2]} frames" if len(shape) == 3
+              else f"observations of shape {shape}")
+    return f"{identity['game'] or identity['env']} ({identity['num_actions']} actions, {inputs})"
+
+
 def _fits(state, schema):
     try:
         check_state(state, schema)
@@ -202,9 +210,11 @@ class RunParts:
                                         f"the checkpoint is of step {resume.step:,}")
         # Checked before the monitor trims the logs back to the checkpoint's positions.
         if resume and self.state["identity"] != self.identity:
-            raise ConfigError("resume", f"{resume.path} was saved by a run of "
-                              f"{self.state['identity']}, not {self.identity}; it does not "
-                              "belong to this run")
+            raise ConfigError("resume", f"{resume.path} was trained on "
+                              f"{_described(self.state['identity'])}, but config.json now "
+                              f"describes {_described(self.identity)}; it does not belong to "
+                              "this run: put back the game or env, and the settings, the run "
+                              "started with")
         self.progress = RunProgress(config.timesteps, config.train_freq, config.prepopulate,
                                     config.evaluate, config.eval_episodes)
         self.own = own or NothingOwn()
@@ -335,8 +345,8 @@ def refill_line(step, schedule, config):
     missed = schedule.deferred + minibatches_due(step, resumes, start, config.train_freq)
     line = "replay was not saved in the checkpoint (--save-replay saves it): "
     if resumes >= total:
-        return line + (f"it refills until the run's last step, {total:,}, where the "
-                       f"{missed:,} minibatches left are trained")
+        return line + (f"the steps left to the run's last, {total:,}, only refill it, and the "
+                       f"{missed:,} minibatches due meanwhile are all trained after that step")
     if step < start:
         line += (f"the run was still in its warm-up; {config.prepopulate:,} steps refill "
                  f"replay, so training starts at step {resumes:,}, not {start:,}")
@@ -351,13 +361,16 @@ def refill_line(step, schedule, config):
 
 def games_restart_line(config):
     """What happens to the games in progress when the checkpoint cannot continue them."""
+    games = config.workers
     if config.backend == "ray":
+        games = config.num_samplers * config.envs_per_sampler
         why = "Ray's samplers cannot save a game in progress"
     elif config.env_backend == "vector":
-        why = "--env-backend vector cannot save a game in progress; python can"
+        why = ("--env-backend vector cannot save a game in progress; runs started with "
+               "--env-backend python keep them")
     else:
         why = "the checkpoint was written with another --env-backend"
-    return (f"the {config.workers} games in progress start again from their beginning ({why}); "
+    return (f"the {games} games in progress start again from their beginning ({why}); "
             "only their unfinished parts are lost, as no game is logged before it ends")
 
 
@@ -375,11 +388,12 @@ def replay_line(config, replay):
     from fast_dqn.agent.replay_memory import estimate_bytes
     size = estimate_bytes(replay.capacity, replay.frames.shape[2:], replay.frames.dtype)
     k = config.updates_per_call
-    calls = f"the trainer trains {k} minibatch{'es' if k > 1 else ''} per call"
+    calls = f"the trainer trains {k} minibatch{'es' if k > 1 else ''} per step " \
+        "(--updates-per-call)"
     if config.replay_device == "device":
-        return (f"replay: {size / 2**30:.2f} GiB in RAM, copied to the GPU, where {calls} "
-                "(--updates-per-call) without sending frames")
-    return f"replay: {size / 2**30:.2f} GiB in RAM; {calls} (--updates-per-call)"
+        return (f"replay: {size / 2**30:.2f} GiB in RAM, mirrored in GPU memory, where "
+                f"minibatches are drawn; {calls}")
+    return f"replay: {size / 2**30:.2f} GiB in RAM; {calls}"
 
 
 def check_fast_loop_parts(state, backend):

@@ -102,9 +102,9 @@ def restore_log(path, columns, contents, step):
     if found is not None and found[:len(contents)] == contents:
         # Rows past the checkpoint (a kill, a crash) are of steps the resumed run plays again.
         rows = found[len(contents):].count(b"\n")
-        message = (f"{name}: {rows:,} row{'s' if rows > 1 else ''} logged after the checkpoint "
-                   f"of step {step:,} removed; the resumed run plays those steps again"
-                   if rows else None)
+        message = (f"{name}: removed {rows:,} row{'s' if rows > 1 else ''} logged after the "
+                   f"checkpoint of step {step:,}; the resumed run plays those steps again "
+                   "and logs them anew" if rows else None)
         return CsvLog(path, columns, contents=contents), message
     if found is None:
         message = f"{name} was missing: rebuilt from the copy in the checkpoint of step {step:,}"

@@ -121,7 +121,8 @@ class RunProgress:
 
     Phases: warm-up (acting before training starts), refill (a resume without replay acting
     until replay is full again), training, catching up (deferred minibatches repaid, up to
-    twice the Nature rate, and those left at the last step), evaluating game k of N, and
+    twice the Nature rate), last minibatches (those left at the last step: the fast loop's
+    last period, or what a refill deferred), evaluating game k of N, and
     finished (set by the monitor once the run's last checkpoint is written). The
     ETA sums the warm-up and refill steps left at their own steps/s, the minibatches left at
     the minibatches/s measured while training, and the evaluations left at the seconds per
@@ -157,7 +158,7 @@ class RunProgress:
         # At the last step only minibatches remain, even when a refill ran up to it (a resume
         # whose extension is no longer than --prepopulate trains everything there).
         if step >= self.total:
-            return "catching up" if self.minibatches_left() else "training"
+            return "last minibatches" if self.minibatches_left() else "training"
         if schedule is not None and step <= schedule.train_start:
             return "warm-up"
         if schedule is not None and step <= schedule.refill_until:

@@ -264,7 +264,8 @@ def resolve_precision(config):
         if not computes_bfloat16():
             raise ConfigError("precision", "bfloat16 needs a GPU from Ampere on, or without a "
                               "GPU a CPU with AVX512-BF16 or AMX under TensorFlow; neither is here; "
-                              "use float32 or auto")
+                              "use float32 or auto (a resumed run keeps its precision: resume "
+                              "it on such a machine)")
     return config
 
 

@@ -64,5 +64,6 @@ class BestWeights:
             # Later exports first: the store keeps the newest step, and this one is older.
             self.store.discard_after(self.best["step"])
             self._export()
-            self.message(f"best/ put back to the checkpoint's best evaluation, at step "
-                         f"{self.best['step']:,} (mean {self.best['mean']:.2f})")
+            self.message(f"best/ rolled back to step {self.best['step']:,} (mean "
+                         f"{self.best['mean']:.2f}), the best evaluation up to the checkpoint; "
+                         "later evaluations are played again and may replace it")
