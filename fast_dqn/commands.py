@@ -5,6 +5,7 @@ fast_dqn`. Each command is the script or tool of the same job, under the same fl
     fast-dqn nature     run_dqn.py
     fast-dqn evaluate   python -m fast_dqn.tools.evaluate
     fast-dqn plot       python -m fast_dqn.tools.plot
+    fast-dqn suite      games × seeds of one protocol (fast_dqn.suite)
 """
 
 import sys
@@ -14,7 +15,8 @@ from fast_dqn.code_version import version_line
 _SUMMARIES = {"fast": "train the fast DQN of Daley & Amato (2021), as run_fast_dqn.py",
               "nature": "train the Nature DQN of Mnih et al. (2015), as run_dqn.py",
               "evaluate": "play a run's checkpoint, record a video, export its network",
-              "plot": "draw runs' learning curves, against published ones too"}
+              "plot": "draw runs' learning curves, against published ones too",
+              "suite": "run games × seeds, here or on a Ray cluster, resumable"}
 
 
 def _usage(name):
@@ -55,6 +57,9 @@ def _tool(argv, name):
     if command == "plot":
         from fast_dqn.tools.plot import main as plot
         return plot(rest, prog=prog)
+    if command == "suite":
+        from fast_dqn.suite.cli import main as suite
+        return suite(rest, prog=prog)
     choices = ", ".join(_SUMMARIES)
     print(f"{name}: error: unknown command '{command}'; choose one of {choices} (see "
           f"{name} --help)", file=sys.stderr)

@@ -1,0 +1,308 @@
+"""`fast-dqn suite`: the Atari benchmark in one command.
+
+    fast-dqn suite --games GAMES --seeds N --timesteps T [--loop fast|nature] [--preset P]
+                   [--parallel K] [--backend local|ray] --logdir DIR [-- RUN FLAGS...]
+
+Each game × seed is an ordinary run directory, DIR/GAME/seed-S, made and resumed by the
+training command itself (`fast-dqn fast` or `fast-dqn nature`), so --resume, evaluate and
+plot work on each. The same command again continues the unfinished runs and skips the
+finished ones. `fast-dqn plot DIR --aggregate` scores the suite.
+
+The main thread parses, checks, draws the table and takes the signals; the runs go on in
+fast_dqn.suite.local_runs' lanes or as Ray tasks (fast_dqn.suite.ray_runs).
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from fast_dqn.errors import ConfigError
+from fast_dqn.suite.plan import (
+    FINISHED,
+    NEW,
+    Suite,
+    check_logdir,
+    check_parallel,
+    check_run_flags,
+    run_state,
+    write_suite_file,
+)
+
+
+def build_parser(prog):
+    parser = argparse.ArgumentParser(
+        prog=prog, usage=f"{prog} --games GAMES --timesteps T --logdir DIR [options] "
+        "[-- RUN FLAGS...]", description="Run games × seeds of one protocol, each an "
+        "ordinary run directory DIR/GAME/seed-S, K at a time here or on a Ray cluster; the "
+        "same command again resumes the unfinished runs. Flags after -- go to every run.")
+    parser.error = lambda message: _refuse(prog, message)
+    parser.add_argument("--games", required=True, help="games separated by commas "
+                        "(pong,breakout,space_invaders), or a set: atari57, dopamine60, "
+                        "nature49")
+    parser.add_argument("--seeds", type=_whole, default=1, metavar="N",
+                        help="seeds 0 to N-1 of each game (default: 1)")
+    parser.add_argument("--timesteps", type=_count, required=True, metavar="T",
+                        help="agent steps of each run (250k, 1M, 1e7, ...)")
+    parser.add_argument("--loop", choices=("fast", "nature"), default="fast",
+                        help="fast: run_fast_dqn.py (default); nature: run_dqn.py")
+    parser.add_argument("--preset", default=None, help="the protocol of every run "
+                        "(`fast-dqn fast --help` lists them; default: the Nature protocol)")
+    parser.add_argument("--parallel", type=_whole, default=1, metavar="K",
+                        help="--backend local: runs at a time, sharing this machine's cores "
+                        "and its GPU (default: 1)")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local",
+                        help="local: on this machine (default); ray: each run a Ray task")
+    parser.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                        help="--backend ray: the cluster's head (`ray start --head` prints "
+                        "it); default: a private cluster on this machine")
+    parser.add_argument("--cpus-per-run", type=_whole, default=2, metavar="C",
+                        help="--backend ray: CPUs each run asks Ray for (default: 2)")
+    parser.add_argument("--gpus-per-run", type=float, default=0.0, metavar="G",
+                        help="--backend ray: GPUs each run asks for, a fraction to share one "
+                        "(default: 0)")
+    parser.add_argument("--logdir", required=True, metavar="DIR",
+                        help="the suite's directory: new, empty, or this suite's")
+    parser.add_argument("--plain", action="store_true",
+                        help="print the table as lines every --interval seconds, for logs "
+                        "(the default where the output is not a terminal)")
+    parser.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+                        help="how often the table is shown (default: 2 live, 300 plain)")
+    return parser
+
+
+def _refuse(prog, message):
+    print(f"{prog}: error: {message} (see --help)", file=sys.stderr)
+    sys.exit(2)
+
+
+def _whole(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _count(text):
+    from fast_dqn.run.settings.flags import parse_count
+    return parse_count(text)
+
+
+def main(argv=None, prog="fast-dqn suite"):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    run_flags = []
+    if "--" in argv:
+        run_flags, argv = argv[argv.index("--") + 1:], argv[:argv.index("--")]
+    args = build_parser(prog).parse_args(argv)
+    try:
+        suite, runs = _checked(args, run_flags)
+    except ConfigError as error:
+        print(f"{prog}: error: {_worded(error)}", file=sys.stderr)
+        return 2
+    stopping, signals = threading.Event(), []
+    previous = _take_signals(prog, stopping, signals)
+    try:
+        return _run(prog, args, suite, runs, stopping, signals)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _worded(error):
+    names = {"games": "--games", "logdir": "--logdir", "parallel": "--parallel",
+             "run_flags": "RUN FLAGS", "ray_address": "--ray-address"}
+    return error.worded(lambda setting: names.get(setting, f"--{setting.replace('_', '-')}"))
+
+
+def _checked(args, run_flags):
+    """The Suite and its runs, everything checked before anything is written."""
+    from fast_dqn.envs.games import available_games
+    from fast_dqn.suite.game_sets import parse_games
+    if args.seeds < 1:
+        raise ConfigError("seeds", f"must be 1 or more, not {args.seeds}")
+    if args.timesteps < 1:
+        raise ConfigError("timesteps", "must be 1 or more agent steps")
+    if args.backend == "local" and (args.ray_address or args.gpus_per_run):
+        raise ConfigError("backend", "--ray-address and --gpus-per-run are for --backend ray")
+    games = tuple(parse_games(args.games, available_games()))
+    suite = Suite(os.path.abspath(args.logdir), games, tuple(range(args.seeds)),
+                  args.timesteps, args.loop, args.preset, tuple(run_flags))
+    check_logdir(suite)
+    config = check_run_flags(suite)
+    runs = suite.runs()
+    if args.backend == "local":
+        check_parallel(args.parallel, sum(run_state(r, suite.timesteps) != FINISHED
+                                          for r in runs) or 1,
+                       _cores(), _replay_bytes(config), _available_memory())
+    else:
+        if args.parallel != 1:
+            raise ConfigError("parallel", "is for --backend local; on Ray, --cpus-per-run "
+                              "and --gpus-per-run decide how many runs share a machine")
+        from fast_dqn.loops.ray_backend import check_reachable
+        if args.ray_address:
+            check_reachable(args.ray_address)
+    return suite, runs
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _replay_bytes(config):
+    from fast_dqn.agent.replay_memory import estimate_bytes
+    return estimate_bytes(config.replay_capacity, (84, 84), "uint8")
+
+
+def _available_memory():
+    from fast_dqn.agent.replay_memory import available_memory_bytes
+    return available_memory_bytes()
+
+
+def gpus():
+    """The NVIDIA GPUs `nvidia-smi -L` lists; none where it is missing."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
+                                timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line for line in listed.splitlines() if line.startswith("GPU ")]
+
+
+def local_plan(parallel):
+    """(threads per run, environment of the runs, the start-up line's words on sharing)."""
+    cores = _cores()
+    threads = max(1, cores // parallel)
+    env = dict(os.environ)
+    words = (f"{parallel} at a time on this machine's {cores} cores, {threads} each "
+             f"(--threads {threads})")
+    found = gpus()
+    if not found:
+        return threads, env, words + "; no GPU seen"
+    if parallel > 1 and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in env:
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.9 / parallel:.2f}"
+    return threads, env, (words + f"; they share the GPU ({found[0].split(' (')[0]}): "
+                          "TensorFlow gives each the memory it grows to, JAX "
+                          f"{env.get('XLA_PYTHON_CLIENT_MEM_FRACTION', 'its default')} of it "
+                          "(XLA_PYTHON_CLIENT_MEM_FRACTION)")
+
+
+def _take_signals(prog, stopping, signals):
+    """Ctrl-C, SIGTERM or a closed terminal: every run checkpoints and stops, and no new one
+    starts. A second Ctrl-C aborts them without a checkpoint."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(received, frame):
+        signals.append(received)
+        if len(signals) == 1:
+            stopping.set()
+            _say(f"{prog}: {signal.Signals(received).name}: stopping every run with a "
+                 "checkpoint; Ctrl-C again aborts them without one")
+
+    return {signum: signal.signal(signum, stop)
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+            if signum != signal.SIGHUP or signal.getsignal(signum) is not signal.SIG_IGN}
+
+
+def _say(text):
+    try:
+        os.write(2, (text + "\n").encode())
+    except OSError:
+        pass
+
+
+def _run(prog, args, suite, runs, stopping, signals):
+    from fast_dqn.suite.table import read_row, render
+    write_suite_file(suite)
+    states = {run.name: run_state(run, suite.timesteps) for run in runs}
+    todo = [run for run in runs if states[run.name] != FINISHED]
+    of = f"`fast-dqn {suite.loop}" + (f" --preset {suite.preset}`" if suite.preset else "`")
+    head = (f"{prog}: {len(runs)} runs ({len(suite.games)} game{'s' * (len(suite.games) > 1)}"
+            f" × {len(suite.seeds)} seed{'s' * (len(suite.seeds) > 1)}) of {of}, "
+            f"{suite.timesteps:,} agent steps each, in {suite.logdir}")
+    print(head, flush=True)
+    skipped = len(runs) - len(todo)
+    resuming = sum(states[run.name] != NEW for run in todo)
+    if skipped or resuming:
+        print(f"{prog}: {skipped} finished already, skipped; {resuming} to resume from "
+              "their checkpoints", flush=True)
+    live = sys.stdout.isatty() and not args.plain
+    interval = args.interval or (2.0 if live else 300.0)
+    if args.backend == "ray":
+        from fast_dqn.suite.ray_runs import RayTasks
+        worker = RayTasks(suite, todo, args.ray_address, args.cpus_per_run, args.gpus_per_run,
+                          stopping, lambda text: print(text, flush=True))
+        print(f"{prog}: each run a Ray task of {args.cpus_per_run} CPUs and "
+              f"{args.gpus_per_run:g} GPUs, placed by Ray", flush=True)
+    else:
+        from fast_dqn.suite.local_runs import Lanes
+        threads, env, words = local_plan(args.parallel)
+        print(f"{prog}: {words}", flush=True)
+        events = []
+        worker = Lanes(suite, todo, args.parallel, threads, env, stopping,
+                       events.append if live else lambda text: print(text, flush=True))
+    outcomes, thread = {}, threading.Thread(target=lambda: outcomes.update(worker.run()),
+                                            name="suite-runs", daemon=True)
+    thread.start()
+    shown, aborted = 0, False
+    last = 0.0
+    while thread.is_alive():
+        thread.join(0.2)
+        if len(signals) > 1 and not aborted:
+            aborted = True
+            worker.kill_all()
+        if live and args.backend == "local":
+            for text in events[:]:
+                events.remove(text)
+                _clear(shown)
+                shown = 0
+                print(text, flush=True)
+        if time.monotonic() - last >= interval and thread.is_alive():
+            last = time.monotonic()
+            rows = [read_row(run, suite.timesteps, set(worker.running())) for run in runs]
+            lines = render(rows, suite.timesteps, args.parallel)
+            if live:
+                _clear(shown)
+                shown = len(lines)
+            print("\n".join(lines), flush=True)
+    rows = [read_row(run, suite.timesteps, set()) for run in runs]
+    _clear(shown if live else 0)
+    print("\n".join(render(rows, suite.timesteps, args.parallel)), flush=True)
+    return _ending(prog, suite, outcomes, signals, aborted)
+
+
+def _clear(lines):
+    if lines:
+        sys.stdout.write(f"\x1b[{lines}F\x1b[J")
+
+
+def _ending(prog, suite, outcomes, signals, aborted):
+    failed = [o for o in outcomes.values() if o.state in ("failed", "refused")]
+    for outcome in failed:
+        print(f"{prog}: {outcome.run.name} {outcome.state} (exit {outcome.status}): "
+              f"{outcome.last_line}; its log: {outcome.run.log}", file=sys.stderr)
+    again = "the same command continues it"
+    if aborted:
+        print(f"{prog}: aborted; each run resumes from its last checkpoint: {again}",
+              file=sys.stderr)
+        return 130
+    if signals:
+        print(f"{prog}: stopped by {signal.Signals(signals[0]).name}; every run that was "
+              f"running wrote a checkpoint: {again}", file=sys.stderr)
+        return 128 + signals[0]
+    if failed:
+        print(f"{prog}: {len(failed)} run{'s' * (len(failed) > 1)} failed twice and "
+              f"{'were' if len(failed) > 1 else 'was'} left as {'they are' if len(failed) > 1 else 'it is'}"
+              f"; fix the cause (the log's last line above), then {again}", file=sys.stderr)
+        return 1
+    print(f"{prog}: done; score it with: fast-dqn plot {suite.logdir} --aggregate", flush=True)
+    return 0

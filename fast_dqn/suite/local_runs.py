@@ -1,0 +1,141 @@
+"""A suite's runs on this machine, K at a time, each the training command in a process of its
+own.
+
+Threads: one per lane (K), each only starting a run's process and waiting for it; they share
+nothing but `Lanes.processes`, under its lock, which the stop reads to signal every run once.
+Each run's process has a session of its own, so a Ctrl-C at the terminal reaches the suite
+alone, which then sends each run one SIGTERM: the run checkpoints and exits.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+
+from fast_dqn.suite.plan import FINISHED, command, run_state
+
+# A training command's exit statuses after a stop by a signal: its checkpoint is written.
+STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+
+
+class Outcome:
+    """How a run's last attempt ended: "finished", "stopped" (by the suite, checkpointed),
+    "refused" or "failed" (with its log's last line)."""
+
+    def __init__(self, run, state, status=None, last_line=None):
+        self.run, self.state, self.status, self.last_line = run, state, status, last_line
+
+
+def classify(run, suite, status):
+    if status == 0:
+        return Outcome(run, "finished" if run_state(run, suite.timesteps) == FINISHED
+                       else "failed", status, last_line(run.log))
+    if status in STOPPED:
+        return Outcome(run, "stopped", status)
+    return Outcome(run, "refused" if status == 2 else "failed", status, last_line(run.log))
+
+
+def last_line(path):
+    """The last line a run printed, for a failure's report."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 8192))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    return lines[-1] if lines else "(empty log)"
+
+
+class Lanes:
+    """Runs `runs` of `suite` at most `parallel` at a time. `stopping` (an Event) asks every
+    run to checkpoint and no new one to start; `tell(text)` hears starts, ends and retries.
+    A run that fails is started once more (from its checkpoint), then left for the user."""
+
+    def __init__(self, suite, runs, parallel, threads, env, stopping, tell):
+        self.suite, self.parallel, self.threads = suite, parallel, threads
+        self.env, self.stopping, self.tell = env, stopping, tell
+        self.queue = list(runs)
+        self.outcomes = {}
+        self.processes = {}  # run name -> Popen, while it runs
+        self.signalled = set()
+        self.lock = threading.Lock()
+
+    def run(self):
+        lanes = [threading.Thread(target=self._lane, name=f"suite-lane-{i}", daemon=True)
+                 for i in range(min(self.parallel, len(self.queue)))]
+        for lane in lanes:
+            lane.start()
+        while any(lane.is_alive() for lane in lanes):
+            if self.stopping.wait(0.5):
+                self.signal_all()
+        return self.outcomes
+
+    def running(self):
+        with self.lock:
+            return list(self.processes)
+
+    def signal_all(self):
+        """One SIGTERM to every run not yet sent one: each checkpoints, then exits."""
+        with self.lock:
+            for name, process in self.processes.items():
+                if name not in self.signalled and process.poll() is None:
+                    self.signalled.add(name)
+                    try:
+                        process.send_signal(signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+
+    def kill_all(self):
+        with self.lock:
+            for process in self.processes.values():
+                if process.poll() is None:
+                    process.kill()
+
+    def _next(self):
+        with self.lock:
+            if self.stopping.is_set() or not self.queue:
+                return None
+            return self.queue.pop(0)
+
+    def _lane(self):
+        while (run := self._next()) is not None:
+            outcome = self._attempt(run)
+            if outcome.state == "failed" and not self.stopping.is_set():
+                self.tell(f"{run.name} failed (exit {outcome.status}): {outcome.last_line}; "
+                          f"retrying once from its last checkpoint (log: {run.log})")
+                outcome = self._attempt(run)
+            self.outcomes[run.name] = outcome
+            self.tell(_ended(outcome))
+
+    def _attempt(self, run):
+        argv = command(self.suite, run, self.threads)
+        os.makedirs(os.path.dirname(run.run_dir), exist_ok=True)
+        with open(run.log, "ab") as log:
+            log.write(f"\n$ {' '.join(argv)}\n".encode())
+            log.flush()
+            with self.lock:
+                if self.stopping.is_set():
+                    return Outcome(run, "stopped")
+                process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, env=self.env,
+                                           start_new_session=True)
+                self.processes[run.name] = process
+                self.signalled.discard(run.name)
+            self.tell(f"{run.name}: {'resumed' if '--resume' in ' '.join(argv) else 'started'}"
+                      f" (log: {run.log})")
+            status = process.wait()
+        with self.lock:
+            del self.processes[run.name]
+        if status < 0:  # killed by a signal before its handlers were set: as the shell counts
+            status = 128 - status
+        return classify(run, self.suite, status)
+
+
+def _ended(outcome):
+    run = outcome.run
+    if outcome.state == "finished":
+        return f"{run.name}: finished"
+    if outcome.state == "stopped":
+        return f"{run.name}: stopped with a checkpoint"
+    return f"{run.name}: {outcome.state} (exit {outcome.status}): {outcome.last_line}"

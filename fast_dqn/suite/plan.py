@@ -1,0 +1,254 @@
+"""What a suite is: its settings, recorded in DIR/suite.json, and its runs, DIR/GAME/seed-S,
+each an ordinary run directory made and resumed by the training command itself.
+
+Everything here reads files and builds command lines; nothing trains. The checks run before
+any run starts, so that a bad flag or a foreign directory is refused in one line with nothing
+written.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from fast_dqn.errors import ConfigError
+
+SUITE_FILE = "suite.json"
+FORMAT = 1
+LOOPS = ("fast", "nature")
+# Given by the suite itself: in the run flags they would fight it.
+SUITE_OWNS = {"game": "--games", "env": "--games", "seed": "--seeds",
+              "timesteps": "--timesteps", "logdir": "--logdir", "resume": "--logdir",
+              "preset": "--preset"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """The settings every run of the suite shares; `identity` must match DIR's suite.json."""
+    logdir: str
+    games: tuple
+    seeds: tuple
+    timesteps: int
+    loop: str = "fast"
+    preset: str = None
+    run_flags: tuple = ()
+
+    @property
+    def identity(self):
+        return {"loop": self.loop, "preset": self.preset, "run_flags": list(self.run_flags)}
+
+    def runs(self):
+        """[Run] of every game × seed, game by game."""
+        return [Run(game, seed, os.path.join(self.logdir, game, f"seed-{seed}"))
+                for game in self.games for seed in self.seeds]
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    game: str
+    seed: int
+    run_dir: str
+
+    @property
+    def name(self):
+        return f"{self.game}/seed-{self.seed}"
+
+    @property
+    def log(self):
+        """The run's console output, beside its directory: a run directory must start empty."""
+        return f"{self.run_dir}.log"
+
+
+# --- a run's state, from its files
+
+NEW, UNFINISHED, FINISHED = "new", "unfinished", "finished"
+
+
+def run_state(run, timesteps):
+    """NEW (nothing to resume: no directory, or one left while it was being made),
+    FINISHED (its newest checkpoint ended it at or past `timesteps`), else UNFINISHED."""
+    from fast_dqn.run.storage.run_directory import CONFIG_FILE, is_unborn_run
+    if not os.path.isdir(run.run_dir) or is_unborn_run(run.run_dir):
+        return NEW
+    if not os.path.isfile(os.path.join(run.run_dir, CONFIG_FILE)):
+        return UNFINISHED  # the training command says what is wrong with it
+    step = last_checkpoint_step(run.run_dir)
+    if step is not None and step >= timesteps and _newest_is_finished(run.run_dir):
+        return FINISHED
+    return UNFINISHED
+
+
+def last_checkpoint_step(run_dir):
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    steps = CheckpointStore(run_dir, warn=lambda message: None).steps()
+    return steps[-1] if steps else None
+
+
+def _newest_is_finished(run_dir):
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    return CheckpointStore(run_dir, warn=lambda message: None).newest_is_finished()
+
+
+def command(suite, run, threads=None):
+    """The training command that starts `run`, or continues it from its checkpoint."""
+    base = [sys.executable, "-m", "fast_dqn", suite.loop]
+    given = _flag_names(suite.run_flags)
+    extra = []
+    if threads and "--threads" not in given:
+        extra.append(f"--threads={threads}")
+    if threads and suite.loop == "fast" and "--env-threads" not in given:
+        extra.append(f"--env-threads={threads}")
+    if run_state(run, suite.timesteps) == NEW:
+        preset = [f"--preset={suite.preset}"] if suite.preset else []
+        return base + [f"--game={run.game}", f"--seed={run.seed}",
+                       f"--timesteps={suite.timesteps}", f"--logdir={run.run_dir}"] + preset \
+            + list(suite.run_flags) + extra
+    return base + [f"--resume={run.run_dir}", f"--timesteps={suite.timesteps}"] + extra
+
+
+def _flag_names(flags):
+    return {flag.split("=", 1)[0] for flag in flags if flag.startswith("--")}
+
+
+# --- checks before anything starts
+
+def check_run_flags(suite):
+    """The flags after `--`, as the training command would take them with a game, seed and
+    budget of the suite; refused in one line (ConfigError "run_flags") otherwise. Returns the
+    resolved config of the suite's first run (its replay size, for the RAM check)."""
+    from fast_dqn.run.run_kinds import FAST, NATURE
+    from fast_dqn.run.settings.flags import build_parser, explicit_values
+    from fast_dqn.run.settings.precedence import build_config
+    from fast_dqn.run.settings.validation import resolve
+    kind = {"fast": FAST, "nature": NATURE}[suite.loop]
+    parser = build_parser(f"{suite.loop} run flags", kind.description, kind.config_class)
+
+    def refuse(message):
+        raise ConfigError("run_flags", f"{message}; they go to `fast-dqn {suite.loop}` "
+                          "(its --help lists them)")
+    parser.error = refuse
+    args = parser.parse_args(list(suite.run_flags))
+    typed = vars(args)
+    for name, flag in SUITE_OWNS.items():
+        if name in typed:
+            raise ConfigError("run_flags", f"--{name.replace('_', '-')} is the suite's to "
+                              f"give: use {flag}")
+    if typed.get("list_games"):
+        raise ConfigError("run_flags", "--list-games lists games: run it on its own")
+    explicit = dict(explicit_values(args, kind.config_class), game=suite.games[0],
+                    seed=suite.seeds[0], timesteps=suite.timesteps)
+    if suite.preset:
+        explicit["preset"] = suite.preset
+    try:
+        return resolve(build_config(explicit, kind.config_class))
+    except ConfigError as error:
+        raise ConfigError("run_flags", error.worded(_flag)) from None
+
+
+def _flag(setting):
+    from fast_dqn.run.settings.flags import flag_name
+    return flag_name(setting)
+
+
+def check_logdir(suite):
+    """DIR is new, empty, or this suite's: refused if it holds a run, another suite, or files
+    of anything else; each run directory in it must be of its game and seed."""
+    from fast_dqn.run.storage.run_directory import CONFIG_FILE
+    path = suite.logdir
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError("logdir", f"{path} is a file, not a directory; give a new or "
+                          "empty directory")
+    if not os.path.isdir(path) or not os.listdir(path):
+        return
+    if os.path.isfile(os.path.join(path, CONFIG_FILE)):
+        raise ConfigError("logdir", f"{path} is a run directory, not a suite's; give a new or "
+                          "empty directory")
+    recorded = read_suite_file(path)
+    if recorded is None:
+        raise ConfigError("logdir", f"{path} holds files but no {SUITE_FILE}: it is not a "
+                          "suite's; give a new or empty directory")
+    theirs = {key: recorded.get(key) for key in suite.identity}
+    if theirs != suite.identity:
+        raise ConfigError("logdir", f"{path} holds another suite ({describe(theirs)}), not "
+                          f"({describe(suite.identity)}); give another directory, or the same "
+                          "settings to continue it")
+    for run in suite.runs():
+        _check_run_belongs(run, suite)
+
+
+def describe(identity):
+    words = [f"--loop {identity['loop']}"]
+    if identity.get("preset"):
+        words.append(f"--preset {identity['preset']}")
+    if identity.get("run_flags"):
+        words.append("-- " + " ".join(identity["run_flags"]))
+    return " ".join(words)
+
+
+def _check_run_belongs(run, suite):
+    """A run directory of another game, seed or loop (moved or copied in) is refused: the
+    suite would resume it as this one."""
+    path = os.path.join(run.run_dir, "config.json")
+    if not os.path.isfile(path):
+        return
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return  # the training command names what is wrong with it
+    if not isinstance(saved, dict):
+        return
+    expected = {"game": run.game, "seed": run.seed, "loop": "fast" if suite.loop == "fast"
+                else "dqn"}
+    found = {key: saved.get(key) for key in expected}
+    if found != expected:
+        raise ConfigError("logdir", f"{run.run_dir} holds a run of {found}, not of {expected}: "
+                          "it was moved or copied there; move it out")
+
+
+def read_suite_file(path):
+    """DIR/suite.json as a dict, None where there is none; one line where it is damaged."""
+    file = os.path.join(path, SUITE_FILE)
+    if not os.path.isfile(file):
+        return None
+    try:
+        with open(file) as f:
+            recorded = json.load(f)
+    except (OSError, ValueError) as error:
+        raise ConfigError("logdir", f"cannot read {file} ({error}); put back the file the "
+                          "suite wrote, or give another directory") from None
+    if not isinstance(recorded, dict) or recorded.get("format") != FORMAT:
+        raise ConfigError("logdir", f"{file} is not a suite file this fast-dqn writes; put "
+                          "back the file the suite wrote, or give another directory")
+    return recorded
+
+
+def write_suite_file(suite):
+    """suite.json, written whole or not at all: the suite's settings and its latest plan."""
+    from fast_dqn.code_version import code_record
+    os.makedirs(suite.logdir, exist_ok=True)
+    record = {"format": FORMAT, **suite.identity, "games": list(suite.games),
+              "seeds": list(suite.seeds), "timesteps": suite.timesteps, "code": code_record()}
+    path = os.path.join(suite.logdir, SUITE_FILE)
+    temporary = f"{path}.writing"
+    with open(temporary, "w") as f:
+        json.dump(record, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+
+
+def check_parallel(parallel, runs, cores, replay_bytes, available_bytes):
+    """K runs at a time must each have a core, and their replays the RAM."""
+    if parallel < 1:
+        raise ConfigError("parallel", f"must be 1 or more, not {parallel}")
+    if parallel > cores:
+        raise ConfigError("parallel", f"{parallel} runs at a time need a core each, and this "
+                          f"machine has {cores}; give --parallel {cores} or fewer")
+    together = min(parallel, runs)
+    if together * replay_bytes > 0.9 * available_bytes:
+        fits = max(1, int(0.9 * available_bytes // max(replay_bytes, 1)))
+        raise ConfigError("parallel", f"{together} runs at a time need "
+                          f"{together * replay_bytes / 2**30:.1f} GiB for their replays, and "
+                          f"{available_bytes / 2**30:.1f} GiB of RAM is available; give "
+                          f"--parallel {fits} or fewer, or a smaller --replay-capacity")

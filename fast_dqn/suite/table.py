@@ -1,0 +1,134 @@
+"""The suite's progress: a table of its runs (game, seed, agent step, mean of the last 100
+games, the run's phase and ETA), read from each run's own files, and the whole suite's ETA.
+
+A run's figures come from its progress line (the training command prints one every 10 s to
+its log) and its episodes.csv: the suite measures nothing itself, so it shows what each run
+would show in a terminal of its own.
+"""
+
+import csv
+import os
+import re
+
+from fast_dqn.suite.plan import FINISHED, NEW, run_state
+
+_PROGRESS = re.compile(r"step (?P<step>[\d,]+)/(?P<total>[\d,]+) \([^)]*\) \| "
+                       r"(?P<phase>[^|]+?) \|(?:.*?\| (?P<rate>[\d,]+) steps/s \|)?"
+                       r".*\| ETA (?P<eta>\S+)")
+_DURATION = re.compile(r"^(?:(?P<d>\d+)d(?P<dh>\d+)h|(?P<h>\d+)h(?P<hm>\d+)m|"
+                       r"(?P<m>\d+)m(?P<ms>\d+)s)$")
+
+
+class RunRow:
+    def __init__(self, run, state, step=0, mean_100=None, phase=None, eta=None, rate=None):
+        self.run, self.state, self.step, self.mean_100 = run, state, step, mean_100
+        self.phase, self.eta, self.rate = phase, eta, rate
+
+
+def read_row(run, timesteps, running):
+    """The run's row: its state (new, queued, running, finished, stopped...), the last agent
+    step and ETA its progress line gave, and the mean of its last 100 games."""
+    state = run_state(run, timesteps)
+    row = RunRow(run, "finished" if state == FINISHED else
+                 "running" if run.name in running else
+                 "queued" if state == NEW else "to resume")
+    row.mean_100, logged_step = _mean_100(run.run_dir)
+    line = _last_progress_line(run.log) if os.path.exists(run.log) else None
+    if line:
+        row.step = int(line["step"].replace(",", ""))
+        row.phase = line["phase"].strip()
+        row.eta = parse_duration(line["eta"])
+        row.rate = int(line["rate"].replace(",", "")) if line["rate"] else None
+    row.step = max(row.step, logged_step)
+    if row.state == "finished":
+        row.step, row.eta = timesteps, 0
+    return row
+
+
+def _mean_100(run_dir):
+    """(mean of the last 100 games, agent step of the last game) from episodes.csv."""
+    path = os.path.join(run_dir, "episodes.csv")
+    try:
+        with open(path, newline="") as f:
+            last = None
+            for last in csv.DictReader(f):
+                pass
+    except OSError:
+        return None, 0
+    try:
+        return float(last["mean_100"]), int(last["agent_step"])
+    except (TypeError, KeyError, ValueError):
+        return None, 0
+
+
+def _last_progress_line(log):
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.path.getsize(log) - 16384))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    for line in reversed(text.replace("\r", "\n").splitlines()):
+        match = _PROGRESS.search(line)
+        if match:
+            return match
+    return None
+
+
+def parse_duration(text):
+    """The progress line's ETA ('1d03h', '2h53m', '4m10s') in seconds; None for '?'."""
+    match = _DURATION.match(text)
+    if not match:
+        return None
+    g = {k: int(v) for k, v in match.groupdict().items() if v is not None}
+    return (g.get("d", 0) * 86400 + g.get("dh", 0) * 3600 + g.get("h", 0) * 3600
+            + g.get("hm", 0) * 60 + g.get("m", 0) * 60 + g.get("ms", 0))
+
+
+def format_duration(seconds):
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d{hours:02d}h"
+    return f"{hours}h{minutes:02d}m"
+
+
+def suite_eta(rows, timesteps, parallel):
+    """Seconds until every run is done: the running runs' own ETAs, then the runs left, each
+    at the agent steps/s the runs show, spread over the lanes. None until a rate is known."""
+    rates = [row.rate for row in rows if row.rate]
+    left = [row for row in rows if row.state not in ("finished",)]
+    if not left:
+        return 0
+    if not rates:
+        return None
+    rate = sum(rates) / len(rates)
+    work = 0.0
+    for row in left:
+        if row.state == "running" and row.eta is not None:
+            work += row.eta
+        else:
+            work += (timesteps - row.step) / rate
+    return work / max(1, min(parallel, len(left)))
+
+
+def render(rows, timesteps, parallel):
+    """The table's lines, then the suite's summary line."""
+    lines = [f"{'game':<18} {'seed':>4}  {'agent step':>23}  {'mean 100':>9}  "
+             f"{'state':<22} {'ETA':>7}"]
+    for row in rows:
+        mean = "-" if row.mean_100 is None else f"{row.mean_100:.2f}"
+        state = row.phase if row.state == "running" and row.phase else row.state
+        eta = "" if row.state in ("finished", "queued") else format_duration(row.eta)
+        lines.append(f"{row.run.game:<18} {row.run.seed:>4}  "
+                     f"{f'{row.step:,}/{timesteps:,}':>23}  {mean:>9}  {state[:22]:<22} "
+                     f"{eta:>7}")
+    done = sum(row.state == "finished" for row in rows)
+    running = sum(row.state == "running" for row in rows)
+    lines.append(f"suite: {done} of {len(rows)} finished, {running} running; ETA "
+                 f"{format_duration(suite_eta(rows, timesteps, parallel))}")
+    return lines
