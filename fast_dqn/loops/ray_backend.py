@@ -190,10 +190,10 @@ def private_auth_token():
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
-def start_private_cluster(num_cpus, object_store_mb, **init_kwargs):
+def start_private_cluster(num_cpus, object_store_mb, num_gpus=0, **init_kwargs):
     """A new single-machine cluster on loopback, never a stray running one."""
     private_auth_token()
-    ray.init(address="local", num_cpus=num_cpus, num_gpus=0,
+    ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
              object_store_memory=object_store_mb * 2**20, include_dashboard=False,
              _node_ip_address="127.0.0.1", log_to_driver=True, logging_level="WARNING",
              **init_kwargs)

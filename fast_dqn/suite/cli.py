@@ -241,6 +241,7 @@ def _run(prog, args, suite, runs, stopping, signals):
         from fast_dqn.suite.ray_runs import RayTasks
         worker = RayTasks(suite, todo, args.ray_address, args.cpus_per_run, args.gpus_per_run,
                           stopping, lambda text: print(text, flush=True))
+        worker.connect(gpus=len(gpus()))
         print(f"{prog}: each run a Ray task of {args.cpus_per_run} CPUs and "
               f"{args.gpus_per_run:g} GPUs, placed by Ray", flush=True)
     else:
@@ -277,6 +278,8 @@ def _run(prog, args, suite, runs, stopping, signals):
     rows = [read_row(run, suite.timesteps, set()) for run in runs]
     _clear(shown if live else 0)
     print("\n".join(render(rows, suite.timesteps, args.parallel)), flush=True)
+    if args.backend == "ray":
+        worker.close()
     return _ending(prog, suite, outcomes, signals, aborted)
 
 

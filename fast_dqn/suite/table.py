@@ -13,7 +13,7 @@ import re
 from fast_dqn.suite.plan import FINISHED, NEW, run_state
 
 _PROGRESS = re.compile(r"step (?P<step>[\d,]+)/(?P<total>[\d,]+) \([^)]*\) \| "
-                       r"(?P<phase>[^|]+?) \|(?:.*?\| (?P<rate>[\d,]+) steps/s \|)?"
+                       r"(?P<phase>[^|]+?) \|(?: (?P<rate>[\d,]+) steps/s \|)?"
                        r".*\| ETA (?P<eta>\S+)")
 _DURATION = re.compile(r"^(?:(?P<d>\d+)d(?P<dh>\d+)h|(?P<h>\d+)h(?P<hm>\d+)m|"
                        r"(?P<m>\d+)m(?P<ms>\d+)s)$")

@@ -36,6 +36,30 @@ def mean(scores):
 AGGREGATES = {"IQM": iqm, "optimality gap": optimality_gap, "mean": mean}
 
 
+def per_game(statistic):
+    """Mark a statistic that takes the list of each game's scores, not all of them at once."""
+    statistic.per_game = True
+    return statistic
+
+
+@per_game
+def median_of_game_means(games):
+    """The median over games of each game's mean over its runs (rliable's aggregate_median)."""
+    return float(np.median([np.mean(g) for g in games]))
+
+
+@per_game
+def mean_of_game_means(games):
+    """The mean over games of each game's mean over its runs (rliable's aggregate_mean): a
+    game with more seeds weighs no more than one with fewer."""
+    return float(np.mean([np.mean(g) for g in games]))
+
+
+# A suite's aggregates (fast_dqn.tools.suite_scores), over games with any number of seeds.
+SUITE_AGGREGATES = {"IQM": iqm, "median": median_of_game_means, "mean": mean_of_game_means,
+                    "optimality gap": optimality_gap}
+
+
 def stratified_bootstrap(scores_by_game, statistic, reps=2000, seed=0, level=0.95):
     """(point, low, high): `statistic` of all scores, and its percentile interval over `reps`
     resamples that draw, for each game separately, as many runs as it has, with replacement.
@@ -44,11 +68,12 @@ def stratified_bootstrap(scores_by_game, statistic, reps=2000, seed=0, level=0.9
     """
     rng = np.random.default_rng(seed)
     games = [np.asarray(runs, np.float64) for runs in scores_by_game.values()]
-    point = statistic(np.concatenate(games))
+    of = statistic if getattr(statistic, "per_game", False) else \
+        (lambda drawn: statistic(np.concatenate(drawn)))
+    point = of(games)
     estimates = np.empty(reps)
     for r in range(reps):
-        estimates[r] = statistic(np.concatenate(
-            [runs[rng.integers(0, len(runs), len(runs))] for runs in games]))
+        estimates[r] = of([runs[rng.integers(0, len(runs), len(runs))] for runs in games])
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(estimates, [tail, 100 - tail])
     return point, float(low), float(high)

@@ -488,6 +488,20 @@ def _main_plot(parser, args):
     if args.window < 1:
         return fail(parser.prog, ConfigError("--window", f"must be a positive whole number, "
                                              f"got {args.window}"))
+    from fast_dqn.tools.suite_scores import is_suite, score
+    suites = [path for path in args.run_dirs if is_suite(path)]
+    if suites:
+        if not args.aggregate or len(suites) < len(args.run_dirs):
+            return fail(parser.prog, ConfigError("RUN_DIR", "a suite's directory is scored "
+                                                 "with --aggregate, and only beside other "
+                                                 "suites; give its runs (DIR/GAME/seed-S) "
+                                                 "to draw their curves"))
+        try:
+            path = score(suites, args.output, args.window)
+        except ConfigError as error:
+            return fail(parser.prog, error)
+        print(f"wrote {path} (the performance profile)")
+        return 0
     try:
         # The table first: runs it cannot compare are refused before anything is written.
         notes = []

@@ -1,0 +1,147 @@
+"""A suite's runs as Ray tasks: each asks for its CPUs (and a GPU, or a share of one) and Ray
+places it on a node that has them.
+
+What Ray does, it does here: placement, and retrying a task whose node or worker died
+(max_retries). A retried task starts the training command again on another node, which finds
+the run's checkpoint in the run directory, so the run directory must be on storage every node
+reaches (docs/ray.md). The run's process dies with the task's worker (PR_SET_PDEATHSIG), as
+after a `kill -9`: nothing is lost that the last checkpoint holds, and its lock is released
+for the retry. A run that fails is started once more by the driver, then left for the user.
+The driver thread only submits, waits and cancels; the tasks run on the workers.
+"""
+
+import os
+import signal
+
+from fast_dqn.suite.local_runs import Outcome, classify
+
+# A node that dies mid-run: Ray starts the task again elsewhere, up to this many times.
+NODE_RETRIES = 3
+
+
+def _die_with_parent():
+    """In the run's process before exec: SIGKILL when the task's worker dies (Linux)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere a run may outlive its worker; its lock then refuses the retry
+
+
+def train_task(suite, run, threads):
+    """The body of a run's task, on its node: the training command, to its end or a cancel
+    (which stops it with a checkpoint). Returns its exit status."""
+    import subprocess
+
+    import fast_dqn
+    from fast_dqn.suite.plan import command
+    env = dict(os.environ)
+    # The package as this worker imported it (Ray ships it to nodes that lack it).
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(fast_dqn.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    argv = command(suite, run, threads)
+    os.makedirs(os.path.dirname(run.run_dir), exist_ok=True)
+    with open(run.log, "ab") as log:
+        log.write(f"\n$ {' '.join(argv)}   # on {os.uname().nodename}\n".encode())
+        log.flush()
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env=env,
+                                   preexec_fn=_die_with_parent)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:  # ray.cancel: the suite is stopping
+            process.send_signal(signal.SIGTERM)
+            return process.wait()
+
+
+class RayTasks:
+    """The suite's runs on a Ray cluster (address None: a private one on this machine)."""
+
+    def __init__(self, suite, runs, address, cpus, gpus, stopping, tell):
+        self.suite, self.runs, self.address = suite, list(runs), address
+        self.cpus, self.gpus, self.stopping, self.tell = cpus, gpus, stopping, tell
+        self.pending = {}  # ObjectRef -> (run, attempt)
+        self.cancelled = self.connected = False
+
+    def running(self):
+        return [run.name for run, _ in self.pending.values()]
+
+    def kill_all(self):
+        import ray
+        for ref in list(self.pending):
+            ray.cancel(ref, force=True)
+
+    def run(self):
+        """Submit every run, wait for each, retry a failed one once; {run name: Outcome}.
+        connect() first, from the main thread."""
+        import ray
+        self.task = ray.remote(max_retries=NODE_RETRIES, retry_exceptions=False)(train_task)
+        for run in self.runs:
+            self._submit(run, 1)
+            self.tell(f"{run.name}: submitted (log: {run.log})")
+        outcomes = {}
+        while self.pending:
+            if self.stopping.is_set() and not self.cancelled:
+                self.cancelled = True
+                for ref in self.pending:
+                    ray.cancel(ref)
+            done, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+            for ref in done:
+                run, attempt = self.pending.pop(ref)
+                outcome = self._outcome(ref, run)
+                if outcome.state == "failed" and attempt == 1 and not self.cancelled:
+                    self.tell(f"{run.name} failed (exit {outcome.status}): "
+                              f"{outcome.last_line}; retrying once from its last "
+                              f"checkpoint (log: {run.log})")
+                    self._submit(run, 2)
+                    continue
+                outcomes[run.name] = outcome
+                self.tell(f"{run.name}: {outcome.state}")
+        return outcomes
+
+    def _submit(self, run, attempt):
+        ref = self.task.options(num_cpus=self.cpus, num_gpus=self.gpus,
+                                name=f"fast-dqn {run.name}").remote(self.suite, run, self.cpus)
+        self.pending[ref] = (run, attempt)
+
+    def _outcome(self, ref, run):
+        import ray
+        try:
+            status = ray.get(ref)
+        except ray.exceptions.TaskCancelledError:
+            return Outcome(run, "stopped")
+        except ray.exceptions.RayError as error:
+            text = str(error).strip().splitlines()
+            return Outcome(run, "failed", None, text[-1] if text else repr(error))
+        if status < 0:
+            status = 128 - status
+        return classify(run, self.suite, status)
+
+    def close(self):
+        import ray
+        if self.connected:
+            ray.shutdown()
+
+    def connect(self, gpus=0):
+        """Join the cluster at `address`, or start a private one with this machine's cores
+        and `gpus`; from the main thread, since Ray's driver sets signal handlers."""
+        import ray
+
+        from fast_dqn.agent.backend_setup import keras_backend
+        from fast_dqn.loops.ray_backend import package_dir, start_private_cluster
+        if ray.is_initialized():
+            return
+        runtime_env = {"py_modules": [package_dir()],
+                       "env_vars": {"KERAS_BACKEND": keras_backend()}}
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            if self.address:
+                ray.init(address=self.address, runtime_env=runtime_env,
+                         logging_level="WARNING", log_to_driver=False)
+            else:
+                start_private_cluster(os.cpu_count() or 1, 256, num_gpus=gpus,
+                                      runtime_env=runtime_env)
+        finally:
+            for signum, handler in handlers.items():  # Ray's driver replaces them
+                signal.signal(signum, handler)
+        self.connected = True

@@ -1,0 +1,336 @@
+"""`fast-dqn suite` without training: the game sets, the checks that refuse bad input before
+anything is written, the commands it gives each run, its table, and a suite's score
+(fast_dqn.tools.suite_scores) on synthetic logs against a computation by hand. The real
+suites, local and on Ray, are in tests/test_suite_runs.py."""
+
+import csv
+import itertools
+import json
+import os
+
+import numpy as np
+import pytest
+
+from fast_dqn.errors import ConfigError
+from fast_dqn.suite import game_sets
+from fast_dqn.suite.cli import main as suite_main
+from fast_dqn.suite.plan import (
+    FINISHED,
+    NEW,
+    UNFINISHED,
+    Suite,
+    check_logdir,
+    check_parallel,
+    check_run_flags,
+    command,
+    run_state,
+    write_suite_file,
+)
+
+GAMES = ["pong", "breakout", "space_invaders", "boxing", "seaquest", "zaxxon", "alien"]
+
+
+def test_the_named_sets_are_the_benchmarks_games():
+    assert len(game_sets.NATURE49) == len(set(game_sets.NATURE49)) == 49
+    assert len(game_sets.ATARI57) == 57 and set(game_sets.NATURE49) < set(game_sets.ATARI57)
+    assert len(game_sets.DOPAMINE60) == 60
+    # Every game of dopamine60 has Dopamine's published curves in the package, and no other.
+    shipped = {name[:-4] for name in os.listdir(os.path.join(
+        os.path.dirname(game_sets.__file__), "..", "reference_data", "dopamine"))
+        if name.endswith(".csv")}
+    assert shipped == set(game_sets.DOPAMINE60)
+
+
+def test_games_are_read_as_typed_sets_included_each_once():
+    parse = game_sets.parse_games
+    assert parse("pong, Breakout,SpaceInvaders", GAMES) == ["pong", "breakout", "space_invaders"]
+    both = parse("pong,nature49", list(game_sets.ATARI57))
+    assert both[0] == "pong" and len(both) == 49
+    with pytest.raises(ConfigError, match=r"unknown game 'pongg'; did you mean pong\?"):
+        parse("pongg,breakout", GAMES)
+    with pytest.raises(ConfigError, match="no game given"):
+        parse(" , ", GAMES)
+    with pytest.raises(ConfigError, match="not in the installed ale-py"):
+        parse("atari57", GAMES)
+
+
+def suite(tmp_path, **changes):
+    values = dict(logdir=str(tmp_path / "suite"), games=("pong", "breakout"), seeds=(0, 1),
+                  timesteps=1_600, loop="fast", preset=None,
+                  run_flags=("--workers=4", "--replay-capacity=2000", "--prepopulate=400"))
+    return Suite(**{**values, **changes})
+
+
+def test_a_directory_of_something_else_is_refused(tmp_path):
+    s = suite(tmp_path)
+    check_logdir(s)  # new
+    os.makedirs(s.logdir)
+    check_logdir(s)  # empty
+    (tmp_path / "suite" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="holds files but no suite.json"):
+        check_logdir(s)
+    os.remove(tmp_path / "suite" / "notes.txt")
+    (tmp_path / "suite" / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="is a run directory, not a suite's"):
+        check_logdir(s)
+    os.remove(tmp_path / "suite" / "config.json")
+    write_suite_file(s)
+    check_logdir(s)  # its own: continued
+    check_logdir(suite(tmp_path, games=("pong",), seeds=(0,), timesteps=3_200))
+    with pytest.raises(ConfigError, match=r"holds another suite \(--loop fast -- --workers=4 "
+                       r".*\), not \(--loop nature"):
+        check_logdir(suite(tmp_path, loop="nature"))
+    with pytest.raises(ConfigError, match="holds another suite"):
+        check_logdir(suite(tmp_path, preset="dopamine"))
+    (tmp_path / "suite" / "suite.json").write_text("{broken")
+    with pytest.raises(ConfigError, match="cannot read .*suite.json"):
+        check_logdir(s)
+
+
+def test_a_run_moved_into_the_wrong_place_is_refused(tmp_path):
+    s = suite(tmp_path)
+    write_suite_file(s)
+    run = s.runs()[1]  # pong, seed 1
+    os.makedirs(run.run_dir)
+    (tmp_path / "suite" / "pong" / "seed-1" / "config.json").write_text(
+        json.dumps({"game": "pong", "seed": 0, "loop": "fast"}))
+    with pytest.raises(ConfigError, match="seed-1 holds a run of .*'seed': 0.*move it out"):
+        check_logdir(s)
+
+
+def test_run_flags_are_checked_as_the_training_command_checks_them(tmp_path):
+    check_run_flags(suite(tmp_path))
+    for flags, message in [(("--wrokers=4",), "unrecognized arguments: --wrokers=4; they go "
+                            "to `fast-dqn fast`"),
+                           (("--seed=3",), "--seed is the suite's to give: use --seeds"),
+                           (("--game=pong",), "use --games"),
+                           (("--timesteps=5",), "use --timesteps"),
+                           (("--resume=x",), "use --logdir"),
+                           (("--lr=-1",), "--lr")]:
+        with pytest.raises(ConfigError, match=message) as error:
+            check_run_flags(suite(tmp_path, run_flags=flags))
+        assert error.value.setting == "run_flags"
+    with pytest.raises(ConfigError, match="unrecognized arguments: --workers"):
+        check_run_flags(suite(tmp_path, loop="nature", run_flags=("--workers=4",)))
+
+
+def test_parallel_runs_need_a_core_each_and_the_ram_for_their_replays():
+    check_parallel(2, runs=4, cores=2, replay_bytes=1, available_bytes=10)
+    with pytest.raises(ConfigError, match="3 runs at a time need a core each, and this "
+                       "machine has 2; give --parallel 2 or fewer"):
+        check_parallel(3, runs=4, cores=2, replay_bytes=1, available_bytes=10)
+    with pytest.raises(ConfigError, match=r"2 runs at a time need 14.0 GiB .* 10.0 GiB of "
+                       "RAM is available; give --parallel 1 or fewer"):
+        check_parallel(2, runs=4, cores=4, replay_bytes=7 * 2**30, available_bytes=10 * 2**30)
+    # Only the runs left count: one run to go needs one replay.
+    check_parallel(2, runs=1, cores=4, replay_bytes=7 * 2**30, available_bytes=10 * 2**30)
+
+
+def test_each_run_is_started_then_resumed_by_the_training_command(tmp_path):
+    s = suite(tmp_path, preset="dopamine")
+    run = s.runs()[0]
+    argv = command(s, run, threads=2)
+    assert argv[1:4] == ["-m", "fast_dqn", "fast"]
+    assert argv[4:] == ["--game=pong", "--seed=0", "--timesteps=1600",
+                        f"--logdir={run.run_dir}", "--preset=dopamine", "--workers=4",
+                        "--replay-capacity=2000", "--prepopulate=400", "--threads=2",
+                        "--env-threads=2"]
+    assert run_state(run, s.timesteps) == NEW
+    os.makedirs(run.run_dir)
+    (tmp_path / "suite" / "pong" / "seed-0" / "config.json").write_text("{}")
+    assert run_state(run, s.timesteps) == UNFINISHED
+    assert command(s, run)[4:] == [f"--resume={run.run_dir}", "--timesteps=1600"]
+    mine = suite(tmp_path, run_flags=("--threads=1",))
+    assert "--threads=2" not in command(mine, run, threads=2)
+
+
+def test_a_run_is_finished_when_its_last_checkpoint_ended_it_at_the_budget(tmp_path):
+    s = suite(tmp_path)
+    run = s.runs()[0]
+    step = os.path.join(run.run_dir, "checkpoints", "step-000000001600")
+    os.makedirs(step)
+    (tmp_path / "suite" / "pong" / "seed-0" / "config.json").write_text("{}")
+    with open(os.path.join(step, "manifest.json"), "w") as f:
+        json.dump({"finished": False}, f)
+    assert run_state(run, s.timesteps) == UNFINISHED  # stopped at its last step's work
+    with open(os.path.join(step, "manifest.json"), "w") as f:
+        json.dump({"finished": True}, f)
+    assert run_state(run, s.timesteps) == FINISHED
+    assert run_state(run, 3_200) == UNFINISHED  # a larger budget: it goes on
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
+    logdir = tmp_path / "suite"
+    for argv, message in [
+            (["--games", "pongg", "--timesteps", "1k"], "--games: unknown game 'pongg'"),
+            (["--games", "pong", "--timesteps", "1k", "--parallel", "64"],
+             "--parallel: 64 runs at a time need a core each"),
+            (["--games", "pong", "--timesteps", "1k", "--", "--wrokers=2"],
+             "RUN FLAGS: unrecognized arguments: --wrokers=2"),
+            (["--games", "pong", "--timesteps", "1k", "--seeds", "0"],
+             "--seeds: must be 1 or more"),
+            (["--games", "pong", "--timesteps", "ten"], "--timesteps"),
+            (["--games", "pong", "--timesteps", "1k", "--gpus-per-run", "1"],
+             "--backend: --ray-address and --gpus-per-run are for --backend ray")]:
+        with pytest.raises(SystemExit) if argv[-1] == "ten" else _no_exit() as exited:
+            code = suite_main(["--logdir", str(logdir)] + argv, prog="fast-dqn suite")
+        err = capsys.readouterr().err
+        if exited:
+            code = exited.value.code
+        assert code == 2, argv
+        assert len(err.strip().splitlines()) == 1 and message in err, err
+        assert err.startswith("fast-dqn suite: error: ")
+        assert not logdir.exists()
+
+
+class _no_exit:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+# --- the table
+
+def test_the_table_reads_each_runs_progress_line_and_episodes(tmp_path):
+    from fast_dqn.suite.table import parse_duration, read_row, render, suite_eta
+    assert [parse_duration(t) for t in ("1d03h", "2h53m", "4m10s", "?")] == \
+        [97_200, 10_380, 250, None]
+    s = suite(tmp_path)
+    running, queued = s.runs()[0], s.runs()[1]
+    os.makedirs(running.run_dir)
+    with open(running.log, "w") as log:
+        log.write("step 800/1,600 (50.0%) | training | 100 steps/s | eps 0.5 | games 3 | "
+                  "mean100 -20.00 | loss 0.01 | ETA 0h13m\n\rnoise\n")
+    with open(os.path.join(running.run_dir, "episodes.csv"), "w") as f:
+        f.write("episode,agent_step,length,return,mean_100,epsilon,hours\n"
+                "1,700,700,-20.0,-20.5,0.5,0.1\n")
+    row = read_row(running, s.timesteps, {running.name})
+    assert (row.state, row.step, row.mean_100, row.phase, row.eta, row.rate) == \
+        ("running", 800, -20.5, "training", 780, 100)
+    waiting = read_row(queued, s.timesteps, {running.name})
+    assert (waiting.state, waiting.step, waiting.mean_100) == ("queued", 0, None)
+    # The running run's own ETA, then the queued one at the runs' rate, over one lane.
+    assert suite_eta([row, waiting], s.timesteps, parallel=1) == 780 + 1_600 / 100
+    lines = render([row, waiting], s.timesteps, parallel=2)
+    assert "800/1,600" in lines[1] and "-20.50" in lines[1] and "0h13m" in lines[1]
+    # Two lanes: the work left, 780 + 16 s, spread over them.
+    assert lines[-1] == "suite: 0 of 2 finished, 1 running; ETA 0h06m"
+
+
+# --- the score of a suite, by hand
+
+def write_suite_run(root, game, seed, values, steps=None, preset="dopamine"):
+    """A finished run of `game`: its games' returns `values`, ending at `steps`."""
+    path = os.path.join(root, game, f"seed-{seed}")
+    os.makedirs(path)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({"loop": "fast", "game": game, "seed": seed, "preset": preset}, f)
+    steps = steps or [1_000 * (n + 1) for n in range(len(values))]
+    with open(os.path.join(path, "episodes.csv"), "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["episode", "agent_step", "length", "return", "mean_100", "epsilon",
+                      "hours"])
+        for n, (step, value) in enumerate(zip(steps, values), 1):
+            out.writerow([n, step, 100, value, value, 0.1, step / 1e6])
+    return path
+
+
+def human(game, fraction):
+    """The raw score that normalizes to `fraction` in `game`."""
+    from fast_dqn.tools.atari_scores import SCORES
+    random, best = SCORES[game]
+    return random + fraction * (best - random)
+
+
+def scored_suite(tmp_path):
+    """Two games with human scores, two seeds each, and one game without them."""
+    root = tmp_path / "scored"
+    os.makedirs(root)
+    (root / "suite.json").write_text(json.dumps({"format": 1, "loop": "fast",
+                                                 "preset": "dopamine", "run_flags": []}))
+    fractions = {("pong", 0): 0.2, ("pong", 1): 0.6, ("breakout", 0): 1.5,
+                 ("breakout", 1): 0.1}
+    for (game, seed), fraction in fractions.items():
+        write_suite_run(root, game, seed, [human(game, fraction)] * 3)
+    write_suite_run(root, "air_raid", 0, [500.0] * 3)
+    return root, fractions
+
+
+def test_a_suites_aggregates_are_the_hand_computed_ones(tmp_path):
+    from fast_dqn.tools import suite_scores
+    root, fractions = scored_suite(tmp_path)
+    runs = suite_scores.suite_runs(str(root))
+    assert [os.path.relpath(r, root) for r in runs] == [
+        "air_raid/seed-0", "breakout/seed-0", "breakout/seed-1", "pong/seed-0", "pong/seed-1"]
+    notes = []
+    span, raw = suite_scores.suite_scores(runs, notes=notes)
+    human_scores = suite_scores.normalized(raw, notes)
+    assert span == (3_000, 3_000) and notes == ["air_raid has no human score: left out of the "
+                                       "aggregates"]
+    assert {g: pytest.approx(v) for g, v in human_scores.items()} == {
+        "breakout": [1.5, 0.1], "pong": [0.2, 0.6]}
+    stats = suite_scores.aggregates(human_scores, reps=4_000)
+    # By hand: the scores sorted are 0.1, 0.2, 0.6, 1.5; the IQM keeps the middle two.
+    assert stats["IQM"][0] == pytest.approx((0.2 + 0.6) / 2)
+    # Game means: breakout 0.8, pong 0.4; their median and mean are both 0.6.
+    assert stats["median"][0] == pytest.approx(0.6)
+    assert stats["mean"][0] == pytest.approx(0.6)
+    # Shortfalls below 1: 0.9, 0.8, 0.4 and none for 1.5, over four runs.
+    assert stats["optimality gap"][0] == pytest.approx((0.9 + 0.8 + 0.4) / 4)
+    # The intervals: each game's two runs resampled, so 16 equally likely draws. Their
+    # statistics, sorted, are the whole bootstrap distribution; its 2.5th and 97.5th
+    # percentiles are its least and greatest values, which 4,000 resamples all but surely
+    # reach.
+    from fast_dqn.tools.aggregate import SUITE_AGGREGATES
+    draws = list(itertools.product(itertools.product([1.5, 0.1], repeat=2),
+                                   itertools.product([0.2, 0.6], repeat=2)))
+    for name, statistic in SUITE_AGGREGATES.items():
+        games = [[np.array(b), np.array(p)] for b, p in draws]
+        values = [statistic(g) if getattr(statistic, "per_game", False)
+                  else statistic(np.concatenate(g)) for g in games]
+        assert stats[name][1] == pytest.approx(min(values)), name
+        assert stats[name][2] == pytest.approx(max(values)), name
+
+
+def test_the_performance_profile_is_the_fraction_of_runs_above_each_threshold():
+    from fast_dqn.tools.suite_scores import performance_profile
+    profile, low, high = performance_profile({"a": [0.5, 1.5], "b": [2.0]}, [0.0, 1.0, 3.0],
+                                             reps=200)
+    # Above 0: all; above 1: half of a's runs and all of b's, averaged over the two games.
+    np.testing.assert_allclose(profile, [1.0, 0.75, 0.0])
+    assert low[0] == high[0] == 1.0 and low[1] <= 0.5 and high[1] >= 1.0
+
+
+def test_plot_scores_a_suite_with_its_table_and_profile(tmp_path, capsys):
+    from fast_dqn.tools.plot import main
+    root, _ = scored_suite(tmp_path)
+    image = tmp_path / "profile.png"
+    assert main([str(root), "--aggregate", "-o", str(image)]) == 0
+    out = capsys.readouterr().out
+    assert image.stat().st_size > 10_000
+    assert "scored fast dopamine: 5 runs of 3 games, each scored at its last finished game " \
+        "(agent steps 3,000)" in out
+    assert "| IQM | 0.400 |" in out and "| optimality gap | 0.525 |" in out
+    assert "| air_raid | 1 | 500.00 | - | - | - | - | - | no whole iteration yet |" in out
+    assert "note: air_raid has no human score" in out
+    assert main([str(root), "-o", str(image)]) == 2  # a suite is scored, not drawn
+    assert "a suite's directory is scored with --aggregate" in capsys.readouterr().err
+
+
+def test_each_game_is_judged_against_dopamine_at_the_last_whole_iteration(tmp_path):
+    from fast_dqn.tools.suite_scores import dopamine_rows
+    root = tmp_path / "s"
+    # Breakout: a whole first iteration (games to 250k) averaging 1.65, inside Dopamine's
+    # 1.57-1.70; the second iteration is not reached.
+    runs = [write_suite_run(root, "breakout", seed, [1.6, 1.7],
+                            steps=[100_000, 250_000 + seed]) for seed in (0, 1)]
+    rows = dopamine_rows(runs)
+    game, count, iteration, ours, theirs, (low, high), inside = rows[0]
+    assert (game, count, iteration, inside) == ("breakout", 2, 0, "2 of 2")
+    # Dopamine's iteration 0 (reference_data/dopamine/breakout.csv's first row).
+    assert ours == pytest.approx(1.65) and (low, high) == (1.5711, 1.6993)
+    assert theirs == pytest.approx(np.mean([1.5711, 1.6510, 1.6471, 1.6358, 1.6993]))
+    write_suite_run(root, "boxing", 0, [1.0])
+    assert dopamine_rows([str(root / "boxing" / "seed-0")])[0][-1] == "no whole iteration yet"
