@@ -15,7 +15,9 @@ RUN_ROOMS = ("run.settings", "run.storage", "run.logs")
 MAY_IMPORT = {"": set(), "envs": {""}, "agent": {""}, "loops": {"", "envs", "agent"},
               **{room: BELOW_RUN for room in RUN_ROOMS},
               "run": BELOW_RUN | set(RUN_ROOMS),
-              "tools": BELOW_RUN | set(RUN_ROOMS) | {"run"}}
+              # suite/ starts runs through the command line and reads their files.
+              "suite": BELOW_RUN | set(RUN_ROOMS) | {"run"},
+              "tools": BELOW_RUN | set(RUN_ROOMS) | {"run", "suite"}}
 # The command line's entries sit on top of every layer: `fast-dqn` (commands, __main__) and
 # the tools' old names (`python -m fast_dqn.evaluate`, `... .plot`), each only calling a tool.
 COMMAND_ALIASES = {"evaluate", "plot", "commands", "__main__"}

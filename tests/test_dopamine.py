@@ -322,15 +322,15 @@ def test_what_plot_reference_cannot_compare_is_one_line(tmp_path, edit, referenc
 
 def test_a_game_without_reference_data_and_a_run_without_games_are_left_out_by_name(
         tmp_path):
-    write_run(tmp_path / "alien", [(1000, 100.0)], game="alien")
+    write_run(tmp_path / "alien", [(1000, 100.0)], game="surround")
     write_run(tmp_path / "empty", [], seed=1)
     write_run(tmp_path / "breakout", games_with_means([1.65]), seed=2, checkpoint=250_000)
     runs = [tmp_path / "alien", tmp_path / "empty", tmp_path / "breakout"]
     result = plot(*runs, "--reference", "dopamine", "-o", tmp_path / "x.png")
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
-        f"note: '{runs[0]}' is left out: 'dopamine' has no data for alien (it has breakout, "
-        "pong, space_invaders)",
+        f"note: '{runs[0]}' is left out: 'dopamine' has no data for surround (it has 60 "
+        "games; fast_dqn/reference_data/dopamine)",
         f"note: '{runs[1]}' is left out: it has no finished game yet"]
     assert "| 0 | 250,000 | 1.65 | 1.64 | 1.57 – 1.70 | yes |" in result.stdout.splitlines()
     result = plot(runs[0], "--reference", "dopamine", "-o", tmp_path / "y.png")

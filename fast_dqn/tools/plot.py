@@ -17,7 +17,6 @@ panel per game, and a table says per iteration whether ours lies inside it
 (fast_dqn.tools.reference).
 """
 
-import contextlib
 import json
 import os
 import sys
@@ -25,45 +24,16 @@ import sys
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.settings.flags import OneLineParser, add_version_flag, fail
 from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES
-from fast_dqn.tools.run_logs import read_columns, read_rows, warnings_once
-
-# Each log is read with the same columns wherever it is read, so that every reader skips the
-# same rows (a row with a blank cell in any of them) and the warning naming them is one line.
-EPISODE_COLUMNS = ("agent_step", "hours", "return", "mean_100")
-EVAL_COLUMNS = ("agent_step", "mean", "hours")
-
-
-def training_curve(run_dir, window=100):
-    """{"agent_step", "hours", "mean"}: at each game's end, the mean of the last `window`
-    games (100: the logged mean_100). A shorter window follows the agent's current play
-    where games are long: in Pong, a hundred games of a learning agent span 500k steps."""
-    found = read_columns(os.path.join(run_dir, "episodes.csv"), EPISODE_COLUMNS)
-    if window == 100:
-        means = found["mean_100"]
-    else:
-        import numpy as np
-        total = np.cumsum(np.concatenate([[0.0], found["return"]]))
-        ends = np.arange(1, len(found["return"]) + 1)
-        starts = np.maximum(ends - window, 0)
-        means = list((total[ends] - total[starts]) / (ends - starts))
-    return {"agent_step": found["agent_step"], "hours": found["hours"], "mean": means}
-
-
-def points(curve, x):
-    """(xs, means) of a curve against x: read from the same rows (run_logs), or none where
-    the log has no such column (older eval.csv files have no hours)."""
-    xs, means = curve[x], curve["mean"]
-    return (xs, means) if len(xs) == len(means) else ([], [])
-
-
-def saved_config(run_dir):
-    """The run's config.json, or {} when it is missing or unreadable (a plot still draws)."""
-    try:
-        with open(os.path.join(run_dir, "config.json")) as f:
-            saved = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return saved if isinstance(saved, dict) else {}
+from fast_dqn.tools.figure_file import check_output, save_figure
+from fast_dqn.tools.run_logs import read_rows, warnings_once
+from fast_dqn.tools.run_scores import (
+    evaluations,
+    points,
+    saved_config,
+    scorable,
+    scores,
+    training_curve,
+)
 
 
 def run_label(run_dir):
@@ -117,33 +87,6 @@ def groups(run_dirs, also_ignore=()):
     return labelled
 
 
-def scores(run_dir, evaluations, window=100):
-    """[(agent step, score)]: the evaluation means, or the mean of the last `window` games
-    at each game's end."""
-    found = (read_columns(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)
-             if evaluations else training_curve(run_dir, window))
-    return list(zip(*points(found, "agent_step")))
-
-
-def _scorable(members, window, notes):
-    """(the runs that have a score, whether all of them are scored by evaluations); each
-    run left out and a switch to training means is said in `notes`."""
-    empty = [run_dir for run_dir in members
-             if not scores(run_dir, True) and not scores(run_dir, False, window)]
-    for run_dir in empty:
-        notes.append(f"'{run_dir}' is left out: it has no finished game and no evaluation "
-                     "yet")
-    members = [run_dir for run_dir in members if run_dir not in empty]
-    evaluated = [run_dir for run_dir in members if scores(run_dir, True)]
-    evaluations = bool(members) and len(evaluated) == len(members)
-    if evaluated and not evaluations:
-        without = ", ".join(f"'{r}'" for r in members if r not in evaluated)
-        notes.append(f"scored by the mean of the last {window} training games, not by "
-                     f"evaluation: {without} never evaluated, and runs of one setting are "
-                     "scored alike")
-    return members, evaluations
-
-
 def scores_at_common_step(members, window=100, notes=None):
     """(step, {run_dir: score}): each run's score at the last step every run reached.
 
@@ -154,7 +97,7 @@ def scores_at_common_step(members, window=100, notes=None):
     it. A run with neither is left out. Each choice that is not the plain one (a run left
     out, the training mean used for runs that evaluated) is said in `notes`."""
     notes = [] if notes is None else notes
-    members, evaluations = _scorable(members, window, notes)
+    members, evaluations = scorable(members, window, notes)
     runs = {run_dir: scores(run_dir, evaluations, window) for run_dir in members}
     for run_dir in [run_dir for run_dir, found in runs.items() if not found]:
         notes.append(f"'{run_dir}' is left out: it has evaluations but no finished game")
@@ -252,10 +195,6 @@ def _draw_run(axes, run_dir, window=100):
         axes[1, column].plot(*points(evals, x), "o-", color=line.get_color(), markersize=3)
 
 
-def evaluations(run_dir):
-    return read_columns(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)
-
-
 def _drawable(run_dirs):
     """The runs with a finished game or an evaluation; each other one is named in a note,
     and none at all is one line: empty panels would read as a plot that failed."""
@@ -342,7 +281,7 @@ def reference_figure(run_dirs, name, title=None):
                               "--reference compares Atari runs")
         if game not in reference_games(name):
             note(f"'{members[0]}' is left out: '{name}' has no data for {game} (it has "
-                 f"{', '.join(reference_games(name))})")
+                 f"{len(reference_games(name))} games; fast_dqn/reference_data/{name})")
             continue
         if saved.get("preset") != name:
             note(f"'{members[0]}' ran --preset {saved.get('preset')}, not {name}: its curve "
@@ -395,55 +334,6 @@ def _draw_references(by_game, name, title, compare):
     return fig, plt, tables
 
 
-def check_output(output):
-    """Refuse, before a log is read, an -o that cannot be the image written: its extension
-    picks the format, so one matplotlib cannot write (a run's config.json or episodes.csv
-    among them) or none (which matplotlib would write as NAME.png) is refused, and so are a
-    directory and a path in a directory that does not exist."""
-    from matplotlib.backend_bases import FigureCanvasBase
-    formats = ", ".join(sorted(FigureCanvasBase.get_supported_filetypes()))
-    if os.path.isdir(output):
-        raise ConfigError("-o", f"'{output}' is a directory; give an image file, e.g. "
-                          f"{os.path.join(output, 'curves.png')}")
-    directory = os.path.dirname(output) or "."
-    if not os.path.isdir(directory):
-        what = "is not a directory" if os.path.exists(directory) else "does not exist"
-        raise ConfigError("-o", f"'{directory}' {what}; create it, or give an image file in "
-                          "an existing directory")
-    extension = os.path.splitext(output)[1]
-    if not extension:
-        raise ConfigError("-o", f"'{output}' has no extension; give -o {output}.png; the "
-                          f"extension picks the format ({formats})")
-    if extension[1:].lower() not in FigureCanvasBase.get_supported_filetypes():
-        raise ConfigError("-o", f"'{extension}' is not an image format matplotlib writes; "
-                          f"give an image file such as curves.png ({formats})")
-
-
-def save_figure(fig, plt, output):
-    """Write the figure to `output` whole: to a hidden file beside it, renamed over it once
-    written, so an interrupted plot leaves the last image as it was and no partial file.
-    An existing image there is replaced: a run's figure is drawn again as the run goes on
-    (the `next:` line the training scripts print), to the path plot wrote before."""
-    from fast_dqn.tools.partial_file import new_partial
-    partial = None
-    try:
-        partial = new_partial(output)
-        fig.savefig(partial, dpi=120)
-        os.replace(partial, output)
-    except OSError as error:
-        from fast_dqn.errors import STORAGE_ERRORS
-        if error.errno in STORAGE_ERRORS:  # a full disk: tool_exits's one line, status 1
-            raise OSError(error.errno, error.strerror, output) from None
-        raise ConfigError("-o", f"cannot write '{output}' ({error.strerror}); give a writable "
-                          "path")
-    finally:
-        plt.close(fig)
-        if partial is not None:
-            with contextlib.suppress(OSError):  # gone (renamed), or a read-only disk's error
-                os.remove(partial)
-    return output
-
-
 PROG = "python -m fast_dqn.tools.plot"
 
 
@@ -467,7 +357,7 @@ def main(argv=None, prog=PROG):
                         help="draw each setting's mean training return per iteration (250k "
                         "agent steps) over a published curve's band and print, per "
                         "iteration, whether it lies inside; NAME: dopamine (Dopamine's DQN, "
-                        "5 runs; games: breakout, pong, space_invaders)")
+                        "5 runs, 60 games; a suite's DIR is scored by --aggregate instead)")
     add_version_flag(parser)
     args = parser.parse_args(argv)
     try:

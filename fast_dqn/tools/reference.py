@@ -51,6 +51,11 @@ def reference_games(name):
     return sorted(entry.name[:-4] for entry in root.iterdir() if entry.name.endswith(".csv"))
 
 
+def _listed(games):
+    """The games a reference has, named where they are few, counted where they are many."""
+    return ", ".join(games) if len(games) <= 5 else f"{len(games)} games"
+
+
 def check_reference(name):
     if name not in available_references():
         raise ConfigError("--reference", f"no reference named '{name}'; the references are: "
@@ -63,7 +68,7 @@ def load_reference(name, game):
     path = resources.files(REFERENCE_PACKAGE) / name / f"{game}.csv"
     if not path.is_file():
         raise ConfigError("--reference", f"'{name}' has no data for {game}; it has "
-                          f"{', '.join(reference_games(name))} (fast_dqn/reference_data/"
+                          f"{_listed(reference_games(name))} (fast_dqn/reference_data/"
                           f"{name}/README.md says how to add a game)")
     rows = []
     with path.open(newline="") as f:

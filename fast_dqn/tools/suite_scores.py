@@ -20,8 +20,7 @@ import os
 import sys
 
 from fast_dqn.errors import ConfigError
-
-SUITE_FILE = "suite.json"
+from fast_dqn.suite.plan import SUITE_FILE
 
 
 def is_suite(path):
@@ -59,9 +58,9 @@ def suite_scores(run_dirs, window=100, notes=None):
     score, its last evaluation or, where any run has none, the mean of its last `window`
     games. A suite's runs end at one budget, so finished they are scored alike; runs still
     going are scored where they are, which a note says."""
-    from fast_dqn.tools.plot import _scorable, saved_config, scores
+    from fast_dqn.tools.run_scores import saved_config, scorable, scores
     notes = [] if notes is None else notes
-    members, evaluations = _scorable(run_dirs, window, notes)
+    members, evaluations = scorable(run_dirs, window, notes)
     by_game, steps = {}, []
     for run_dir in members:
         found = scores(run_dir, evaluations, window)
@@ -121,8 +120,8 @@ def performance_profile(by_game, thresholds, reps=2000, seed=0, level=0.95):
 def dopamine_rows(run_dirs):
     """[(game, runs, iteration or None, our mean, Dopamine mean, (low, high), inside)] per
     game, at the last iteration all of the game's runs finished."""
-    from fast_dqn.tools.plot import saved_config
     from fast_dqn.tools.reference import compare, reference_games
+    from fast_dqn.tools.run_scores import saved_config
     by_game = {}
     for run_dir in run_dirs:
         by_game.setdefault(saved_config(run_dir).get("game"), []).append(run_dir)
@@ -203,7 +202,7 @@ def _draw_profiles(suites, output):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from fast_dqn.tools.plot import save_figure
+    from fast_dqn.tools.figure_file import save_figure
     drawn = [(label, human) for label, human in suites if human]
     top = max([2.0] + [max(max(v) for v in human.values()) for _, human in drawn])
     taus = np.linspace(0.0, top, 101)

@@ -1,0 +1,56 @@
+"""Writing a tool's figure: the -o path checked before any log is read, and the image
+written whole or not at all."""
+
+import contextlib
+import os
+
+from fast_dqn.errors import ConfigError
+
+
+def check_output(output):
+    """Refuse, before a log is read, an -o that cannot be the image written: its extension
+    picks the format, so one matplotlib cannot write (a run's config.json or episodes.csv
+    among them) or none (which matplotlib would write as NAME.png) is refused, and so are a
+    directory and a path in a directory that does not exist."""
+    from matplotlib.backend_bases import FigureCanvasBase
+    formats = ", ".join(sorted(FigureCanvasBase.get_supported_filetypes()))
+    if os.path.isdir(output):
+        raise ConfigError("-o", f"'{output}' is a directory; give an image file, e.g. "
+                          f"{os.path.join(output, 'curves.png')}")
+    directory = os.path.dirname(output) or "."
+    if not os.path.isdir(directory):
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise ConfigError("-o", f"'{directory}' {what}; create it, or give an image file in "
+                          "an existing directory")
+    extension = os.path.splitext(output)[1]
+    if not extension:
+        raise ConfigError("-o", f"'{output}' has no extension; give -o {output}.png; the "
+                          f"extension picks the format ({formats})")
+    if extension[1:].lower() not in FigureCanvasBase.get_supported_filetypes():
+        raise ConfigError("-o", f"'{extension}' is not an image format matplotlib writes; "
+                          f"give an image file such as curves.png ({formats})")
+
+
+def save_figure(fig, plt, output):
+    """Write the figure to `output` whole: to a hidden file beside it, renamed over it once
+    written, so an interrupted plot leaves the last image as it was and no partial file.
+    An existing image there is replaced: a run's figure is drawn again as the run goes on
+    (the `next:` line the training scripts print), to the path plot wrote before."""
+    from fast_dqn.tools.partial_file import new_partial
+    partial = None
+    try:
+        partial = new_partial(output)
+        fig.savefig(partial, dpi=120)
+        os.replace(partial, output)
+    except OSError as error:
+        from fast_dqn.errors import STORAGE_ERRORS
+        if error.errno in STORAGE_ERRORS:  # a full disk: tool_exits's one line, status 1
+            raise OSError(error.errno, error.strerror, output) from None
+        raise ConfigError("-o", f"cannot write '{output}' ({error.strerror}); give a writable "
+                          "path")
+    finally:
+        plt.close(fig)
+        if partial is not None:
+            with contextlib.suppress(OSError):  # gone (renamed), or a read-only disk's error
+                os.remove(partial)
+    return output

@@ -1,0 +1,76 @@
+"""A run's scores as the tools read them from its logs: the training return (the mean of the
+last games) and the evaluations, and which of them a set of runs is scored by."""
+
+import json
+import os
+
+from fast_dqn.tools.run_logs import read_columns
+
+# Each log is read with the same columns wherever it is read, so that every reader skips the
+# same rows (a row with a blank cell in any of them) and the warning naming them is one line.
+EPISODE_COLUMNS = ("agent_step", "hours", "return", "mean_100")
+EVAL_COLUMNS = ("agent_step", "mean", "hours")
+
+
+def training_curve(run_dir, window=100):
+    """{"agent_step", "hours", "mean"}: at each game's end, the mean of the last `window`
+    games (100: the logged mean_100). A shorter window follows the agent's current play
+    where games are long: in Pong, a hundred games of a learning agent span 500k steps."""
+    found = read_columns(os.path.join(run_dir, "episodes.csv"), EPISODE_COLUMNS)
+    if window == 100:
+        means = found["mean_100"]
+    else:
+        import numpy as np
+        total = np.cumsum(np.concatenate([[0.0], found["return"]]))
+        ends = np.arange(1, len(found["return"]) + 1)
+        starts = np.maximum(ends - window, 0)
+        means = list((total[ends] - total[starts]) / (ends - starts))
+    return {"agent_step": found["agent_step"], "hours": found["hours"], "mean": means}
+
+
+def points(curve, x):
+    """(xs, means) of a curve against x: read from the same rows (run_logs), or none where
+    the log has no such column (older eval.csv files have no hours)."""
+    xs, means = curve[x], curve["mean"]
+    return (xs, means) if len(xs) == len(means) else ([], [])
+
+
+def saved_config(run_dir):
+    """The run's config.json, or {} when it is missing or unreadable (a plot still draws)."""
+    try:
+        with open(os.path.join(run_dir, "config.json")) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def scores(run_dir, evaluations, window=100):
+    """[(agent step, score)]: the evaluation means, or the mean of the last `window` games
+    at each game's end."""
+    found = (read_columns(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)
+             if evaluations else training_curve(run_dir, window))
+    return list(zip(*points(found, "agent_step")))
+
+
+def scorable(members, window, notes):
+    """(the runs that have a score, whether all of them are scored by evaluations); each
+    run left out and a switch to training means is said in `notes`."""
+    empty = [run_dir for run_dir in members
+             if not scores(run_dir, True) and not scores(run_dir, False, window)]
+    for run_dir in empty:
+        notes.append(f"'{run_dir}' is left out: it has no finished game and no evaluation "
+                     "yet")
+    members = [run_dir for run_dir in members if run_dir not in empty]
+    evaluated = [run_dir for run_dir in members if scores(run_dir, True)]
+    evaluations = bool(members) and len(evaluated) == len(members)
+    if evaluated and not evaluations:
+        without = ", ".join(f"'{r}'" for r in members if r not in evaluated)
+        notes.append(f"scored by the mean of the last {window} training games, not by "
+                     f"evaluation: {without} never evaluated, and runs of one setting are "
+                     "scored alike")
+    return members, evaluations
+
+
+def evaluations(run_dir):
+    return read_columns(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)
