@@ -112,6 +112,11 @@ def check_command(argv, monkeypatch):
     if module == "fast_dqn":  # fast-dqn COMMAND, or python -m fast_dqn COMMAND
         if rest and rest[0] in ("fast", "nature"):
             return _check_run_flags({"fast": FAST, "nature": NATURE}[rest[0]], rest[1:])
+        if rest and rest[0] == "suite" and "--" in rest:
+            # Its flags after -- go to every run, of --loop (fast by default).
+            split = rest.index("--")
+            loop = rest[rest.index("--loop") + 1] if "--loop" in rest[:split] else "fast"
+            _check_run_flags(FAST if loop == "fast" else NATURE, rest[split + 1:])
         from fast_dqn.commands import main as command
         if not rest or rest[0] in ("--version", "-h", "--help"):
             assert command(rest[:1]) in (0, 2)

@@ -245,13 +245,13 @@ def human(game, fraction):
 
 
 def scored_suite(tmp_path):
-    """Two games with human scores, two seeds each, and one game without them."""
+    """Three games with human scores, two seeds each, and one game without them."""
     root = tmp_path / "scored"
     os.makedirs(root)
     (root / "suite.json").write_text(json.dumps({"format": 1, "loop": "fast",
                                                  "preset": "dopamine", "run_flags": []}))
     fractions = {("pong", 0): 0.2, ("pong", 1): 0.6, ("breakout", 0): 1.5,
-                 ("breakout", 1): 0.1}
+                 ("breakout", 1): 0.1, ("space_invaders", 0): 0.0, ("space_invaders", 1): 0.4}
     for (game, seed), fraction in fractions.items():
         write_suite_run(root, game, seed, [human(game, fraction)] * 3)
     write_suite_run(root, "air_raid", 0, [500.0] * 3)
@@ -263,35 +263,41 @@ def test_a_suites_aggregates_are_the_hand_computed_ones(tmp_path):
     root, fractions = scored_suite(tmp_path)
     runs = suite_scores.suite_runs(str(root))
     assert [os.path.relpath(r, root) for r in runs] == [
-        "air_raid/seed-0", "breakout/seed-0", "breakout/seed-1", "pong/seed-0", "pong/seed-1"]
+        "air_raid/seed-0", "breakout/seed-0", "breakout/seed-1", "pong/seed-0", "pong/seed-1",
+        "space_invaders/seed-0", "space_invaders/seed-1"]
     notes = []
     span, raw = suite_scores.suite_scores(runs, notes=notes)
     human_scores = suite_scores.normalized(raw, notes)
     assert span == (3_000, 3_000) and notes == ["air_raid has no human score: left out of the "
                                        "aggregates"]
     assert {g: pytest.approx(v) for g, v in human_scores.items()} == {
-        "breakout": [1.5, 0.1], "pong": [0.2, 0.6]}
-    stats = suite_scores.aggregates(human_scores, reps=4_000)
-    # By hand: the scores sorted are 0.1, 0.2, 0.6, 1.5; the IQM keeps the middle two.
-    assert stats["IQM"][0] == pytest.approx((0.2 + 0.6) / 2)
-    # Game means: breakout 0.8, pong 0.4; their median and mean are both 0.6.
-    assert stats["median"][0] == pytest.approx(0.6)
-    assert stats["mean"][0] == pytest.approx(0.6)
-    # Shortfalls below 1: 0.9, 0.8, 0.4 and none for 1.5, over four runs.
-    assert stats["optimality gap"][0] == pytest.approx((0.9 + 0.8 + 0.4) / 4)
-    # The intervals: each game's two runs resampled, so 16 equally likely draws. Their
-    # statistics, sorted, are the whole bootstrap distribution; its 2.5th and 97.5th
-    # percentiles are its least and greatest values, which 4,000 resamples all but surely
-    # reach.
+        "breakout": [1.5, 0.1], "pong": [0.2, 0.6], "space_invaders": [0.0, 0.4]}
+    stats = suite_scores.aggregates(human_scores, reps=8_000)
+    # By hand: the six scores sorted are 0.0, 0.1, 0.2, 0.4, 0.6, 1.5; the IQM cuts one at
+    # each end (int(6 / 4)) and averages 0.1, 0.2, 0.4, 0.6.
+    assert stats["IQM"][0] == pytest.approx(1.3 / 4)
+    # Game means: breakout 0.8, pong 0.4, space_invaders 0.2.
+    assert stats["median"][0] == pytest.approx(0.4)
+    assert stats["mean"][0] == pytest.approx(1.4 / 3)
+    # Shortfalls below 1: 1.0, 0.9, 0.8, 0.6, 0.4 and none for 1.5, over six runs.
+    assert stats["optimality gap"][0] == pytest.approx(3.7 / 6)
+    # The intervals: each game's two runs resampled, so 4^3 = 64 equally likely draws. Their
+    # statistics, sorted, are the whole bootstrap distribution, in steps of 1/64 = 1.5625%:
+    # its 2.5th percentile is the 2nd value (the 1st holds only 1.5625%), its 97.5th the
+    # 63rd (the first 62 hold 96.875%). 8,000 resamples land on them: their fractions are
+    # within 0.2% of the exact ones.
     from fast_dqn.tools.aggregate import SUITE_AGGREGATES
-    draws = list(itertools.product(itertools.product([1.5, 0.1], repeat=2),
-                                   itertools.product([0.2, 0.6], repeat=2)))
+    pairs = [itertools.product(runs, repeat=2) for runs in ([1.5, 0.1], [0.2, 0.6],
+                                                            [0.0, 0.4])]
+    draws = list(itertools.product(*pairs))
+    assert len(draws) == 64
     for name, statistic in SUITE_AGGREGATES.items():
-        games = [[np.array(b), np.array(p)] for b, p in draws]
+        games = [[np.array(g) for g in draw] for draw in draws]
         values = [statistic(g) if getattr(statistic, "per_game", False)
                   else statistic(np.concatenate(g)) for g in games]
-        assert stats[name][1] == pytest.approx(min(values)), name
-        assert stats[name][2] == pytest.approx(max(values)), name
+        values = sorted(values)
+        assert stats[name][1] == pytest.approx(values[1]), name
+        assert stats[name][2] == pytest.approx(values[62]), name
 
 
 def test_the_performance_profile_is_the_fraction_of_runs_above_each_threshold():
@@ -310,9 +316,10 @@ def test_plot_scores_a_suite_with_its_table_and_profile(tmp_path, capsys):
     assert main([str(root), "--aggregate", "-o", str(image)]) == 0
     out = capsys.readouterr().out
     assert image.stat().st_size > 10_000
-    assert "scored fast dopamine: 5 runs of 3 games, each scored at its last finished game " \
+    assert "scored fast dopamine: 7 runs of 4 games, each scored at its last finished game " \
         "(agent steps 3,000)" in out
-    assert "| IQM | 0.400 |" in out and "| optimality gap | 0.525 |" in out
+    assert "| IQM | 0.325 |" in out and "| median | 0.400 |" in out
+    assert "| optimality gap | 0.617 |" in out
     assert "| air_raid | 1 | 500.00 | - | - | - | - | - | no whole iteration yet |" in out
     assert "note: air_raid has no human score" in out
     assert main([str(root), "-o", str(image)]) == 2  # a suite is scored, not drawn
@@ -334,3 +341,60 @@ def test_each_game_is_judged_against_dopamine_at_the_last_whole_iteration(tmp_pa
     assert theirs == pytest.approx(np.mean([1.5711, 1.6510, 1.6471, 1.6358, 1.6993]))
     write_suite_run(root, "boxing", 0, [1.0])
     assert dopamine_rows([str(root / "boxing" / "seed-0")])[0][-1] == "no whole iteration yet"
+
+
+# --- the lanes, with a stand-in for the training command
+
+def stand_in(monkeypatch, tmp_path, code):
+    """Each run's command becomes `python -c code`, counting its attempts in a file."""
+    import sys
+
+    from fast_dqn.suite import local_runs
+    counts = tmp_path / "attempts.txt"
+
+    def fake(suite, run, threads=None):
+        return [sys.executable, "-c", f"open({str(counts)!r}, 'a').write({run.name!r} + '\\n')"
+                f"\n{code}"]
+    monkeypatch.setattr(local_runs, "command", fake)
+    return counts
+
+
+def test_a_failed_run_is_retried_once_then_named(tmp_path, monkeypatch):
+    import threading
+
+    from fast_dqn.suite.local_runs import Lanes
+    counts = stand_in(monkeypatch, tmp_path, "print('ValueError: the cause'); raise SystemExit(3)")
+    s = suite(tmp_path)
+    told = []
+    outcomes = Lanes(s, s.runs()[:2], 2, 1, dict(os.environ), threading.Event(),
+                     told.append).run()
+    assert sorted(counts.read_text().split()) == ["pong/seed-0"] * 2 + ["pong/seed-1"] * 2
+    for outcome in outcomes.values():
+        assert (outcome.state, outcome.status, outcome.last_line) == \
+            ("failed", 3, "ValueError: the cause")
+    assert sum("retrying once from its last checkpoint" in line for line in told) == 2
+
+
+def test_a_stop_signals_each_running_run_once_and_starts_no_other(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from fast_dqn.suite.local_runs import Lanes
+    counts = stand_in(monkeypatch, tmp_path, "import time; time.sleep(60)")
+    s = suite(tmp_path)
+    stopping = threading.Event()
+    lanes = Lanes(s, s.runs(), 2, 1, dict(os.environ), stopping, lambda line: None)
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(lanes.run()))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while len(lanes.running()) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    stopping.set()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert not counts.exists() or len(counts.read_text().split()) <= 2
+    # The two running were started; the other two never were (no command in a log).
+    assert sum(os.path.exists(run.log) for run in s.runs()) == 2
+    assert {o.state for o in result.values()} == {"stopped"} and len(result) == 2
