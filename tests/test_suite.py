@@ -171,7 +171,11 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
              "--seeds: must be 1 or more"),
             (["--games", "pong", "--timesteps", "ten"], "--timesteps"),
             (["--games", "pong", "--timesteps", "1k", "--gpus-per-run", "1"],
-             "--backend: --ray-address and --gpus-per-run are for --backend ray")]:
+             "--backend: --ray-address and --gpus-per-run are for --backend ray"),
+            (["--games", "pong", "--timesteps", "1k", "--backend", "ray", "--ray-address",
+              "127.0.0.1:9"], "--ray-address: nothing answers at"),
+            (["--games", "pong", "--timesteps", "1k", "--backend", "ray", "--parallel", "2"],
+             "--parallel: is for --backend local")]:
         with pytest.raises(SystemExit) if argv[-1] == "ten" else _no_exit() as exited:
             code = suite_main(["--logdir", str(logdir)] + argv, prog="fast-dqn suite")
         err = capsys.readouterr().err

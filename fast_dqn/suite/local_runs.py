@@ -12,7 +12,7 @@ import signal
 import subprocess
 import threading
 
-from fast_dqn.suite.plan import FINISHED, command, run_state
+from fast_dqn.suite.plan import FINISHED, command, log_tail, run_state
 
 # A training command's exit statuses after a stop by a signal: its checkpoint is written.
 STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
@@ -37,13 +37,10 @@ def classify(run, suite, status):
 
 def last_line(path):
     """The last line a run printed, for a failure's report."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - 8192))
-            text = f.read().decode(errors="replace")
-    except OSError:
+    tail = log_tail(path)
+    if tail is None:
         return "(no log)"
-    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    lines = [line.strip() for line in tail if line.strip()]
     return lines[-1] if lines else "(empty log)"
 
 

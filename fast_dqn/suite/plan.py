@@ -61,6 +61,18 @@ class Run:
 
 # --- a run's state, from its files
 
+def log_tail(path, size=16384):
+    """The lines a run printed last (its log's last `size` bytes, the progress bar's carriage
+    returns as line ends), or None without a log."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - size))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    return text.replace("\r", "\n").splitlines()
+
+
 NEW, UNFINISHED, FINISHED = "new", "unfinished", "finished"
 
 

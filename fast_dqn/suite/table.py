@@ -10,7 +10,7 @@ import csv
 import os
 import re
 
-from fast_dqn.suite.plan import FINISHED, NEW, run_state
+from fast_dqn.suite.plan import FINISHED, NEW, log_tail, run_state
 
 _PROGRESS = re.compile(r"step (?P<step>[\d,]+)/(?P<total>[\d,]+) \([^)]*\) \| "
                        r"(?P<phase>[^|]+?) \|(?: (?P<rate>[\d,]+) steps/s \|)?"
@@ -62,13 +62,7 @@ def _mean_100(run_dir):
 
 
 def _last_progress_line(log):
-    try:
-        with open(log, "rb") as f:
-            f.seek(max(0, os.path.getsize(log) - 16384))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    for line in reversed(text.replace("\r", "\n").splitlines()):
+    for line in reversed(log_tail(log) or []):
         match = _PROGRESS.search(line)
         if match:
             return match
