@@ -162,19 +162,27 @@ def test_a_run_is_finished_when_its_last_checkpoint_ended_it_at_the_budget(tmp_p
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
     logdir = tmp_path / "suite"
     for argv, message in [
-            (["--games", "pongg", "--timesteps", "1k"], "--games: unknown game 'pongg'"),
-            (["--games", "pong", "--timesteps", "1k", "--parallel", "64"],
+            (["--games", "pongg", "--timesteps", "60k"], "--games: unknown game 'pongg'"),
+            (["--games", "pong", "--timesteps", "60k", "--parallel", "64"],
              "--parallel: 64 runs at a time need a core each"),
-            (["--games", "pong", "--timesteps", "1k", "--", "--wrokers=2"],
+            (["--games", "pong", "--timesteps", "60k", "--", "--wrokers=2"],
              "RUN FLAGS: unrecognized arguments: --wrokers=2"),
-            (["--games", "pong", "--timesteps", "1k", "--seeds", "0"],
+            (["--games", "pong", "--timesteps", "60k", "--seeds", "0"],
              "--seeds: must be 1 or more"),
             (["--games", "pong", "--timesteps", "ten"], "--timesteps"),
-            (["--games", "pong", "--timesteps", "1k", "--gpus-per-run", "1"],
-             "--backend: --ray-address and --gpus-per-run are for --backend ray"),
-            (["--games", "pong", "--timesteps", "1k", "--backend", "ray", "--ray-address",
+            (["--games", "pong", "--timesteps", "1k"], "--timesteps: 1,000 steps end before "
+             "training starts, after the --prepopulate warm-up of 50,000 steps"),
+            (["--games", "pong", "--timesteps", "60k", "--cpus-per-run", "2"],
+             "--backend: --ray-address, --cpus-per-run and --gpus-per-run are for --backend "
+             "ray"),
+            (["--games", "pong", "--timesteps", "60k", "--interval", "0"],
+             "--interval: must be more than 0 seconds"),
+            (["--games", "pong", "--timesteps", "60k", "--gpus-per-run", "1"],
+             "--backend: --ray-address, --cpus-per-run and --gpus-per-run are for --backend "
+             "ray"),
+            (["--games", "pong", "--timesteps", "60k", "--backend", "ray", "--ray-address",
               "127.0.0.1:9"], "--ray-address: nothing answers at"),
-            (["--games", "pong", "--timesteps", "1k", "--backend", "ray", "--parallel", "2"],
+            (["--games", "pong", "--timesteps", "60k", "--backend", "ray", "--parallel", "2"],
              "--parallel: is for --backend local")]:
         with pytest.raises(SystemExit) if argv[-1] == "ten" else _no_exit() as exited:
             code = suite_main(["--logdir", str(logdir)] + argv, prog="fast-dqn suite")
@@ -209,7 +217,7 @@ def test_the_table_reads_each_runs_progress_line_and_episodes(tmp_path):
                   "mean100 -20.00 | loss 0.01 | ETA 0h13m\n\rnoise\n")
     with open(os.path.join(running.run_dir, "episodes.csv"), "w") as f:
         f.write("episode,agent_step,length,return,mean_100,epsilon,hours\n"
-                "1,700,700,-20.0,-20.5,0.5,0.1\n")
+                "1,700,700,-20.0,-20.5,0.5,0.1\n2,790,90,-2")  # a row being written
     row = read_row(running, s.timesteps, {running.name})
     assert (row.state, row.step, row.mean_100, row.phase, row.eta, row.rate) == \
         ("running", 800, -20.5, "training", 780, 100)
@@ -320,7 +328,7 @@ def test_plot_scores_a_suite_with_its_table_and_profile(tmp_path, capsys):
     assert main([str(root), "--aggregate", "-o", str(image)]) == 0
     out = capsys.readouterr().out
     assert image.stat().st_size > 10_000
-    assert "scored fast dopamine: 7 runs of 4 games, each scored at its last finished game " \
+    assert "scored fast dopamine: 7 runs of 4 games, each scored at its latest score " \
         "(agent steps 3,000)" in out
     assert "| IQM | 0.325 |" in out and "| median | 0.400 |" in out
     assert "| optimality gap | 0.617 |" in out
@@ -402,3 +410,19 @@ def test_a_stop_signals_each_running_run_once_and_starts_no_other(tmp_path, monk
     # The two running were started; the other two never were (no command in a log).
     assert sum(os.path.exists(run.log) for run in s.runs()) == 2
     assert {o.state for o in result.values()} == {"stopped"} and len(result) == 2
+
+
+def test_a_second_suite_on_the_same_directory_is_refused(tmp_path, capsys):
+    import fcntl
+    logdir = tmp_path / "suite"
+    os.makedirs(logdir)
+    with open(logdir / "suite.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("process 4242 on elsewhere")
+        held.flush()
+        code = suite_main(["--logdir", str(logdir), "--games", "pong", "--timesteps", "60k"],
+                          prog="fast-dqn suite")
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"--logdir: {logdir} is in use by process 4242 on elsewhere: one suite at a time" in err
+    assert os.listdir(logdir) == ["suite.lock"]

@@ -44,6 +44,14 @@ def validate_and_resolve(config):
         name = run_name(game, kind_of(config).loop, config.preset)
         config = dataclasses.replace(config, logdir=default_logdir(name))
     config = resolve(config)
+    check_trains(config)
+    check_logdir(config.logdir)
+    return config
+
+
+def check_trains(config):
+    """A new run must train: its budget must reach past the warm-up and its first
+    minibatch."""
     if config.timesteps <= config.prepopulate:
         # Valid for the library (a resume may cut a budget there), but as a new run it would
         # only play random games and evaluate an untrained network, silently.
@@ -56,8 +64,6 @@ def validate_and_resolve(config):
                           f"minibatch, at step {first:,} (one every --train-freq "
                           f"{config.train_freq} steps after the --prepopulate warm-up of "
                           f"{config.prepopulate:,}); raise --timesteps to {first:,} or more")
-    check_logdir(config.logdir)
-    return config
 
 
 def check_applies(explicit):

@@ -60,7 +60,7 @@ def build_parser(prog):
     parser.add_argument("--ray-address", default=None, metavar="ADDRESS",
                         help="--backend ray: the cluster's head (`ray start --head` prints "
                         "it); default: a private cluster on this machine")
-    parser.add_argument("--cpus-per-run", type=_whole, default=2, metavar="C",
+    parser.add_argument("--cpus-per-run", type=_whole, default=None, metavar="C",
                         help="--backend ray: CPUs each run asks Ray for (default: 2)")
     parser.add_argument("--gpus-per-run", type=float, default=0.0, metavar="G",
                         help="--backend ray: GPUs each run asks for, a fraction to share one "
@@ -93,23 +93,47 @@ def _count(text):
 
 
 def main(argv=None, prog="fast-dqn suite"):
+    if argv is None:  # the whole process: a closed terminal must not end the suite
+        from fast_dqn.run.logs.progress import OutlivesConsole
+        sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
     run_flags = []
     if "--" in argv:
         run_flags, argv = argv[argv.index("--") + 1:], argv[:argv.index("--")]
     args = build_parser(prog).parse_args(argv)
     try:
-        suite, runs = _checked(args, run_flags)
+        suite, runs, config = _checked(args, run_flags)
+        lock = _hold(suite.logdir)
     except ConfigError as error:
         print(f"{prog}: error: {_worded(error)}", file=sys.stderr)
         return 2
     stopping, signals = threading.Event(), []
     previous = _take_signals(prog, stopping, signals)
     try:
-        return _run(prog, args, suite, runs, stopping, signals)
+        return _run(prog, args, suite, runs, config, stopping, signals)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        lock.close()
+
+
+def _hold(logdir):
+    """DIR/suite.lock, held while the suite runs: a second suite on DIR is refused."""
+    import fcntl
+    os.makedirs(logdir, exist_ok=True)
+    lock = open(os.path.join(logdir, "suite.lock"), "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another process"
+        lock.close()
+        raise ConfigError("logdir", f"{logdir} is in use by {holder}: one suite at a time "
+                          "on a directory; wait for it, or stop it") from None
+    lock.truncate(0)
+    lock.write(f"process {os.getpid()} on {os.uname().nodename}")
+    lock.flush()
+    return lock
 
 
 def _worded(error):
@@ -126,8 +150,16 @@ def _checked(args, run_flags):
         raise ConfigError("seeds", f"must be 1 or more, not {args.seeds}")
     if args.timesteps < 1:
         raise ConfigError("timesteps", "must be 1 or more agent steps")
-    if args.backend == "local" and (args.ray_address or args.gpus_per_run):
-        raise ConfigError("backend", "--ray-address and --gpus-per-run are for --backend ray")
+    if args.backend == "local" and (args.ray_address or args.gpus_per_run
+                                    or args.cpus_per_run is not None):
+        raise ConfigError("backend", "--ray-address, --cpus-per-run and --gpus-per-run are "
+                          "for --backend ray")
+    if args.cpus_per_run is not None and args.cpus_per_run < 1:
+        raise ConfigError("cpus_per_run", f"must be 1 or more, not {args.cpus_per_run}")
+    if args.gpus_per_run < 0:
+        raise ConfigError("gpus_per_run", f"must be 0 or more, not {args.gpus_per_run:g}")
+    if args.interval is not None and args.interval <= 0:
+        raise ConfigError("interval", f"must be more than 0 seconds, not {args.interval:g}")
     games = tuple(parse_games(args.games, available_games()))
     suite = Suite(os.path.abspath(args.logdir), games, tuple(range(args.seeds)),
                   args.timesteps, args.loop, args.preset, tuple(run_flags))
@@ -142,10 +174,14 @@ def _checked(args, run_flags):
         if args.parallel != 1:
             raise ConfigError("parallel", "is for --backend local; on Ray, --cpus-per-run "
                               "and --gpus-per-run decide how many runs share a machine")
+        import importlib.util
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError("backend", "ray is not installed; pip install -e \".[ray]\" "
+                              "(or use --backend local)")
         from fast_dqn.loops.ray_backend import check_reachable
         if args.ray_address:
             check_reachable(args.ray_address)
-    return suite, runs
+    return suite, runs, config
 
 
 def _cores():
@@ -184,6 +220,8 @@ def local_plan(parallel):
     env = dict(os.environ)
     words = (f"{parallel} at a time on this machine's {cores} cores, {threads} each "
              f"(--threads {threads})")
+    if env.get("KERAS_BACKEND", "").strip().lower() == "jax":
+        words += " for the games; JAX sizes its own CPU threads"
     found = gpus()
     if not found:
         return threads, env, words + "; no GPU seen"
@@ -201,12 +239,21 @@ def _take_signals(prog, stopping, signals):
     if threading.current_thread() is not threading.main_thread():
         return {}
 
+    from fast_dqn.run.interrupts import SAME_REQUEST_SECONDS
+    first = []
+
     def stop(received, frame):
-        signals.append(received)
-        if len(signals) == 1:
+        now = time.monotonic()
+        if not first:
+            first.append(now)
+            signals.append(received)
             stopping.set()
             _say(f"{prog}: {signal.Signals(received).name}: stopping every run with a "
-                 "checkpoint; Ctrl-C again aborts them without one")
+                 "checkpoint; Ctrl-C again (after a second) aborts them without one")
+        elif received == signal.SIGINT and now - first[0] > SAME_REQUEST_SECONDS:
+            # As a run's own handler: only a later Ctrl-C aborts; a repeated signal (timeout's
+            # to the process group) or a SIGTERM is the same request.
+            signals.append(received)
 
     return {signum: signal.signal(signum, stop)
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -220,9 +267,8 @@ def _say(text):
         pass
 
 
-def _run(prog, args, suite, runs, stopping, signals):
+def _run(prog, args, suite, runs, config, stopping, signals):
     from fast_dqn.suite.table import read_row, render
-    write_suite_file(suite)
     states = {run.name: run_state(run, suite.timesteps) for run in runs}
     todo = [run for run in runs if states[run.name] != FINISHED]
     of = f"`fast-dqn {suite.loop}" + (f" --preset {suite.preset}`" if suite.preset else "`")
@@ -239,20 +285,37 @@ def _run(prog, args, suite, runs, stopping, signals):
     interval = args.interval or (2.0 if live else 300.0)
     if args.backend == "ray":
         from fast_dqn.suite.ray_runs import RayTasks
-        worker = RayTasks(suite, todo, args.ray_address, args.cpus_per_run, args.gpus_per_run,
-                          stopping, lambda text: print(text, flush=True))
-        worker.connect(gpus=len(gpus()))
-        print(f"{prog}: each run a Ray task of {args.cpus_per_run} CPUs and "
-              f"{args.gpus_per_run:g} GPUs, placed by Ray", flush=True)
+        events = []
+        cpus = args.cpus_per_run or 2
+        # Its replay, and a GiB for the rest of the process.
+        memory = int(1.1 * _replay_bytes(config)) + 2**30
+        worker = RayTasks(suite, todo, args.ray_address, cpus, args.gpus_per_run, stopping,
+                          events.append if live else lambda text: print(text, flush=True),
+                          memory=memory)
+        try:
+            worker.connect(gpus=len(gpus()))
+        except ConfigError as error:
+            print(f"{prog}: error: {_worded(error)}", file=sys.stderr)
+            return 2
+        write_suite_file(suite)
+        print(f"{prog}: each run a Ray task of {cpus} CPUs and {args.gpus_per_run:g} GPUs, "
+              "placed by Ray", flush=True)
     else:
         from fast_dqn.suite.local_runs import Lanes
         threads, env, words = local_plan(args.parallel)
+        write_suite_file(suite)
         print(f"{prog}: {words}", flush=True)
         events = []
         worker = Lanes(suite, todo, args.parallel, threads, env, stopping,
                        events.append if live else lambda text: print(text, flush=True))
-    outcomes, thread = {}, threading.Thread(target=lambda: outcomes.update(worker.run()),
-                                            name="suite-runs", daemon=True)
+    outcomes, broken = {}, []
+
+    def runs_thread():
+        try:
+            outcomes.update(worker.run())
+        except Exception as error:  # noqa: BLE001 - said at the end, exit status 1
+            broken.append(f"{type(error).__name__}: {error}")
+    thread = threading.Thread(target=runs_thread, name="suite-runs", daemon=True)
     thread.start()
     shown, aborted = 0, False
     last = 0.0
@@ -261,7 +324,7 @@ def _run(prog, args, suite, runs, stopping, signals):
         if len(signals) > 1 and not aborted:
             aborted = True
             worker.kill_all()
-        if live and args.backend == "local":
+        if live:
             for text in events[:]:
                 events.remove(text)
                 _clear(shown)
@@ -270,17 +333,19 @@ def _run(prog, args, suite, runs, stopping, signals):
         if time.monotonic() - last >= interval and thread.is_alive():
             last = time.monotonic()
             rows = [read_row(run, suite.timesteps, set(worker.running())) for run in runs]
-            lines = render(rows, suite.timesteps, args.parallel)
+            lines = render(rows, suite.timesteps, worker.lanes())
             if live:
                 _clear(shown)
                 shown = len(lines)
             print("\n".join(lines), flush=True)
     rows = [read_row(run, suite.timesteps, set()) for run in runs]
     _clear(shown if live else 0)
-    print("\n".join(render(rows, suite.timesteps, args.parallel)), flush=True)
+    print("\n".join(render(rows, suite.timesteps, 1)), flush=True)
     if args.backend == "ray":
         worker.close()
-    return _ending(prog, suite, outcomes, signals, aborted)
+    for text in events if args.backend == "ray" or live else ():
+        print(text, flush=True)
+    return _ending(prog, suite, runs, outcomes, signals, aborted, broken)
 
 
 def _clear(lines):
@@ -288,24 +353,30 @@ def _clear(lines):
         sys.stdout.write(f"\x1b[{lines}F\x1b[J")
 
 
-def _ending(prog, suite, outcomes, signals, aborted):
-    failed = [o for o in outcomes.values() if o.state in ("failed", "refused")]
-    for outcome in failed:
-        print(f"{prog}: {outcome.run.name} {outcome.state} (exit {outcome.status}): "
-              f"{outcome.last_line}; its log: {outcome.run.log}", file=sys.stderr)
+def _ending(prog, suite, runs, outcomes, signals, aborted, broken):
+    """The suite's last lines and exit status, from the runs' own files: 0 only when every
+    run finished."""
     again = "the same command continues it"
+    for error in broken:
+        print(f"{prog}: error: the suite stopped on {error}", file=sys.stderr)
+    for outcome in outcomes.values():
+        if outcome.state in ("failed", "refused") and not aborted:
+            what = "failed twice" if outcome.state == "failed" else "was refused"
+            print(f"{prog}: {outcome.run.name} {what} (exit {outcome.status}): "
+                  f"{outcome.last_line}; its log: {outcome.run.log}", file=sys.stderr)
+    left = [run for run in runs if run_state(run, suite.timesteps) != FINISHED]
     if aborted:
         print(f"{prog}: aborted; each run resumes from its last checkpoint: {again}",
               file=sys.stderr)
         return 130
     if signals:
-        print(f"{prog}: stopped by {signal.Signals(signals[0]).name}; every run that was "
-              f"running wrote a checkpoint: {again}", file=sys.stderr)
+        print(f"{prog}: stopped by {signal.Signals(signals[0]).name}; {len(left)} of "
+              f"{len(runs)} runs to finish: {again}", file=sys.stderr)
         return 128 + signals[0]
-    if failed:
-        print(f"{prog}: {len(failed)} run{'s' * (len(failed) > 1)} failed twice and "
-              f"{'were' if len(failed) > 1 else 'was'} left as {'they are' if len(failed) > 1 else 'it is'}"
-              f"; fix the cause (the log's last line above), then {again}", file=sys.stderr)
+    if left:
+        print(f"{prog}: {len(left)} of {len(runs)} runs did not finish "
+              f"({', '.join(run.name for run in left[:5])}{', ...' if len(left) > 5 else ''});"
+              f" fix the cause (the lines above), then {again}", file=sys.stderr)
         return 1
     print(f"{prog}: done; score it with: fast-dqn plot {suite.logdir} --aggregate", flush=True)
     return 0

@@ -11,8 +11,9 @@ import os
 import signal
 import subprocess
 import threading
+import time
 
-from fast_dqn.suite.plan import FINISHED, command, log_tail, run_state
+from fast_dqn.suite.plan import FINISHED, command, last_checkpoint_step, log_tail, run_state
 
 # A training command's exit statuses after a stop by a signal: its checkpoint is written.
 STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
@@ -26,10 +27,13 @@ class Outcome:
         self.run, self.state, self.status, self.last_line = run, state, status, last_line
 
 
-def classify(run, suite, status):
+def classify(run, suite, status, finished=None):
+    """finished: whether the run's files say it finished (read where it ran); by default
+    read here."""
     if status == 0:
-        return Outcome(run, "finished" if run_state(run, suite.timesteps) == FINISHED
-                       else "failed", status, last_line(run.log))
+        if finished is None:
+            finished = run_state(run, suite.timesteps) == FINISHED
+        return Outcome(run, "finished" if finished else "failed", status, last_line(run.log))
     if status in STOPPED:
         return Outcome(run, "stopped", status)
     return Outcome(run, "refused" if status == 2 else "failed", status, last_line(run.log))
@@ -64,13 +68,17 @@ class Lanes:
         for lane in lanes:
             lane.start()
         while any(lane.is_alive() for lane in lanes):
-            if self.stopping.wait(0.5):
+            if self.stopping.is_set():
                 self.signal_all()
+            time.sleep(0.5)
         return self.outcomes
 
     def running(self):
         with self.lock:
             return list(self.processes)
+
+    def lanes(self):
+        return self.parallel
 
     def signal_all(self):
         """One SIGTERM to every run not yet sent one: each checkpoints, then exits."""
@@ -96,6 +104,12 @@ class Lanes:
             return self.queue.pop(0)
 
     def _lane(self):
+        try:
+            self._take_runs()
+        except Exception as error:  # noqa: BLE001 - the lane's run is named, not lost
+            self.tell(f"a lane stopped on {type(error).__name__}: {error}")
+
+    def _take_runs(self):
         while (run := self._next()) is not None:
             outcome = self._attempt(run)
             if outcome.state == "failed" and not self.stopping.is_set():
@@ -134,5 +148,7 @@ def _ended(outcome):
     if outcome.state == "finished":
         return f"{run.name}: finished"
     if outcome.state == "stopped":
-        return f"{run.name}: stopped with a checkpoint"
+        step = last_checkpoint_step(run.run_dir)
+        return (f"{run.name}: stopped with a checkpoint at step {step:,}" if step is not None
+                else f"{run.name}: stopped before its first checkpoint; it starts again")
     return f"{run.name}: {outcome.state} (exit {outcome.status}): {outcome.last_line}"

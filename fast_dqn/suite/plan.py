@@ -151,10 +151,15 @@ def check_run_flags(suite):
                     seed=suite.seeds[0], timesteps=suite.timesteps)
     if suite.preset:
         explicit["preset"] = suite.preset
+    from fast_dqn.run.cli import check_trains
     try:
-        return resolve(build_config(explicit, kind.config_class))
+        config = resolve(build_config(explicit, kind.config_class))
+        check_trains(config)
     except ConfigError as error:
+        if error.setting == "timesteps":  # the suite's own flag
+            raise ConfigError("timesteps", error.message) from None
         raise ConfigError("run_flags", error.worded(_flag)) from None
+    return config
 
 
 def _flag(setting):
@@ -170,7 +175,7 @@ def check_logdir(suite):
     if os.path.exists(path) and not os.path.isdir(path):
         raise ConfigError("logdir", f"{path} is a file, not a directory; give a new or "
                           "empty directory")
-    if not os.path.isdir(path) or not os.listdir(path):
+    if not os.path.isdir(path) or not set(os.listdir(path)) - {"suite.lock"}:
         return
     if os.path.isfile(os.path.join(path, CONFIG_FILE)):
         raise ConfigError("logdir", f"{path} is a run directory, not a suite's; give a new or "

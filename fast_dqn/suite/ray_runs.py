@@ -12,25 +12,56 @@ The driver thread only submits, waits and cancels; the tasks run on the workers.
 
 import os
 import signal
+import time
 
 from fast_dqn.suite.local_runs import Outcome, classify
 
 # A node that dies mid-run: Ray starts the task again elsewhere, up to this many times.
 NODE_RETRIES = 3
+# A run directory locked by a process on a node that died stays locked on NFS until the
+# server's lease ends (about 90 s for NFSv4): the retry waits this long for it, at most.
+LOCK_WAIT_SECONDS = 300
 
 
-def _die_with_parent():
-    """In the run's process before exec: SIGKILL when the task's worker dies (Linux)."""
+def _pdeathsig():
+    """prctl, found in the parent: between fork and exec (a threaded worker) the child may
+    call it, but not load a library."""
     try:
         import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass  # elsewhere a run may outlive its worker; its lock then refuses the retry
+        return None
 
 
-def train_task(suite, run, threads):
+_PRCTL = _pdeathsig()
+
+
+def _die_with(parent):
+    def arm():
+        if _PRCTL is not None:
+            _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the worker died before the line above took effect
+            os._exit(1)
+    return arm
+
+
+def train_task(suite, run, threads, gpus=0.0):
     """The body of a run's task, on its node: the training command, to its end or a cancel
-    (which stops it with a checkpoint). Returns its exit status."""
+    (which stops it with a checkpoint). Returns (exit status, whether the run's files say it
+    finished), read here, where the run wrote them."""
+    from fast_dqn.suite.local_runs import last_line
+    from fast_dqn.suite.plan import FINISHED, run_state
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while True:
+        status = _train_once(suite, run, threads, gpus)
+        # Exit 2 with the lock of another host: a node that died still holds it on NFS.
+        if status != 2 or "is in use by" not in last_line(run.log) or \
+                time.monotonic() > deadline:
+            return status, run_state(run, suite.timesteps) == FINISHED
+        time.sleep(15)
+
+
+def _train_once(suite, run, threads, gpus):
     import subprocess
 
     import fast_dqn
@@ -39,6 +70,8 @@ def train_task(suite, run, threads):
     # The package as this worker imported it (Ray ships it to nodes that lack it).
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(fast_dqn.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    if 0 < gpus < 1:  # a share of a GPU: JAX would otherwise take 75% of it
+        env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 * gpus:.2f}")
     argv = command(suite, run, threads)
     os.makedirs(os.path.dirname(run.run_dir), exist_ok=True)
     with open(run.log, "ab") as log:
@@ -46,9 +79,13 @@ def train_task(suite, run, threads):
         log.flush()
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, env=env,
-                                   preexec_fn=_die_with_parent)
+                                   preexec_fn=_die_with(os.getpid()))
         try:
-            return process.wait()
+            while True:  # in steps: ray.cancel's KeyboardInterrupt lands between them
+                try:
+                    return process.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    pass
         except KeyboardInterrupt:  # ray.cancel: the suite is stopping
             process.send_signal(signal.SIGTERM)
             return process.wait()
@@ -57,19 +94,33 @@ def train_task(suite, run, threads):
 class RayTasks:
     """The suite's runs on a Ray cluster (address None: a private one on this machine)."""
 
-    def __init__(self, suite, runs, address, cpus, gpus, stopping, tell):
+    def __init__(self, suite, runs, address, cpus, gpus, stopping, tell, memory=None):
+        """memory: bytes each run asks Ray for (its replay and the rest), so that Ray puts
+        no more runs on a node than its RAM holds."""
         self.suite, self.runs, self.address = suite, list(runs), address
         self.cpus, self.gpus, self.stopping, self.tell = cpus, gpus, stopping, tell
-        self.pending = {}  # ObjectRef -> (run, attempt)
+        self.memory = memory
+        self.pending = {}  # ObjectRef -> (run, attempt, when submitted)
         self.cancelled = self.connected = False
 
     def running(self):
-        return [run.name for run, _ in self.pending.values()]
+        """The runs whose task started: it writes the run's log first."""
+        started = []
+        for run, _, since in list(self.pending.values()):
+            try:
+                if os.path.getmtime(run.log) >= since:
+                    started.append(run.name)
+            except OSError:
+                pass
+        return started
+
+    def lanes(self):
+        return max(1, len(self.running()))
 
     def kill_all(self):
         import ray
         for ref in list(self.pending):
-            ray.cancel(ref, force=True)
+            ray.cancel(ref, force=True)  # the worker dies, and its run with it (PDEATHSIG)
 
     def run(self):
         """Submit every run, wait for each, retry a failed one once; {run name: Outcome}.
@@ -87,7 +138,7 @@ class RayTasks:
                     ray.cancel(ref)
             done, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
             for ref in done:
-                run, attempt = self.pending.pop(ref)
+                run, attempt, _ = self.pending.pop(ref)
                 outcome = self._outcome(ref, run)
                 if outcome.state == "failed" and attempt == 1 and not self.cancelled:
                     self.tell(f"{run.name} failed (exit {outcome.status}): "
@@ -100,14 +151,16 @@ class RayTasks:
         return outcomes
 
     def _submit(self, run, attempt):
-        ref = self.task.options(num_cpus=self.cpus, num_gpus=self.gpus,
-                                name=f"fast-dqn {run.name}").remote(self.suite, run, self.cpus)
-        self.pending[ref] = (run, attempt)
+        options = dict(num_cpus=self.cpus, num_gpus=self.gpus, name=f"fast-dqn {run.name}")
+        if self.memory:
+            options["memory"] = self.memory
+        ref = self.task.options(**options).remote(self.suite, run, self.cpus, self.gpus)
+        self.pending[ref] = (run, attempt, time.time())
 
     def _outcome(self, ref, run):
         import ray
         try:
-            status = ray.get(ref)
+            status, finished = ray.get(ref)
         except ray.exceptions.TaskCancelledError:
             return Outcome(run, "stopped")
         except ray.exceptions.RayError as error:
@@ -115,7 +168,7 @@ class RayTasks:
             return Outcome(run, "failed", None, text[-1] if text else repr(error))
         if status < 0:
             status = 128 - status
-        return classify(run, self.suite, status)
+        return classify(run, self.suite, status, finished)
 
     def close(self):
         import ray
@@ -145,3 +198,19 @@ class RayTasks:
             for signum, handler in handlers.items():  # Ray's driver replaces them
                 signal.signal(signum, handler)
         self.connected = True
+        self._check_placeable()
+
+    def _check_placeable(self):
+        """A run no node can hold would wait for ever: refused in one line."""
+        import ray
+
+        from fast_dqn.errors import ConfigError
+        nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+        if not any(n.get("CPU", 0) >= self.cpus and n.get("GPU", 0) >= self.gpus
+                   for n in nodes):
+            best = max(((n.get("CPU", 0), n.get("GPU", 0)) for n in nodes), default=(0, 0))
+            self.close()
+            raise ConfigError("cpus_per_run", f"no node of the cluster has {self.cpus} CPUs "
+                              f"and {self.gpus:g} GPUs free for a run (the largest has "
+                              f"{best[0]:g} CPUs, {best[1]:g} GPUs); ask for less with "
+                              "--cpus-per-run and --gpus-per-run")

@@ -46,19 +46,26 @@ def read_row(run, timesteps, running):
 
 
 def _mean_100(run_dir):
-    """(mean of the last 100 games, agent step of the last game) from episodes.csv."""
+    """(mean of the last 100 games, agent step of the last game) from episodes.csv's header
+    and last whole row: the table is redrawn every few seconds, and a long run's log holds
+    tens of thousands of rows."""
     path = os.path.join(run_dir, "episodes.csv")
     try:
         with open(path, newline="") as f:
-            last = None
-            for last in csv.DictReader(f):
-                pass
+            header = f.readline()
+        tail = log_tail(path, 4096)
     except OSError:
         return None, 0
-    try:
-        return float(last["mean_100"]), int(last["agent_step"])
-    except (TypeError, KeyError, ValueError):
+    rows = [line for line in (tail or []) if line.strip() and line != header.strip()]
+    if not rows:
         return None, 0
+    for line in reversed(rows):  # the last may be a row being written
+        try:
+            last = next(csv.DictReader([header, line]))
+            return float(last["mean_100"]), int(last["agent_step"])
+        except (StopIteration, TypeError, KeyError, ValueError):
+            continue
+    return None, 0
 
 
 def _last_progress_line(log):
@@ -94,7 +101,8 @@ def format_duration(seconds):
 def suite_eta(rows, timesteps, parallel):
     """Seconds until every run is done: the running runs' own ETAs, then the runs left, each
     at the agent steps/s the runs show, spread over the lanes. None until a rate is known."""
-    rates = [row.rate for row in rows if row.rate]
+    # Training's rate: a warm-up's is many times faster, and would promise too early an end.
+    rates = [row.rate for row in rows if row.rate and row.phase == "training"]
     left = [row for row in rows if row.state not in ("finished",)]
     if not left:
         return 0

@@ -41,13 +41,18 @@ def suite_runs(path):
     return runs
 
 
-def suite_label(path):
-    """The suite's name in tables and legends: its directory, loop and preset."""
+def _recorded(path):
     try:
         with open(os.path.join(path, SUITE_FILE)) as f:
             recorded = json.load(f)
     except (OSError, ValueError):
-        recorded = {}
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def suite_label(path):
+    """The suite's name in tables and legends: its directory, loop and preset."""
+    recorded = _recorded(path)
     parts = [os.path.basename(os.path.normpath(path)), recorded.get("loop"),
              recorded.get("preset")]
     return " ".join(str(p) for p in parts if p)
@@ -161,6 +166,13 @@ def score(paths, output, window=100, out=None):
             raise ConfigError("RUN_DIR", f"'{path}': no run has a finished game yet; score it "
                               "once one has")
         human = normalized(raw, notes)
+        if all(len(values) < 2 for values in human.values()):
+            notes.append("one seed a game: the intervals resample no run and say nothing of "
+                         "seed noise; run --seeds 3 or more for them")
+        preset = _recorded(path).get("preset")
+        if preset != "dopamine":
+            notes.append(f"the runs are of --preset {preset or 'nature'}: the Dopamine columns "
+                         "compare them with another protocol's curves")
         suites.append((suite_label(path), runs, span, raw, human, notes))
     for label, runs, span, raw, human, notes in suites:
         _print_suite(label, runs, span, raw, human, notes, out)
@@ -170,7 +182,7 @@ def score(paths, output, window=100, out=None):
 def _print_suite(label, runs, span, raw, human, notes, out):
     at = f"{span[0]:,}" if span[0] == span[1] else f"{span[0]:,} to {span[1]:,}"
     print(f"{label}: {sum(map(len, raw.values()))} runs of {len(raw)} games, each scored at "
-          f"its last finished game (agent steps {at})", file=out)
+          f"its latest score (agent steps {at})", file=out)
     if human:
         print("| aggregate (human-normalized) | value | 95% interval |", file=out)
         print("|---|---|---|", file=out)
