@@ -151,11 +151,12 @@ def test_memory_estimate_and_refusal():
         check_fits_in_memory(1_000_000, (84, 84), available=4 * 2**30)
     assert error.value.setting == "replay_capacity" and "GiB" in str(error.value)
     # The library names the setting; the command line names the flag, in the fix too.
-    assert str(error.value).endswith("available; lower replay_capacity")
+    assert "available; lower replay_capacity (a resumed run keeps its own: free memory, " \
+        "or resume it on a machine with more)" in str(error.value)
     from fast_dqn.run.settings.flags import flag_name
     worded = error.value.worded(flag_name)
     assert worded.startswith("--replay-capacity: a replay of 1,000,000 steps needs ")
-    assert worded.endswith("available; lower --replay-capacity")
+    assert "available; lower --replay-capacity (a resumed run" in worded
     assert check_fits_in_memory(1_000, (84, 84), available=4 * 2**30) == estimate_bytes(
         1_000, (84, 84))
 
