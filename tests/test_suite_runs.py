@@ -3,6 +3,7 @@ by the same command; and on a two-node Ray cluster on loopback, one node killed 
 Each run must finish at its budget exactly once, and nothing may be run twice."""
 
 import csv
+import re
 import signal
 import subprocess
 import sys
@@ -77,7 +78,8 @@ def test_a_suite_stopped_by_ctrl_c_is_finished_by_the_same_command(tmp_path):
     assert "SIGINT: stopping every run with a checkpoint" in text
     assert "stopped by SIGINT; " in text and " runs to finish: the same command continues " \
         "it" in text
-    stopped = [line.split(":")[0] for line in text.splitlines() if ": stopped " in line]
+    stopped = [line.split(":")[0] for line in text.splitlines()
+               if re.match(r"\w+/seed-\d+: stopped ", line)]
     saved = [line for line in text.splitlines() if ": stopped with a checkpoint at step " in line]
     assert 1 <= len(saved) <= len(stopped) <= 2
     # Runs not started before the stop were not started after it.
