@@ -146,20 +146,7 @@ def _checked(args, run_flags):
     """The Suite and its runs, everything checked before anything is written."""
     from fast_dqn.envs.games import available_games
     from fast_dqn.suite.game_sets import parse_games
-    if args.seeds < 1:
-        raise ConfigError("seeds", f"must be 1 or more, not {args.seeds}")
-    if args.timesteps < 1:
-        raise ConfigError("timesteps", "must be 1 or more agent steps")
-    if args.backend == "local" and (args.ray_address or args.gpus_per_run
-                                    or args.cpus_per_run is not None):
-        raise ConfigError("backend", "--ray-address, --cpus-per-run and --gpus-per-run are "
-                          "for --backend ray")
-    if args.cpus_per_run is not None and args.cpus_per_run < 1:
-        raise ConfigError("cpus_per_run", f"must be 1 or more, not {args.cpus_per_run}")
-    if args.gpus_per_run < 0:
-        raise ConfigError("gpus_per_run", f"must be 0 or more, not {args.gpus_per_run:g}")
-    if args.interval is not None and args.interval <= 0:
-        raise ConfigError("interval", f"must be more than 0 seconds, not {args.interval:g}")
+    _check_numbers(args)
     games = tuple(parse_games(args.games, available_games()))
     suite = Suite(os.path.abspath(args.logdir), games, tuple(range(args.seeds)),
                   args.timesteps, args.loop, args.preset, tuple(run_flags))
@@ -182,6 +169,24 @@ def _checked(args, run_flags):
         if args.ray_address:
             check_reachable(args.ray_address)
     return suite, runs, config
+
+
+def _check_numbers(args):
+    """The suite's own flags, each against what it can be."""
+    if args.seeds < 1:
+        raise ConfigError("seeds", f"must be 1 or more, not {args.seeds}")
+    if args.timesteps < 1:
+        raise ConfigError("timesteps", "must be 1 or more agent steps")
+    if args.backend == "local" and (args.ray_address or args.gpus_per_run
+                                    or args.cpus_per_run is not None):
+        raise ConfigError("backend", "--ray-address, --cpus-per-run and --gpus-per-run are "
+                          "for --backend ray")
+    if args.cpus_per_run is not None and args.cpus_per_run < 1:
+        raise ConfigError("cpus_per_run", f"must be 1 or more, not {args.cpus_per_run}")
+    if args.gpus_per_run < 0:
+        raise ConfigError("gpus_per_run", f"must be 0 or more, not {args.gpus_per_run:g}")
+    if args.interval is not None and args.interval <= 0:
+        raise ConfigError("interval", f"must be more than 0 seconds, not {args.interval:g}")
 
 
 def _cores():
@@ -268,46 +273,65 @@ def _say(text):
 
 
 def _run(prog, args, suite, runs, config, stopping, signals):
-    from fast_dqn.suite.table import read_row, render
+    todo = _announce(prog, suite, runs)
+    live = sys.stdout.isatty() and not args.plain
+    events = []  # live: printed above the table by the main thread
+    tell = events.append if live else (lambda text: print(text, flush=True))
+    try:
+        worker = _start_worker(prog, args, suite, todo, config, stopping, tell)
+    except ConfigError as error:
+        print(f"{prog}: error: {_worded(error)}", file=sys.stderr)
+        return 2
+    outcomes, broken, aborted = _watch(worker, suite, runs, live, events, signals,
+                                       args.interval or (2.0 if live else 300.0))
+    worker.close()
+    for text in events:
+        print(text, flush=True)
+    return _ending(prog, suite, runs, outcomes, signals, aborted, broken)
+
+
+def _announce(prog, suite, runs):
+    """The start-up lines: the suite, and what it skips and resumes; returns the runs to do."""
     states = {run.name: run_state(run, suite.timesteps) for run in runs}
     todo = [run for run in runs if states[run.name] != FINISHED]
     of = f"`fast-dqn {suite.loop}" + (f" --preset {suite.preset}`" if suite.preset else "`")
-    head = (f"{prog}: {len(runs)} runs ({len(suite.games)} game{'s' * (len(suite.games) > 1)}"
-            f" × {len(suite.seeds)} seed{'s' * (len(suite.seeds) > 1)}) of {of}, "
-            f"{suite.timesteps:,} agent steps each, in {suite.logdir}")
-    print(head, flush=True)
+    print(f"{prog}: {len(runs)} runs ({len(suite.games)} game{'s' * (len(suite.games) > 1)}"
+          f" × {len(suite.seeds)} seed{'s' * (len(suite.seeds) > 1)}) of {of}, "
+          f"{suite.timesteps:,} agent steps each, in {suite.logdir}", flush=True)
     skipped = len(runs) - len(todo)
     resuming = sum(states[run.name] != NEW for run in todo)
     if skipped or resuming:
         print(f"{prog}: {skipped} finished already, skipped; {resuming} to resume from "
               "their checkpoints", flush=True)
-    live = sys.stdout.isatty() and not args.plain
-    interval = args.interval or (2.0 if live else 300.0)
+    return todo
+
+
+def _start_worker(prog, args, suite, todo, config, stopping, tell):
+    """Lanes on this machine, or Ray tasks on a cluster it joined; suite.json is written once
+    the runs have somewhere to go."""
     if args.backend == "ray":
         from fast_dqn.suite.ray_runs import RayTasks
-        events = []
         cpus = args.cpus_per_run or 2
         # Its replay, and a GiB for the rest of the process.
         memory = int(1.1 * _replay_bytes(config)) + 2**30
         worker = RayTasks(suite, todo, args.ray_address, cpus, args.gpus_per_run, stopping,
-                          events.append if live else lambda text: print(text, flush=True),
-                          memory=memory)
-        try:
-            worker.connect(gpus=len(gpus()))
-        except ConfigError as error:
-            print(f"{prog}: error: {_worded(error)}", file=sys.stderr)
-            return 2
-        write_suite_file(suite)
-        print(f"{prog}: each run a Ray task of {cpus} CPUs and {args.gpus_per_run:g} GPUs, "
-              "placed by Ray", flush=True)
+                          tell, memory=memory)
+        worker.connect(gpus=len(gpus()))
+        words = f"each run a Ray task of {cpus} CPUs and {args.gpus_per_run:g} GPUs, placed " \
+            "by Ray"
     else:
         from fast_dqn.suite.local_runs import Lanes
         threads, env, words = local_plan(args.parallel)
-        write_suite_file(suite)
-        print(f"{prog}: {words}", flush=True)
-        events = []
-        worker = Lanes(suite, todo, args.parallel, threads, env, stopping,
-                       events.append if live else lambda text: print(text, flush=True))
+        worker = Lanes(suite, todo, args.parallel, threads, env, stopping, tell)
+    write_suite_file(suite)
+    print(f"{prog}: {words}", flush=True)
+    return worker
+
+
+def _watch(worker, suite, runs, live, events, signals, interval):
+    """Run the worker on a thread of its own and show the table until it is done; a second
+    Ctrl-C kills the runs. Returns (outcomes, errors that ended the worker, aborted)."""
+    from fast_dqn.suite.table import read_row, render
     outcomes, broken = {}, []
 
     def runs_thread():
@@ -317,35 +341,27 @@ def _run(prog, args, suite, runs, config, stopping, signals):
             broken.append(f"{type(error).__name__}: {error}")
     thread = threading.Thread(target=runs_thread, name="suite-runs", daemon=True)
     thread.start()
-    shown, aborted = 0, False
-    last = 0.0
+    shown, aborted, last = 0, False, 0.0
     while thread.is_alive():
         thread.join(0.2)
         if len(signals) > 1 and not aborted:
             aborted = True
             worker.kill_all()
-        if live:
-            for text in events[:]:
-                events.remove(text)
-                _clear(shown)
-                shown = 0
-                print(text, flush=True)
+        while live and events:
+            _clear(shown)
+            shown = 0
+            print(events.pop(0), flush=True)
         if time.monotonic() - last >= interval and thread.is_alive():
             last = time.monotonic()
             rows = [read_row(run, suite.timesteps, set(worker.running())) for run in runs]
             lines = render(rows, suite.timesteps, worker.lanes())
-            if live:
-                _clear(shown)
-                shown = len(lines)
+            _clear(shown if live else 0)
+            shown = len(lines)
             print("\n".join(lines), flush=True)
     rows = [read_row(run, suite.timesteps, set()) for run in runs]
     _clear(shown if live else 0)
     print("\n".join(render(rows, suite.timesteps, 1)), flush=True)
-    if args.backend == "ray":
-        worker.close()
-    for text in events if args.backend == "ray" or live else ():
-        print(text, flush=True)
-    return _ending(prog, suite, runs, outcomes, signals, aborted, broken)
+    return outcomes, broken, aborted
 
 
 def _clear(lines):

@@ -80,6 +80,9 @@ class Lanes:
     def lanes(self):
         return self.parallel
 
+    def close(self):
+        pass  # nothing held: each lane's process has ended
+
     def signal_all(self):
         """One SIGTERM to every run not yet sent one: each checkpoints, then exits."""
         with self.lock:
