@@ -10,7 +10,8 @@ first state of its next one, and that state is zero-padded exactly as the replay
   stepped one after another by the calling thread. Python threads would not help: ale-py's
   act() holds the GIL, so two threads stepping two games run no faster than one.
 
-Neither backend starts a Python thread; the fast loop calls `step` from its main thread.
+Neither backend starts a Python thread; the fast loop calls `step` (or, on the vector
+backend, `send` then `recv`) from its main thread.
 """
 
 from dataclasses import dataclass
@@ -146,8 +147,17 @@ class VectorSamplers:
         return self._pad(obs)
 
     def step(self, actions):
-        obs, rewards, terminated, truncated, info = self.env.step(
-            np.asarray(actions, dtype=np.int32))
+        self.send(actions)
+        return self.recv()
+
+    def send(self, actions):
+        """Start one agent step of every game; the C++ threads play it while the caller
+        goes on (fast_dqn.loops.overlapped_backend acts for another group meanwhile)."""
+        self.env.send(np.asarray(actions, dtype=np.int32))
+
+    def recv(self):
+        """Wait for the step that `send` started; returns it as a SamplerStep."""
+        obs, rewards, terminated, truncated, info = self.env.recv()
         rewards = np.asarray(rewards, dtype=np.float64)
         self.returns += rewards
         self.lengths += 1

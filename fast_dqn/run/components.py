@@ -16,7 +16,7 @@ from fast_dqn.envs.environment import game_seed, make_env
 from fast_dqn.envs.settings import EnvSettings
 from fast_dqn.loops.settings import LoopSettings, RaySettings
 from fast_dqn.run.settings import hyperparameters as hp
-from fast_dqn.run.settings.validation import ResolvedConfig
+from fast_dqn.run.settings.validation import ResolvedConfig, sampler_groups
 
 # Streams keep every random stream of a run distinct yet derived from the one --seed (the
 # evaluation's games each take a stream of their own below EVAL_RNG_STREAM).
@@ -101,6 +101,24 @@ def build_samplers(config, count=None, seed=None):
         return VectorSamplers(settings, count, seed, config.env_threads)
     return PythonSamplers([make_env(settings, seed=seed + i, training=True)
                            for i in range(count)])
+
+
+def build_local_backend(config):
+    """The fast loop's samplers in this process (--backend threads): in two groups that take
+    turns where --sampler-groups resolves to 2 (fast_dqn.loops.overlapped_backend), else all
+    W in each round (fast_dqn.loops.experience.LocalBackend)."""
+    from fast_dqn.loops.experience import LocalBackend
+    if sampler_groups(config) != 2:
+        return LocalBackend(build_samplers(config), batched=config.synchronize)
+    from fast_dqn.envs.samplers import VectorSamplers
+    from fast_dqn.loops.overlapped_backend import OverlappedBackend
+    half, seed = config.workers // 2, game_seed(config.seed, config.workers)
+    # Game i is seeded seed + i, as with one group. Each group may use every C++ thread
+    # (--env-threads, or one per core up to W/2): mostly one group steps while the main
+    # thread acts for the other.
+    groups = [VectorSamplers(env_settings(config), half, seed + first, config.env_threads)
+              for first in (0, half)]
+    return OverlappedBackend(groups, config.target_update_freq)
 
 
 def build_evaluation_games(config):

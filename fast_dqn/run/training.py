@@ -21,8 +21,8 @@ from fast_dqn.run.components import (
     EVAL_RNG_STREAM,
     build_evaluation_games,
     build_learner,
+    build_local_backend,
     build_replay,
-    build_samplers,
     env_settings,
     loop_settings,
     ray_sampler_builders,
@@ -379,8 +379,7 @@ def build_backend(config):
     if config.backend == "ray":
         from fast_dqn.loops.ray_backend import RayBackend
         return RayBackend(ray_settings(config), *ray_sampler_builders(config))
-    from fast_dqn.loops.experience import LocalBackend
-    return LocalBackend(build_samplers(config), batched=config.synchronize)
+    return build_local_backend(config)
 
 
 def replay_line(config, replay):

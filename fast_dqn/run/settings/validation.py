@@ -85,6 +85,8 @@ def resolve(config, replay=True):
     if isinstance(config, ResolvedConfig):
         return config
     validate(config)
+    if config.LOOP == "fast" and not config.sampler_groups:
+        config = dataclasses.replace(config, sampler_groups=sampler_groups(config))
     chosen = config.precision == "auto" and not config.mixed_precision
     return ResolvedConfig(resolve_environment(resolve_precision(resolve_optimizer(config)),
                                               replay), precision_chosen=chosen)
@@ -136,6 +138,9 @@ def validate_fast(config):
         raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
                           f"multiple of --train-freq {config.train_freq}; each training period "
                           "must hold whole minibatches")
+    if sampler_groups(config) is None:
+        raise ConfigError("sampler_groups", f"{config.sampler_groups} is not 0, 1 or 2; 2 takes "
+                          "--env-backend vector, --synchronize and an even --workers, 0 picks")
     if config.backend == "ray":
         validate_ray(config)
         games, flags = config.num_samplers * config.envs_per_sampler, \
@@ -154,6 +159,16 @@ def validate_fast(config):
     if config.prepopulate < need:
         raise ConfigError("prepopulate", f"must be at least {need} ({flags} × "
                           "(--history-length + --n-step)) so the first minibatch can be drawn")
+
+
+def sampler_groups(config):
+    """How many groups of local samplers take turns (fast_dqn.loops.overlapped_backend): 2
+    where the vector env, batched acting and an even --workers allow it, unless --sampler-groups
+    says 1; None where --sampler-groups asks what cannot be."""
+    fits = (config.backend == "threads" and config.env_backend == "vector"
+            and config.env is None and config.synchronize and config.workers % 2 == 0)
+    groups = config.sampler_groups or (2 if fits else 1)
+    return groups if groups == 1 or (groups == 2 and fits) else None
 
 
 def validate_ray(config):
