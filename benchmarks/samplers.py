@@ -8,6 +8,14 @@ repeated, medians reported:
 
     python -m benchmarks.samplers --workers 2
     python -m benchmarks.samplers --workers 8
+
+With --groups, the fast loop's samplers themselves, as its backends hand out chunks: all W
+games in each round (LocalBackend, one group) against two groups that take turns
+(OverlappedBackend), side by side in one process, acting at epsilon 0.1 through a null network
+that answers zeros after --latency-ms milliseconds without holding the GIL (a GPU's call,
+stood in for). Reported: agent steps/s and the main thread's own CPU time per W agent steps.
+
+    python -m benchmarks.samplers --groups --workers 16,64 --latency-ms 0,2
 """
 
 import argparse
@@ -52,16 +60,89 @@ def run_python_threads(envs, steps):
         t.join()
 
 
+def backends(workers, groups, threads):
+    """The fast loop's local backend for W Pong games, with one or two groups."""
+    from fast_dqn.run.components import build_local_backend
+    from fast_dqn.run.settings.hyperparameters import FastConfig
+    from fast_dqn.run.settings.validation import resolve
+    # A period longer than any measurement: no sync point holds a step back.
+    return build_local_backend(resolve(FastConfig(
+        game="pong", workers=workers, evaluate=0, seed=0, sampler_groups=groups,
+        env_threads=threads, target_update_freq=10**8, timesteps=10**9)))
+
+
+def null_network(latency_s):
+    def q_values(states):
+        if latency_s:
+            time.sleep(latency_s)  # releases the GIL, as a device call's wait does
+        return np.zeros((len(states), 6), np.float32)
+    return q_values
+
+
+def time_chunks(backend, workers, rounds, step):
+    """Hand out `rounds` x W agent steps; returns (agent steps/s, main-thread CPU seconds per
+    W steps, the next step)."""
+    epsilon = lambda steps: np.full(len(steps), 0.1)
+    end = step + rounds * workers
+    wall, cpu = time.perf_counter(), time.thread_time()
+    while step < end:
+        step += backend.next_chunk(step, epsilon).steps
+    wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+    return rounds * workers / wall, cpu / rounds, step
+
+
+def compare_groups(worker_counts, latencies_ms, rounds, repeats, threads):
+    print(f"| W | network latency | groups | agent steps/s (median of {repeats}) | "
+          "main thread CPU per round | ratio to one group |")
+    print("|---|---|---|---|---|---|")
+    for workers in worker_counts:
+        for latency in latencies_ms:
+            made = {g: backends(workers, g, threads) for g in (1, 2)}
+            steps = {g: 0 for g in made}
+            for g, backend in made.items():
+                backend.start(np.random.default_rng(0))
+                backend.act_through(null_network(latency / 1000), None)
+                steps[g] = time_chunks(backend, workers, 20, 0)[2]  # warm the threads
+            results = {g: [] for g in made}
+            for _ in range(repeats):  # interleaved, so drifts of the machine hit both
+                for g, backend in made.items():
+                    rate, cpu, steps[g] = time_chunks(backend, workers, rounds, steps[g])
+                    results[g].append((rate, cpu))
+            one = statistics.median(r for r, _ in results[1])
+            for g, r in results.items():
+                rate = statistics.median(x for x, _ in r)
+                cpu = statistics.median(c for _, c in r)
+                print(f"| {workers} | {latency:g} ms | {g} | {rate:,.0f} | {cpu * 1e3:.3f} ms "
+                      f"| {rate / one:.2f} |", flush=True)
+            for backend in made.values():
+                backend.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--groups", action="store_true",
+                        help="compare the fast loop's backends: one group against two")
+    parser.add_argument("--latency-ms", default="0",
+                        help="--groups: the null network's latencies, comma-separated")
+    parser.add_argument("--rounds", type=int, default=300,
+                        help="--groups: rounds of W agent steps per repeat")
+    parser.add_argument("--env-threads", type=int, default=0,
+                        help="--groups: C++ threads per group (0 = one per core, at most W/2 "
+                        "with two groups)")
+    parser.add_argument("--workers", default="8",
+                        help="games; --groups takes a comma-separated list")
     parser.add_argument("--steps", type=int, default=500, help="agent steps per game per repeat")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    if args.groups:
+        compare_groups([int(w) for w in args.workers.split(",")],
+                       [float(x) for x in args.latency_ms.split(",")], args.rounds,
+                       args.repeats, args.env_threads)
+        return
     from ale_py.vector_env import AtariVectorEnv
 
-    W = args.workers
+    W = int(args.workers)
     envs = python_envs(W)
     vectors = {t: AtariVectorEnv("pong", W, num_threads=t, autoreset_mode="SameStep")
                for t in (1, 2)}

@@ -117,7 +117,8 @@ def _config(case, args):
                         workers=case.get("workers", 1), concurrent=case.get("concurrent", True),
                         synchronize=case.get("synchronize", True), threads=args.threads,
                         updates_per_call=args.updates_per_call,
-                        replay_device=args.replay_device)
+                        replay_device=args.replay_device,
+                        sampler_groups=args.sampler_groups)
     if args.epsilon is not None:
         config = dataclasses.replace(config, eps_start=args.epsilon, eps_end=args.epsilon)
     from fast_dqn.run.settings.validation import resolve
@@ -168,8 +169,7 @@ def measure(case, args):
             eps = 0.1 if args.epsilon is None else args.epsilon
             settings = dataclasses.replace(settings, prepopulate=0, train_freq=10**9,
                                            exploration=LinearSchedule(eps, eps, 1))
-        from fast_dqn.loops.experience import LocalBackend
-        samplers = LocalBackend(components.build_samplers(config), batched=config.synchronize)
+        samplers = components.build_local_backend(config)
         learner = components.build_learner(config, shape, samplers.num_actions)
         replay = components.build_replay(config, shape[1:], num_shards=config.workers)
         trainer = None
@@ -253,11 +253,25 @@ def cases(quick, worker_counts=(1, 2, 4, 8)):
     return out
 
 
+def warn_short_window(args):
+    """The fast loop is timed over whole target periods, and its first ones hold the compiles
+    of a GPU's first calls: a window of under 3 periods reads far below the steady state (one
+    H200: 1,067 agent steps/s over one period, 4,337 over four)."""
+    periods = args.steps // args.period
+    if periods < 3 and not args.quick:
+        print(f"speedtest: warning: --steps {args.steps:,} times the fast loop over "
+              f"{periods} target period{'' if periods == 1 else 's'} of {args.period:,}; "
+              "its rows are not steady state below 3 (give --steps of at least "
+              f"{3 * args.period:,})", file=sys.stderr, flush=True)
+    return periods
+
+
 def run_case(case, args):
     command = [sys.executable, "-m", "benchmarks.speedtest", "--case", json.dumps(case)]
     command += [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                 if k in ("steps", "warmup", "replay", "period", "threads", "nature_segment",
-                         "samplers_segment", "epsilon", "updates_per_call", "replay_device")
+                         "samplers_segment", "epsilon", "updates_per_call", "replay_device",
+                         "sampler_groups")
                 and v is not None]
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
@@ -289,6 +303,8 @@ def main():
                         "(0: the run's default for the device that trains)")
     parser.add_argument("--replay-device", choices=("auto", "device", "host"), default="auto",
                         help="where their trainer gathers minibatches (docs/options.md)")
+    parser.add_argument("--sampler-groups", type=int, default=0,
+                        help="the fast loop's sampler groups (--sampler-groups: 0 picks, 1 or 2)")
     parser.add_argument("--repeats", type=int, default=1, help="times to run the whole list")
     parser.add_argument("--only", help="comma-separated case names (see the table)")
     parser.add_argument("--csv", default=None, help="CSV path (default benchmarks/results/)")
@@ -306,6 +322,7 @@ def main():
         args.steps, args.warmup, args.replay, args.period = 500, 250, 5_000, 500
         args.nature_segment, args.samplers_segment = 250, 250
 
+    warn_short_window(args)
     selected = cases(args.quick, tuple(int(w) for w in args.workers.split(",")))
     if args.only:
         wanted = set(args.only.split(","))

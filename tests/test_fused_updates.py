@@ -98,6 +98,30 @@ def test_k_fused_updates_equal_k_single_ones_on_the_same_minibatches(name):
     assert_same_weights(mirror.main_weights(), single.main_weights(), before)
 
 
+@pytest.mark.parametrize("double", [False, True])
+def test_a_fused_call_bootstraps_from_the_target_network_when_main_has_moved(double):
+    """A fused call values its next states through the target network in one pass before
+    its updates. Above, main equals target when the call starts, so a pass through the
+    main network would pass too; here main has trained first, as it has at any sync point
+    but the first, and both paths must still agree."""
+    replay = filled_replay()
+    drawn = [replay.sample_indices_many(4, 16) for _ in range(2)]
+    first, second = (replay.gather_many(*indices) for indices in drawn)
+    single, fused, mirror = (learner_for({"double": double, "lr": 1e-2}) for _ in range(3))
+    for learner in (single, fused, mirror):
+        for j in range(4):
+            learner.train(Batch(*(a[j] for a in first)))
+    before = single.main_weights()
+    assert not all(np.array_equal(a, b) for a, b in zip(before, single.target_weights()))
+    losses = [single.train(Batch(*(a[j] for a in second)))[0] for j in range(4)]
+    np.testing.assert_allclose(fused.train_many(second)[0], losses, rtol=2e-2, atol=1e-4)
+    assert_same_weights(fused.main_weights(), single.main_weights(), before)
+    np.testing.assert_allclose(mirror.train_from_replay(mirror.mirror_replay(replay),
+                                                        *drawn[1])[0],
+                               losses, rtol=2e-2, atol=1e-4)
+    assert_same_weights(mirror.main_weights(), single.main_weights(), before)
+
+
 @pytest.mark.slow  # the CNN: a few seconds of compiling
 def test_the_nature_cnn_fused_matches_single_steps():
     replay = filled_replay(frame_shape=(84, 84), capacity=300, steps=120)

@@ -159,10 +159,13 @@ class DQNLearner:
         return self._target
 
     def _train_step(self, main, target, states, actions, rewards, next_states, dones,
-                    discounts):
+                    discounts, next_target_q=None):
         """(loss, the loss the gradients come from, mean Q) of one minibatch; the backend
-        module takes the gradients and applies them to main."""
-        next_target_q = target(next_states, training=False)
+        module takes the gradients and applies them to main. next_target_q: the target
+        network's Q-values of next_states where the caller computed them already (for
+        several minibatches in one pass: the target is frozen while they train)."""
+        if next_target_q is None:
+            next_target_q = target(next_states, training=False)
         if self.double:
             targets = double_td_targets(rewards, dones, main(next_states, training=False),
                                         next_target_q, discounts)

@@ -16,11 +16,14 @@ target's arrays are the main network's, which the next call still reads while a 
 be acting with them).
 """
 
+import functools
 from typing import NamedTuple
 
 import jax
 import keras
 import numpy as np
+
+from fast_dqn.agent.batch import Batch
 
 
 class LearnerState(NamedTuple):
@@ -40,6 +43,84 @@ def _assign(variables, values):
         variable.assign(value)
 
 
+class UpdateParts(NamedTuple):
+    """What an update computes with, besides its state: fixed for a learner's life."""
+    main: object        # the main network (a Keras model), called statelessly
+    target: object      # the target network, of the same architecture
+    optimizer: object   # a Keras optimizer, applied statelessly
+    train_step: object  # fast_dqn.agent.learner.DQNLearner._train_step
+    unroll: bool        # unroll the scan of K updates (on a CPU: see CompiledSteps)
+
+
+def loss_of(parts, trainable, state, batch, next_target_q=None):
+    """The loss to differentiate with respect to `trainable`, and (loss, mean Q)."""
+    # The optimizer's variables are mapped too: a loss-scaling optimizer reads its current
+    # scale from them in scale_loss.
+    mapping = (list(zip(parts.main.trainable_variables, trainable))
+               + list(zip(parts.main.non_trainable_variables, state.non_trainable))
+               + list(zip(parts.target.trainable_variables, state.target_trainable))
+               + list(zip(parts.target.non_trainable_variables, state.target_non_trainable))
+               + list(zip(parts.optimizer.variables, state.optimizer)))
+    with keras.StatelessScope(state_mapping=mapping):
+        loss, scaled_loss, mean_q = parts.train_step(parts.main, parts.target, *batch,
+                                                     next_target_q=next_target_q)
+    return scaled_loss, (loss, mean_q)
+
+
+def update(parts, state, batch, next_target_q=None):
+    """One minibatch's gradient step, a pure function: (LearnerState, Batch) -> (the next
+    LearnerState, (loss, mean Q)). next_target_q: the target network's Q-values of the
+    batch's next states, where the caller computed them (train_many); else computed here."""
+    grads, (loss, mean_q) = jax.grad(functools.partial(loss_of, parts), has_aux=True)(
+        state.trainable, state, batch, next_target_q)
+    trainable, optimizer_values = parts.optimizer.stateless_apply(state.optimizer, grads,
+                                                                  state.trainable)
+    return state._replace(trainable=trainable, optimizer=optimizer_values), (loss, mean_q)
+
+
+def target_q_values(parts, state, states):
+    """The target network's Q-values of K minibatches' states (K, B, ...) in one pass."""
+    flat = jax.numpy.reshape(states, (-1, *states.shape[2:]))
+    q = parts.target.stateless_call(state.target_trainable, state.target_non_trainable, flat,
+                                    training=False)[0]
+    return jax.numpy.reshape(q, (*states.shape[:2], -1))
+
+
+def train_many(parts, state, batches):
+    """K updates in order on a Batch of K minibatches stacked on a leading axis: (state,
+    batches) -> (the state after all K, (K losses, K mean Qs)).
+
+    The target network is frozen within a call, so its Q-values of all K minibatches' next
+    states come from one batched pass before the K updates, not from K small ones inside
+    them (Double DQN's argmax over the main network's Q-values stays inside each update).
+    Only what an update changes, the main network's trainable values and the optimizer's,
+    is carried from one update to the next."""
+    next_target_q = target_q_values(parts, state, batches.next_states)
+
+    def body(changed, minibatch):
+        trainable, optimizer_values = changed
+        batch, next_q = minibatch
+        after, metrics = update(parts, state._replace(trainable=trainable,
+                                                      optimizer=optimizer_values),
+                                batch, next_q)
+        return (after.trainable, after.optimizer), metrics
+
+    (trainable, optimizer_values), metrics = jax.lax.scan(
+        body, (state.trainable, state.optimizer), (batches, next_target_q),
+        unroll=parts.unroll)
+    return state._replace(trainable=trainable, optimizer=optimizer_values), metrics
+
+
+def train_from_replay(parts, gather, state, arrays, shards, idx):
+    """train_many on the minibatches at (K, B) indices of replay's arrays on the device,
+    gathered by a ReplayGather in one gather for all K."""
+    k, b = idx.shape
+    gathered = gather.batch(arrays, jax.numpy.reshape(shards, (-1,)),
+                            jax.numpy.reshape(idx, (-1,)))
+    batches = Batch(*(jax.numpy.reshape(a, (k, b, *a.shape[1:])) for a in gathered))
+    return train_many(parts, state, batches)
+
+
 class CompiledSteps:
     def __init__(self, main, target, optimizer, train_step, xla):
         """train_step as in fast_dqn.agent.train_step_tf; xla has nothing to switch here:
@@ -50,51 +131,17 @@ class CompiledSteps:
         # Where the optimizer's update count sits among its variables.
         self._iterations = next(i for i, v in enumerate(optimizer.variables)
                                 if v.path == optimizer.iterations.path)
-
-        def loss_of(trainable, state, batch):
-            # The optimizer's variables are mapped too: a loss-scaling optimizer reads its
-            # current scale from them in scale_loss.
-            mapping = (list(zip(main.trainable_variables, trainable))
-                       + list(zip(main.non_trainable_variables, state.non_trainable))
-                       + list(zip(target.trainable_variables, state.target_trainable))
-                       + list(zip(target.non_trainable_variables, state.target_non_trainable))
-                       + list(zip(optimizer.variables, state.optimizer)))
-            with keras.StatelessScope(state_mapping=mapping):
-                loss, scaled_loss, mean_q = train_step(main, target, *batch)
-            return scaled_loss, (loss, mean_q)
-
         # Unrolled on a CPU: XLA:CPU runs convolutions inside a while loop 7 times slower
         # (the Nature CNN at batch 32 on xeon-amx: 382 ms an update in a rolled scan of 16,
         # 52 ms alone, 41 ms unrolled; partly unrolled, by 4, still 390). A GPU keeps the
         # loop: it compiles once, whatever K.
-        unroll = jax.default_backend() == "cpu"
-
-        def update(state, batch):
-            """One minibatch's gradient step. Returns what it changes, the main network's
-            trainable values and the optimizer's, with the loss and mean Q: the rest of the
-            state goes in, and is never copied out."""
-            grads, (loss, mean_q) = jax.grad(loss_of, has_aux=True)(state.trainable, state,
-                                                                    batch)
-            trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,
-                                                                    state.trainable)
-            return (trainable, optimizer_values), (loss, mean_q)
-
-        def scan(state, minibatches, batch_of):
-            """K updates in order, the changed part of the state carried from one to the
-            next; the losses and mean Qs of all K stacked."""
-            def body(changed, minibatch):
-                trainable, optimizer_values = changed
-                return update(state._replace(trainable=trainable, optimizer=optimizer_values),
-                              batch_of(minibatch))
-            return jax.lax.scan(body, (state.trainable, state.optimizer), minibatches,
-                                unroll=unroll)
-
-        self._update = jax.jit(update)
-        self._scan = jax.jit(lambda state, batches: scan(state, batches, lambda b: b))
-        self._scan_replay = jax.jit(
-            lambda state, arrays, indices, gather: scan(
-                state, indices, lambda i: gather.batch(arrays, *i)),
-            static_argnums=3)
+        parts = UpdateParts(main, target, optimizer, train_step,
+                            unroll=jax.default_backend() == "cpu")
+        self._update = jax.jit(lambda state, batch: update(parts, state, batch))
+        self._train_many = jax.jit(functools.partial(train_many, parts))
+        # The gather is static, hashed by identity: one compile per replay.
+        self._train_replay = jax.jit(functools.partial(train_from_replay, parts),
+                                     static_argnums=0)
         # One compiled forward pass serves both networks: they share the architecture, and
         # the values passed in decide whose Q-values come out.
         self._q = jax.jit(_stateless_q(main))
@@ -107,23 +154,22 @@ class CompiledSteps:
                             _values(target.non_trainable_variables),
                             _values(self.optimizer.variables))
 
-    def _changed(self, changed, results):
-        trainable, optimizer_values = changed
-        self.state = self.state._replace(trainable=trainable, optimizer=optimizer_values)
+    def _changed(self, result):
+        self.state, metrics = result
         self._fresh = False
-        return results
+        return metrics
 
     def train(self, *batch):
-        return self._changed(*self._update(self.state, batch))
+        return self._changed(self._update(self.state, Batch(*batch)))
 
     def train_many(self, *batches):
         """K minibatches stacked on a leading axis, in one call: (losses, mean Qs) of K."""
-        return self._changed(*self._scan(self.state, batches))
+        return self._changed(self._train_many(self.state, Batch(*batches)))
 
     def train_from_replay(self, gather, arrays, shards, idx):
         """K minibatches gathered on the device from replay's arrays at (K, B) indices, by
-        a ReplayGather (hashed by identity: one compile per replay)."""
-        return self._changed(*self._scan_replay(self.state, arrays, (shards, idx), gather))
+        a ReplayGather."""
+        return self._changed(self._train_replay(gather, self.state, arrays, shards, idx))
 
     def keras_variables(self):
         """Bring the Keras variables up to date with the state, for a reader of them."""
