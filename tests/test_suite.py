@@ -227,8 +227,18 @@ def test_the_table_reads_each_runs_progress_line_and_episodes(tmp_path):
     assert suite_eta([row, waiting], s.timesteps, parallel=1) == 780 + 1_600 / 100
     lines = render([row, waiting], s.timesteps, parallel=2)
     assert "800/1,600" in lines[1] and "-20.50" in lines[1] and "0h13m" in lines[1]
+    assert " 100 " in lines[1] and "100" not in lines[2].replace("1,600", "")
     # Two lanes: the work left, 780 + 16 s, spread over them.
-    assert lines[-1] == "suite: 0 of 2 finished, 1 running; ETA 0h06m"
+    assert lines[-1] == "suite: 0 of 2 finished, 1 running; 100 agent steps/s in all; ETA 0h06m"
+    # The suite's rate adds up its running runs' rates; a finished run's last rate is not
+    # counted, nor a run whose line shows none yet.
+    from fast_dqn.suite.table import RunRow, suite_rate
+    other = RunRow(queued, "running", rate=250)
+    done = RunRow(queued, "finished", rate=400)
+    assert suite_rate([row, other, done, waiting]) == 350
+    assert suite_rate([waiting, done]) is None
+    assert render([waiting], s.timesteps, parallel=2)[-1] == \
+        "suite: 0 of 1 finished, 0 running; ETA ?"
 
 
 # --- the score of a suite, by hand

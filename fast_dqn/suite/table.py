@@ -1,5 +1,6 @@
-"""The suite's progress: a table of its runs (game, seed, agent step, mean of the last 100
-games, the run's phase and ETA), read from each run's own files, and the whole suite's ETA.
+"""The suite's progress: a table of its runs (game, seed, agent step, agent steps/s, mean of
+the last 100 games, the run's phase and ETA), read from each run's own files, and the whole
+suite's agent steps/s and ETA.
 
 A run's figures come from its progress line (the training command prints one every 10 s to
 its log) and its episodes.csv: the suite measures nothing itself, so it shows what each run
@@ -118,19 +119,29 @@ def suite_eta(rows, timesteps, parallel):
     return work / max(1, min(parallel, len(left)))
 
 
+def suite_rate(rows):
+    """The agent steps/s of the running runs added up (the rate each progress line shows):
+    what the whole machine plays, the figure to compare between --parallel settings."""
+    rates = [row.rate for row in rows if row.state == "running" and row.rate]
+    return sum(rates) if rates else None
+
+
 def render(rows, timesteps, parallel):
     """The table's lines, then the suite's summary line."""
-    lines = [f"{'game':<18} {'seed':>4}  {'agent step':>23}  {'mean 100':>9}  "
+    lines = [f"{'game':<18} {'seed':>4}  {'agent step':>23}  {'steps/s':>7}  {'mean 100':>9}  "
              f"{'state':<22} {'ETA':>7}"]
     for row in rows:
         mean = "-" if row.mean_100 is None else f"{row.mean_100:.2f}"
         state = row.phase if row.state == "running" and row.phase else row.state
         eta = "" if row.state in ("finished", "queued") else format_duration(row.eta)
+        rate = f"{row.rate:,}" if row.state == "running" and row.rate else ""
         lines.append(f"{row.run.game:<18} {row.run.seed:>4}  "
-                     f"{f'{row.step:,}/{timesteps:,}':>23}  {mean:>9}  {state[:22]:<22} "
-                     f"{eta:>7}")
+                     f"{f'{row.step:,}/{timesteps:,}':>23}  {rate:>7}  {mean:>9}  "
+                     f"{state[:22]:<22} {eta:>7}")
     done = sum(row.state == "finished" for row in rows)
     running = sum(row.state == "running" for row in rows)
-    lines.append(f"suite: {done} of {len(rows)} finished, {running} running; ETA "
+    total = suite_rate(rows)
+    rate = f"{total:,} agent steps/s in all; " if total else ""
+    lines.append(f"suite: {done} of {len(rows)} finished, {running} running; {rate}ETA "
                  f"{format_duration(suite_eta(rows, timesteps, parallel))}")
     return lines
