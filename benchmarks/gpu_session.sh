@@ -1,51 +1,101 @@
 #!/usr/bin/env bash
-# Every GPU measurement docs/gpu.md asks for, in as few calls as a 30-minute lease allows.
-# Each part fits one 10-minute device call; run them in order, each in its own call:
+# Every GPU row docs/gpu.md carries, measured in one device call of at most 9 minutes:
 #
-#   bash benchmarks/gpu_session.sh learner   # the learner: K per call x replay's place (~5 min)
-#   bash benchmarks/gpu_session.sh loops     # the loops and the samplers alone, W = 8..64 (~8 min)
-#   bash benchmarks/gpu_session.sh pong      # pong-fastest to a mean of 100 games at 18 (~9 min)
-#   bash benchmarks/gpu_session.sh pong      # again: resumes the same run, if still short of 18
+#   bash benchmarks/gpu_session.sh            # everything, in the order below; one table last
+#   bash benchmarks/gpu_session.sh learner    # or one part alone: learner|loops|suite|pong
 #
-# Outputs go to $OUT (the device tool's folder; ./gpu-out elsewhere). Give every figure with
-# the GPU's name, the core count, the backend and the commit: the header lines say them.
+# Parts, each alone on the machine and each with its own time limit, so that the call ends
+# inside its 9 minutes whatever happens (the pong run takes whatever time is left):
+#   learner  the learner alone, batch 32, float32, replay on the device: K = 1, 64 and 256;
+#            then K = 64 without XLA's deterministic kernels and with the scan's body as a
+#            command buffer (CUDA graph), to say what each would buy
+#   loops    the Nature loop; the samplers alone at W = 16, 32 and 64 (two groups), and at
+#            W = 64 with one group; the fast loop at W = 16, 32 and 64, each over 4 target
+#            periods (a window of one period holds a compile: 1,067 where the steady state
+#            was 4,337)
+#   suite    `fast-dqn suite` of 4 Dopamine-protocol runs sharing the GPU, 100 s: the sum of
+#            their agent steps/s
+#   pong     `pong-fastest` at W = 16 until the mean of 100 games reaches 18 (the run's own
+#            clock), in whole minutes of what is left; resumed if runs/gpu-pong exists from
+#            an earlier call on the same warm machine
+#
+# Outputs go to $OUT (the device tool's folder; ./gpu-out elsewhere). The header names the
+# GPU, the cores, the backend and the commit: give every figure with them.
 set -uo pipefail
-part=${1:?usage: gpu_session.sh learner|loops|pong}
+part=${1:-all}
+case $part in all|learner|loops|suite|pong) ;; *)
+    echo "gpu_session.sh: unknown part '$part'; use all, learner, loops, suite or pong" >&2
+    exit 2 ;;
+esac
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export KERAS_BACKEND=${KERAS_BACKEND:-jax} PYTHONUNBUFFERED=1
+budget=${GPU_SESSION_SECONDS:-540}  # the whole call; the device tool allows 600
+start=$SECONDS
+left() { echo $((budget - (SECONDS - start))); }
+wants() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 {
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
     nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
     echo "cores $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg)"
     grep -m1 '^model name' /proc/cpuinfo
-} | tee "$out/$part-header.txt"
+    echo "Keras backend $KERAS_BACKEND"
+} | tee "$out/header.txt"
 
-case $part in
-learner)
-    # The fixed cost per call, then amortized over K: batch 32 (Nature) and 128 (pong-fastest).
-    timeout 560 python3 -m benchmarks.learner --batch-sizes 32,128 --precisions float32,bfloat16 \
-        --updates-per-call 1,16,64,256 --replay-device host,device --repeats 3 --seconds 2 \
+if wants learner; then
+    echo "== learner ($(left) s left)"
+    timeout 100 python3 -m benchmarks.learner --batch-sizes 32 --precisions float32 \
+        --updates-per-call 1,64,256 --replay-device device --repeats 1 --seconds 1 \
         2>&1 | tee "$out/learner.txt"
-    ;;
-loops)
-    # Nature ratios at epsilon 0.1: the fast loop at W = 8..64 with the trainer's busy
-    # fraction, the learner's ceiling and the samplers alone at each W.
-    timeout 560 python3 -m benchmarks.speedtest --workers 8,16,32,64 --epsilon 0.1 \
-        --repeats 1 --steps 20000 --csv "$out/speedtest.csv" \
-        --only nature,fast-8-on-on,fast-16-on-on,fast-32-on-on,fast-64-on-on,learner,samplers-8,samplers-16,samplers-32,samplers-64 \
-        2>&1 | tee "$out/speedtest.txt"
-    ;;
-pong)
-    # One sitting per call; the machine keeps runs/ while warm, so a second call resumes.
-    run=runs/gpu-pong
-    if [ -f "$run/config.json" ]; then args=(--resume "$run"); else
-        args=(--preset pong-fastest --workers 16 --evaluate 0 --logdir "$run"); fi
-    timeout -s INT 540 python3 run_fast_dqn.py "${args[@]}" 2>&1 | tail -60 | tee "$out/pong.txt"
-    cp "$run/episodes.csv" "$run/config.json" "$out/" 2>/dev/null
-    ;;
-*)
-    echo "gpu_session.sh: unknown part '$part'; use learner, loops or pong" >&2
-    exit 2
-    ;;
-esac
+    echo "-- without deterministic kernels" | tee -a "$out/learner.txt"
+    XLA_FLAGS="--xla_gpu_deterministic_ops=false" timeout 45 python3 -m benchmarks.learner \
+        --batch-sizes 32 --precisions float32 --updates-per-call 64 --replay-device device \
+        --repeats 1 --seconds 1 2>&1 | tee -a "$out/learner.txt"
+    echo "-- the scan's body as a command buffer" | tee -a "$out/learner.txt"
+    XLA_FLAGS="--xla_gpu_deterministic_ops=true --xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL" \
+        timeout 45 python3 -m benchmarks.learner --batch-sizes 32 --precisions float32 \
+        --updates-per-call 64 --replay-device device --repeats 1 --seconds 1 \
+        2>&1 | tee -a "$out/learner.txt"
+fi
+
+if wants loops; then
+    echo "== loops ($(left) s left)"
+    # The Nature loop is slow (about 300 agent steps/s): 10,000 measured steps.
+    timeout 60 python3 -m benchmarks.speedtest --epsilon 0.1 --steps 10000 --only nature \
+        --csv "$out/nature.csv" 2>&1 | tee "$out/loops.txt"
+    timeout 70 python3 -m benchmarks.speedtest --workers 64 --epsilon 0.1 --steps 40000 \
+        --only samplers-64 --sampler-groups 1 --csv "$out/samplers-one-group.csv" \
+        2>&1 | tee -a "$out/loops.txt"
+    timeout 230 python3 -m benchmarks.speedtest --workers 16,32,64 --epsilon 0.1 \
+        --steps 40000 --csv "$out/speedtest.csv" \
+        --only samplers-16,samplers-32,samplers-64,fast-16-on-on,fast-32-on-on,fast-64-on-on \
+        2>&1 | tee -a "$out/loops.txt"
+fi
+
+if wants suite; then
+    echo "== suite ($(left) s left)"
+    rm -rf runs/gpu-suite
+    timeout -s INT 100 python3 -m fast_dqn suite --games pong,breakout,qbert,seaquest \
+        --seeds 1 --timesteps 10000000 --preset dopamine --parallel 4 --plain \
+        --interval 15 --logdir runs/gpu-suite 2>&1 | tee "$out/suite.txt"
+    sleep 5  # the runs' own SIGINT checkpoints
+fi
+
+if wants pong; then
+    minutes=$(( ($(left) - 40) / 60 ))
+    echo "== pong ($minutes min for it)"
+    if [ "$minutes" -ge 1 ]; then
+        # Watched: stopped with a checkpoint once the mean of 100 games reaches 18, or at the
+        # budget; a later call on the same warm machine resumes it.
+        timeout -s INT $(( minutes * 60 + 30 )) python3 -m benchmarks.learning \
+            --preset pong-fastest --seed 0 --minutes "$minutes" --thresholds 18 --resume \
+            --logdir runs/gpu-pong -- --workers 16 2>&1 | tail -20 | tee "$out/pong.txt"
+        cp runs/gpu-pong/episodes.csv "$out/episodes.csv" 2>/dev/null
+        cp runs/gpu-pong/config.json "$out/config.json" 2>/dev/null
+    else
+        echo "no time left for pong-fastest" | tee "$out/pong.txt"
+    fi
+fi
+
+echo "== the table"
+python3 -m benchmarks.gpu_table "$out" | tee "$out/table.md"
