@@ -148,3 +148,17 @@ def test_a_seeded_run_repeats_itself_and_another_seed_acts_otherwise():
 def test_groups_of_different_sizes_are_refused():
     with pytest.raises(ValueError, match="two groups of the same size"):
         OverlappedBackend([FakeSamplers(2), FakeSamplers(3)], 96)
+
+
+def test_the_groups_are_picked_where_they_can_play_and_refused_where_they_cannot():
+    from fast_dqn.errors import ConfigError
+    from fast_dqn.run.settings.validation import resolve
+    pick = lambda **flags: resolve(FastConfig(**{"game": "pong", **flags})).sampler_groups  # noqa
+    assert pick() == 2  # the vector env, batched acting, 8 games: config.json records 2
+    assert pick(workers=7) == pick(synchronize=False) == pick(sampler_groups=1) == 1
+    assert pick(env_backend="python") == 1
+    assert pick(env="CartPole-v1", game=None, history_length=1) == 1
+    with pytest.raises(ConfigError, match="2 takes an even --workers.*--workers 7"):
+        pick(workers=7, sampler_groups=2)
+    with pytest.raises(ConfigError, match="3 is not 0, 1 or 2"):
+        pick(sampler_groups=3)

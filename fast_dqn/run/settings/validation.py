@@ -138,9 +138,15 @@ def validate_fast(config):
         raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
                           f"multiple of --train-freq {config.train_freq}; each training period "
                           "must hold whole minibatches")
+    if config.sampler_groups not in (0, 1, 2):
+        raise ConfigError("sampler_groups", f"{config.sampler_groups} is not 0, 1 or 2 (0 "
+                          "picks 2 where it can, else 1)")
     if sampler_groups(config) is None:
-        raise ConfigError("sampler_groups", f"{config.sampler_groups} is not 0, 1 or 2; 2 takes "
-                          "--env-backend vector, --synchronize and an even --workers, 0 picks")
+        raise ConfigError("sampler_groups", "2 takes an even --workers, --synchronize, "
+                          "--env-backend vector and --backend threads (this run: --workers "
+                          f"{config.workers}, --env-backend {config.env_backend}, --backend "
+                          f"{config.backend}{', --no-synchronize' if not config.synchronize else ''}"
+                          "); give 1, or 0 to pick")
     if config.backend == "ray":
         validate_ray(config)
         games, flags = config.num_samplers * config.envs_per_sampler, \
