@@ -87,3 +87,69 @@ def test_the_slugs_are_githubs():
         "breakout---preset-dopamine-against-dopamines-published-dqn"
     assert slug("The samplers alone at W = 8 to 64 (`benchmarks/speedtest.py`)") == \
         "the-samplers-alone-at-w--8-to-64-benchmarksspeedtestpy"
+
+
+def readme_test_block(text):
+    """The commands of the fenced block under the README's "## Tests" heading."""
+    section = text.split("\n## Tests\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"^```[^\n]*\n(.*?)^```", section, re.M | re.S).group(1)
+    return [line.strip() for line in block.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def ci_commands(text):
+    """The commands .ci/run runs between its `# README "Tests" begins` and `ends` lines, and
+    any install, lint or test command it runs outside them."""
+    inside, outside, between = [], [], False
+    for line in text.splitlines():
+        line = line.strip()
+        if line == '# README "Tests" begins':
+            between = True
+        elif line == '# README "Tests" ends':
+            between = False
+        elif line and not line.startswith("#"):
+            if between:
+                inside.append(line)
+            elif re.match(r"(python3? -m )?(pip|pytest|ruff)\b", line):
+                outside.append(line)
+    return inside, outside
+
+
+def test_ci_runs_exactly_the_readmes_test_block():
+    shown = readme_test_block(read(README))
+    inside, outside = ci_commands(read(os.path.join(ROOT, ".ci", "run")))
+    assert shown and shown == inside
+    assert not outside
+    # A fresh machine passes from the README alone: the block installs the test tools and
+    # both optional backends the suite tests, then lints and runs the whole suite.
+    assert shown[0].startswith("pip install -e ") and all(
+        extra in shown[0] for extra in ("test", "jax", "ray"))
+    assert shown[1:] == ["ruff check .", "python -m pytest"]
+    assert 'python -m pytest -m "not slow"' in read(README)  # the fast tier
+
+
+def test_the_ci_check_catches_a_difference():
+    readme = "x\n## Tests\n\n```bash\npip install -e \".[test]\"\npython -m pytest\n```\n"
+    ci = ('set -e\n# README "Tests" begins\npip install -e ".[test]"\npython -m pytest -x\n'
+          '# README "Tests" ends\npython -m pip install -r requirements.txt\n')
+    inside, outside = ci_commands(ci)
+    assert readme_test_block(readme) == ["pip install -e \".[test]\"", "python -m pytest"]
+    assert inside == ["pip install -e \".[test]\"", "python -m pytest -x"]
+    assert outside == ["python -m pip install -r requirements.txt"]
+
+
+def _requirements(path):
+    lines = (line.split("#", 1)[0].strip() for line in open(path, encoding="utf-8"))
+    return sorted(line for line in lines if line)
+
+
+def test_the_requirements_files_hold_the_packages_pins():
+    """requirements.txt is pyproject's dependencies with the ray and test extras, and
+    requirements-jax.txt the jax extra: an install from either file is the README's."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    extras = project["optional-dependencies"]
+    assert _requirements(os.path.join(ROOT, "requirements.txt")) == sorted(
+        project["dependencies"] + extras["ray"] + extras["test"])
+    assert _requirements(os.path.join(ROOT, "requirements-jax.txt")) == sorted(extras["jax"])
