@@ -153,3 +153,20 @@ def test_the_requirements_files_hold_the_packages_pins():
     assert _requirements(os.path.join(ROOT, "requirements.txt")) == sorted(
         project["dependencies"] + extras["ray"] + extras["test"])
     assert _requirements(os.path.join(ROOT, "requirements-jax.txt")) == sorted(extras["jax"])
+
+
+def test_every_page_tells_one_jax_install():
+    """TensorFlow installs with every install and stays the default; the `jax` extra adds JAX.
+    No page installs JAX another way or says it needs no TensorFlow."""
+    from fast_dqn.run.settings.flags import BACKEND_HELP
+    texts = {os.path.relpath(page, ROOT): read(page) for page in PAGES}
+    texts["--help"] = BACKEND_HELP
+    texts["requirements-jax.txt"] = read(os.path.join(ROOT, "requirements-jax.txt"))
+    for name, text in texts.items():
+        flat = " ".join(text.split())
+        assert "-r requirements-jax.txt" not in flat, name
+        for claim in ("needs no TensorFlow", "JAX, without TensorFlow", "(TensorFlow unused)"):
+            assert claim not in flat, (name, claim)
+    for name in ("README.md", "docs/options.md", "docs/gpu.md", "--help",
+                 "requirements-jax.txt"):
+        assert '".[jax]"' in texts[name] or "'.[jax]'" in texts[name], name

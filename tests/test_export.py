@@ -101,7 +101,7 @@ def test_a_bad_export_path_is_one_line_and_nothing_is_lost(tmp_path, capsys, arg
 @pytest.mark.slow  # starts a Python with JAX
 @pytest.mark.backends
 def test_the_export_loads_on_jax_without_fast_dqn(cartpole_run, tmp_path):
-    pytest.importorskip("jax")  # the JAX backend is optional (requirements-jax.txt)
+    pytest.importorskip("jax")  # the JAX backend is optional (the jax extra)
     from fast_dqn.tools.evaluate import main
     path = tmp_path / "agent.keras"
     assert main([str(cartpole_run), f"--export={path}"]) == 0

@@ -31,7 +31,7 @@ def installed(backend):
 def needs(*backends):
     missing = [b for b in backends if not installed(b)]
     return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} is not installed "
-                              "(pip install -r requirements-jax.txt)")
+                              "(pip install -e '.[jax]')")
 
 
 def child(backend, args, block_tensorflow=False, tmp_path=None, timeout=600, base_env=None):
@@ -61,7 +61,7 @@ def test_the_learner_tests_pass_on_the_other_backend(backend):
     single ones and the device gather against numpy's: the same files, on the backend this
     process does not run."""
     if not installed(backend):
-        pytest.skip(f"{backend} is not installed (pip install -r requirements-jax.txt)")
+        pytest.skip(f"{backend} is not installed (pip install -e '.[jax]')")
     result = child(backend, ["-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "tests/test_learner.py", "tests/test_fused_updates.py",
                              "tests/test_backend_setup.py"])

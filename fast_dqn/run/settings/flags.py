@@ -153,10 +153,10 @@ def _add_flag(parser, f, default):
 
 
 BACKEND_HELP = ("Counts may be written 50_000_000, 5e7, 50M or 100k. "
-                "The networks run on Keras 3's backend: TensorFlow by default; "
-                "KERAS_BACKEND=jax (after pip install -e \".[jax]\") runs them on "
-                "JAX, without TensorFlow. A run resumes on either. See 'The Keras backend' in "
-                "docs/options.md.")
+                "The networks run on Keras 3's backend: TensorFlow, the default, which "
+                "every install brings; KERAS_BACKEND=jax runs them on JAX, which "
+                "pip install -e \".[jax]\" adds (on a GPU: docs/gpu.md). A run resumes "
+                "on either. See 'The Keras backend' in docs/options.md.")
 
 
 def build_parser(prog, description, config_class=hp.Config):
