@@ -390,3 +390,120 @@ def test_a_summary_without_games_or_evaluations(tmp_path):
     assert monitor.summary(None) == ("finished: 0 agent steps in 2.00 h; no game finished; "
                                      "no evaluation")
     monitor.close()
+
+
+def _seconds(duration):
+    """A duration as _format_duration writes it (1m05s, 2h03m, 4d01h), in seconds."""
+    import re
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([dhms])", duration))
+
+
+def train_on_a_terminal(tmp_path, k, total, start, schedule, done, until):
+    """The fast loop on a CPU, sampled as a terminal's bar samples it (every 0.5 s): each
+    compiled call trains `k` minibatches (or what the schedule gives) in 0.04 s each (25/s),
+    and the samplers' steps arrive at the call's end, a period at a time.
+    Returns [(time, line)]."""
+    clock, out = FakeClock(), io.StringIO()
+    progress = RunProgress(total, train_freq=4, prepopulate=0)
+    progress.follow(schedule)
+    progress.minibatches_done = done
+    monitor = Monitor(str(tmp_path), total, interval=0.5, clock=clock, progress=progress,
+                      console=ProgressLines(total, out=out, interval=0.5))
+    shown, step = [], start
+
+    def tick():
+        monitor.tick(step, 0.1)
+        lines = out.getvalue().splitlines()
+        shown.extend((clock.t, line) for line in lines[len(shown):])
+
+    try:
+        tick()
+        while step < total and clock.t < until:
+            steps = 4 * k if not schedule.deferred else 2 * k  # catching up: 2 per due
+            steps = min(steps, total - step)
+            count = schedule.take(step, step + steps, final=step + steps == total)
+            call_end = clock.t + 0.04 * count
+            while clock.t + 0.1 < call_end:  # the samplers wait at the sync point
+                clock.t += 0.1
+                tick()
+            clock.t = call_end
+            for _ in range(count):
+                monitor.record_train(0.5)
+            step += steps
+            monitor.sync_point(step)
+            tick()
+    finally:
+        monitor.close()
+    return shown
+
+
+@pytest.mark.parametrize("k", [16, 64])
+def test_the_terminals_eta_holds_still_while_training_arrives_in_calls(tmp_path, k):
+    """A call of 64 minibatches takes 2.56 s: five of the bar's half-second samples see none
+    of it. The ETA is the rate over whole calls, not over one empty sample: within 5% of the
+    time truly left on every line, as steady as the plain lines (it swung from minutes to
+    thousands of days)."""
+    total = 40_000
+    shown = train_on_a_terminal(tmp_path, k, total, 0, MinibatchSchedule(0, 4), 0, until=200)
+    assert len(shown) > 300
+    for t, line in shown:
+        if t < 15:
+            continue
+        step = int(line.split("/", 1)[0].split()[1].replace(",", ""))
+        left = (total - step) / 100  # 100 agent steps/s: 25 minibatches/s, 1 per 4 steps
+        eta = _seconds(line.rsplit("ETA ", 1)[1])
+        assert abs(eta - left) <= 0.05 * left + 0.04 * k, line
+
+
+@pytest.mark.parametrize("k", [16, 64])
+def test_catching_up_says_what_it_does_with_its_own_steady_eta(tmp_path, k):
+    """A resume without replay repays 2,000 deferred minibatches, one with each due: the
+    steps go at half the training's pace. The line says so, and when it will be done."""
+    schedule = MinibatchSchedule(0, 4, deferred=2_000)
+    shown = train_on_a_terminal(tmp_path, k, 100_000, 40_000, schedule,
+                                done=40_000 // 4 - 2_000, until=230)
+    catching = [(t, line) for t, line in shown if "catching up" in line]
+    assert len(catching) > 100
+    for t, line in catching:
+        assert "| catching up on " in line and " deferred minibatches, one with each due " \
+            "(done in " in line, line
+        if t < 15:
+            continue
+        deferred = int(line.split("catching up on ")[1].split()[0].replace(",", ""))
+        done_in = _seconds(line.split("(done in ")[1].split(")")[0])
+        assert abs(done_in - 2 * deferred / 25) <= 0.05 * 2 * deferred / 25 + 0.04 * k + 1, line
+        assert " 50 steps/s" in line, line  # half the training's 100
+    assert any(" 100 steps/s" in line for t, line in shown[-5:])  # then training again
+
+
+def test_the_last_minibatches_show_no_steps_per_second_and_count_in_good_grammar(tmp_path):
+    progress = RunProgress(4_000, train_freq=4, prepopulate=0, eval_every=4_000, eval_games=1)
+    progress.follow(MinibatchSchedule(0, 4))
+    clock, out = FakeClock(), io.StringIO()
+    monitor = Monitor(str(tmp_path), 4_000, interval=0.5, clock=clock, progress=progress,
+                      console=ProgressLines(4_000, out=out, interval=0.5))
+    try:
+        monitor.tick(3_000, 0.1)
+        for t in range(1, 20):
+            clock.t = t
+            for _ in range(25):
+                monitor.record_train(0.5)
+            monitor.tick(3_000 + 100 * t, 0.1)
+        progress.minibatches_done = progress.minibatches_total - 1
+        clock.t = 21
+        monitor.tick(4_000, 0.1)
+        monitor.record_eval(4_000, [1.0])
+    finally:
+        monitor.close()
+    lines = out.getvalue().splitlines()
+    last = [line for line in lines if "last minibatches" in line][-1]
+    assert "| last minibatches: 1 minibatch left |" in last and "steps/s" not in last
+    assert "steps/s" in lines[1]
+    assert "ETA 0m00s" in last
+    assert lines[1].endswith(" + 1 eval game")  # the evaluation at the last step, untimed
+    assert lines[-1].endswith("over 1 game")
+    from fast_dqn.run.logs.progress import counted
+    assert [counted(n, w) for n, w in ((1, "game"), (2, "game"), (1_000, "minibatch"),
+                                       (1, "run"))] == [
+        "1 game", "2 games", "1,000 minibatches", "1 run"]

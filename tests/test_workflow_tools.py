@@ -203,7 +203,7 @@ def test_evaluate_best_plays_the_best_evaluations_weights(tiny_pong_run, capsys)
     assert main([str(tiny_pong_run), "--best", "--episodes=1"]) == 0
     out = capsys.readouterr().out
     assert f"(the best evaluation: agent step {best_step:,}, mean {best_mean:.2f})" in out
-    assert "1 games at epsilon 0.05 (the run's --eval-epsilon)" in out
+    assert "1 game at epsilon 0.05 (the run's --eval-epsilon)" in out
 
 
 def test_evaluate_acts_with_the_runs_evaluation_epsilon_unless_told_otherwise():

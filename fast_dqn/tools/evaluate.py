@@ -385,7 +385,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
         learner = build_learner(config, games.observation_shape, games.num_actions)
         load(learner)
         epsilon, source = evaluation_epsilon(epsilon, config)
-        print(f"evaluating {what}: {episodes} games at epsilon {epsilon:g} ({source})",
+        print(f"evaluating {what}: {episodes} game{'s' * (episodes != 1)} at epsilon {epsilon:g} ({source})",
               file=out, flush=True)
         returns = play(games, learner.q_values, game_seeds((seed,), 0, episodes), epsilon)
         if recorder:
@@ -497,7 +497,8 @@ def main(argv=None, prog=PROG):
     except ConfigError as error:
         return fail(parser.prog, error)
     line = (f"mean {result['mean']:.2f} +- {result['std']:.2f} (min {result['min']:g}, "
-            f"max {result['max']:g}) over {len(result['returns'])} games")
+            f"max {result['max']:g}) over {len(result['returns'])} "
+            f"game{'s' * (len(result['returns']) != 1)}")
     if result["human_normalized"] is not None:
         line += f"; human-normalized {100 * result['human_normalized']:.1f}%"
     print(line)

@@ -285,8 +285,9 @@ class Monitor:
         if self.scalars:
             self.scalars.scalars(step, {"eval/mean": mean, "eval/std": std})
             self.scalars.flush()
+        from fast_dqn.run.logs.progress import counted
         self.console.message(f"eval at step {step:,}: mean {mean:.2f} +- {std:.2f} over "
-                             f"{len(returns)} games")
+                             f"{counted(len(returns), 'game')}")
 
     def message(self, line):
         self.console.message(line)
@@ -346,15 +347,16 @@ class Monitor:
         untimed_games = 0
         if self.progress:
             self.progress.sample(now, step)
-            phase = self.progress.phase(step)
+            phase = self.progress.describe(step)
             eta, untimed_games = self.progress.estimate(step)
         rate = None
-        if not (self.progress and self.progress.evaluating):
+        if not self.progress or self.progress.plays_steps(step):
             playing = self._playing_seconds(now)
             self.period_rate.sample(playing, step)
             if not self.loop_marks_periods:
                 self.period_rate.period_end(playing, step)
             rate = self.period_rate.rate(playing, step)
+        if not (self.progress and self.progress.evaluating):
             fields["eps"] = f"{epsilon:.3f}" if epsilon is not None else "-"
         fields["games"] = self.num_games
         fields["mean100"] = f"{self.mean_100:.2f}" if self.recent_returns else "-"
@@ -365,7 +367,8 @@ class Monitor:
 
     def summary(self, best):
         """The line that ends a finished run: its steps, hours, games, best evaluation."""
-        games = (f"{self.num_games:,} games, the last {len(self.recent_returns)} averaging "
+        from fast_dqn.run.logs.progress import counted
+        games = (f"{counted(self.num_games, 'game')}, the last {len(self.recent_returns)} averaging "
                  f"{self.mean_100:.2f}" if self.num_games else "no game finished")
         if best is None:
             evaluation = "no evaluation"

@@ -54,18 +54,54 @@ class OutlivesConsole:
         return getattr(self.stream, name)
 
 
-class _Rate:
-    """An amount per unit (steps per second, seconds per game), smoothed over the samples."""
+def counted(n, noun):
+    """`n noun` in good grammar: 1 game, 2 games, 1,000 minibatches."""
+    plural = noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
+    return f"{n:,} {noun if n == 1 else plural}"
 
-    def __init__(self, smoothing=0.3):
-        self.value, self.smoothing = None, smoothing
+
+class _Rate:
+    """An amount per second over whole arrivals (steps per second, minibatches per second).
+
+    Work arrives in lumps: the trainer's compiled calls add 16 or 64 minibatches at once, the
+    fast loop's samplers a period's steps. A sample is taken every half second on a terminal,
+    and most hold no lump; a rate per sample, even smoothed, would swing from a lump's rate to
+    near zero (an ETA of thousands of days) and back. So the rate runs from an arrival at
+    least `window` seconds before the latest (or from the first sample) to the latest
+    arrival: whole lumps over the time they took. Only a silence longer than that whole span
+    (a stall, not a wait between lumps) counts, up to now."""
+
+    def __init__(self, window=60.0):
+        self.window = window
+        self.clock = self.total = 0.0  # seconds and amount over the samples added
+        self.points = []  # [(clock, total)]: the first sample, then each arrival
 
     def add(self, amount, per):
-        if per <= 0 or amount < 0:
+        """`amount` arrived over the `per` seconds since the last sample of this rate."""
+        if per < 0 or amount < 0:
             return
-        rate = amount / per
-        self.value = rate if self.value is None else (
-            self.smoothing * rate + (1 - self.smoothing) * self.value)
+        if not self.points:
+            self.points.append((self.clock, self.total))
+        self.clock += per
+        self.total += amount
+        if amount:
+            self.points.append((self.clock, self.total))
+            while len(self.points) > 2 and self.points[-1][0] - self.points[1][0] >= self.window:
+                self.points.pop(0)
+
+    @property
+    def value(self):
+        if len(self.points) < 2:
+            return None
+        (start, done), (end, total) = self.points[0], self.points[-1]
+        if self.clock - end > end - start:
+            end = self.clock  # a stall: no arrival for longer than the span measured
+        return (total - done) / (end - start) if end > start else None
+
+    def seconds_for(self, amount):
+        """Seconds `amount` takes at this rate, or None while it is unmeasured."""
+        rate = self.value
+        return amount / rate if rate else None
 
 
 class PeriodRate:
@@ -170,6 +206,28 @@ class RunProgress:
     def minibatches_left(self):
         return max(0, self.minibatches_total - self.minibatches_done)
 
+    def describe(self, step):
+        """The phase as the console shows it: what catching up and the last minibatches do,
+        with how many are left, and catching up's own ETA (a resume without replay holds
+        the steps and epsilon back while it repays the minibatches its refill deferred)."""
+        phase = self.phase(step)
+        if phase == "catching up":
+            deferred = self.schedule.deferred
+            # Each minibatch due brings one deferred one: 2 trained per one repaid.
+            seconds = self.minibatch_rate.seconds_for(min(2 * deferred,
+                                                          self.minibatches_left()))
+            done = "?" if seconds is None else _format_duration(seconds)
+            return (f"catching up on {counted(deferred, 'deferred minibatch')}, one with "
+                    f"each due (done in {done})")
+        if phase == "last minibatches":
+            return f"last minibatches: {counted(self.minibatches_left(), 'minibatch')} left"
+        return phase
+
+    def plays_steps(self, step):
+        """Whether the phase plays agent steps (a steps/s means something)."""
+        phase = self.phase(step)
+        return not (phase in ("last minibatches", "finished") or phase.startswith("evaluating"))
+
     def trained(self, count=1):
         self.minibatches_done += count
 
@@ -262,7 +320,7 @@ def _status(phase, rate, fields, eta, separator, untimed_games=0):
     parts += [f"{k} {v}" for k, v in fields.items()]
     text = f"ETA {'?' if eta is None else _format_duration(eta)}"
     if untimed_games and eta is not None:
-        text += f" + {untimed_games:,} eval games"
+        text += f" + {counted(untimed_games, 'eval game')}"
     parts.append(text)
     return separator.join(parts)
 
