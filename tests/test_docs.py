@@ -170,3 +170,11 @@ def test_every_page_tells_one_jax_install():
     for name in ("README.md", "docs/options.md", "docs/gpu.md", "--help",
                  "requirements-jax.txt"):
         assert '".[jax]"' in texts[name] or "'.[jax]'" in texts[name], name
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: os.path.relpath(page, ROOT))
+def test_the_docs_speak_of_the_project_not_of_how_the_work_was_organised(page):
+    flat = " ".join(read(page).split())
+    found = re.findall(r"(?i)\bthis session\b|\bthe session's first\b|\bfirst session with\b"
+                       r"|\bissue \d+'s\b", flat)
+    assert not found, found
