@@ -183,15 +183,40 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
             (["--games", "pong", "--timesteps", "60k", "--backend", "ray", "--ray-address",
               "127.0.0.1:9"], "--ray-address: nothing answers at"),
             (["--games", "pong", "--timesteps", "60k", "--backend", "ray", "--parallel", "2"],
-             "--parallel: is for --backend local")]:
-        with pytest.raises(SystemExit) if argv[-1] == "ten" else _no_exit() as exited:
+             "--parallel: is for --backend local"),
+            (["--games", "pong", "--timesteps", "60k", "--preset", "nosuch"],
+             "argument --preset: invalid choice: 'nosuch'"),
+            (["--games", "pong", "--timesteps", "60k", "--preset", "DOPAMINE"],
+             "argument --preset: invalid choice: 'DOPAMINE'"),
+            (["--games", "pong", "--timesteps", "60k", "--seeds", "100000000"],
+             "--seeds: 100,000,000 seeds is more than the 1,000 a suite takes"),
+            (["--games", "pong", "--timesteps", "60k", "--backend", "ray", "--gpus-per-run",
+              "nan"], "argument --gpus-per-run: 'nan' is not a finite number"),
+            (["--games", "pong", "--timesteps", "60k", "--backend", "ray", "--gpus-per-run",
+              "inf"], "argument --gpus-per-run: 'inf' is not a finite number"),
+            (["--games", "pong", "--timesteps", "60k", "--backend", "ray", "--cpus-per-run",
+              "inf"], "argument --cpus-per-run: 'inf' is not a whole number"),
+            (["--games", "pong", "--timesteps", "60k", "--backend", "ray", "--cpus-per-run",
+              "nan"], "argument --cpus-per-run: 'nan' is not a whole number"),
+            (["--games", "pong", "--timesteps", "60k", "--interval", "nan"],
+             "argument --interval: 'nan' is not a finite number"),
+            (["--games", "pong", "--timesteps", "60k", "--", "--help"],
+             "RUN FLAGS: --help is not a run flag; run `fast-dqn fast --help` on its own"),
+            (["--games", "pong", "--timesteps", "60k", "--", "--workers=2", "-h"],
+             "RUN FLAGS: -h is not a run flag; run `fast-dqn fast --help` on its own"),
+            (["--games", "pong", "--timesteps", "60k", "--loop", "nature", "--",
+              "--version"], "RUN FLAGS: --version is not a run flag; run `fast-dqn nature "
+             "--version` on its own")]:
+        parsing = argv[-1] in ("ten", "nosuch", "DOPAMINE", "nan", "inf")
+        with pytest.raises(SystemExit) if parsing else _no_exit() as exited:
             code = suite_main(["--logdir", str(logdir)] + argv, prog="fast-dqn suite")
-        err = capsys.readouterr().err
+        out, err = capsys.readouterr()
         if exited:
             code = exited.value.code
         assert code == 2, argv
         assert len(err.strip().splitlines()) == 1 and message in err, err
         assert err.startswith("fast-dqn suite: error: ")
+        assert not out  # no usage or version under another name
         assert not logdir.exists()
 
 

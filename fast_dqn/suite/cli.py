@@ -13,6 +13,7 @@ fast_dqn.suite.local_runs' lanes or as Ray tasks (fast_dqn.suite.ray_runs).
 """
 
 import argparse
+import math
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ import threading
 import time
 
 from fast_dqn.errors import ConfigError
+from fast_dqn.run.settings.presets import PRESETS
 from fast_dqn.suite.plan import (
     FINISHED,
     NEW,
@@ -32,6 +34,11 @@ from fast_dqn.suite.plan import (
     run_state,
     write_suite_file,
 )
+
+# The plan holds one run per game × seed, built before anything starts: 100 million seeds
+# took a minute and 6 GB before a word was said. Each seed is a whole training run of every
+# game, and benchmarks use a handful (Dopamine's published curves are of 5): 1,000 is ample.
+MOST_SEEDS = 1_000
 
 
 def build_parser(prog):
@@ -45,13 +52,15 @@ def build_parser(prog):
                         "(pong,breakout,space_invaders), or a set: atari57, dopamine60, "
                         "nature49")
     parser.add_argument("--seeds", type=_whole, default=1, metavar="N",
-                        help="seeds 0 to N-1 of each game (default: 1)")
+                        help=f"seeds 0 to N-1 of each game, at most {MOST_SEEDS:,} "
+                        "(default: 1)")
     parser.add_argument("--timesteps", type=_count, required=True, metavar="T",
                         help="agent steps of each run (250k, 1M, 1e7, ...)")
     parser.add_argument("--loop", choices=("fast", "nature"), default="fast",
                         help="fast: run_fast_dqn.py (default); nature: run_dqn.py")
-    parser.add_argument("--preset", default=None, help="the protocol of every run "
-                        "(`fast-dqn fast --help` lists them; default: the Nature protocol)")
+    parser.add_argument("--preset", default=None, choices=tuple(PRESETS),
+                        help="the protocol of every run (`fast-dqn fast --help` says what "
+                        "each is; default: the Nature protocol)")
     parser.add_argument("--parallel", type=_whole, default=1, metavar="K",
                         help="--backend local: runs at a time, sharing this machine's cores "
                         "and its GPU (default: 1)")
@@ -62,7 +71,7 @@ def build_parser(prog):
                         "it); default: a private cluster on this machine")
     parser.add_argument("--cpus-per-run", type=_whole, default=None, metavar="C",
                         help="--backend ray: CPUs each run asks Ray for (default: 2)")
-    parser.add_argument("--gpus-per-run", type=float, default=0.0, metavar="G",
+    parser.add_argument("--gpus-per-run", type=_finite, default=0.0, metavar="G",
                         help="--backend ray: GPUs each run asks for, a fraction to share one "
                         "(default: 0)")
     parser.add_argument("--logdir", required=True, metavar="DIR",
@@ -70,7 +79,7 @@ def build_parser(prog):
     parser.add_argument("--plain", action="store_true",
                         help="print the table as lines every --interval seconds, for logs "
                         "(the default where the output is not a terminal)")
-    parser.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--interval", type=_finite, default=None, metavar="SECONDS",
                         help="how often the table is shown (default: 2 live, 300 plain)")
     return parser
 
@@ -85,6 +94,17 @@ def _whole(text):
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _finite(text):
+    # nan passes every comparison check after it, and Ray takes inf: both are refused here.
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def _count(text):
@@ -175,6 +195,9 @@ def _check_numbers(args):
     """The suite's own flags, each against what it can be."""
     if args.seeds < 1:
         raise ConfigError("seeds", f"must be 1 or more, not {args.seeds}")
+    if args.seeds > MOST_SEEDS:
+        raise ConfigError("seeds", f"{args.seeds:,} seeds is more than the {MOST_SEEDS:,} a "
+                          "suite takes: each seed is a whole run of every game; give fewer")
     if args.timesteps < 1:
         raise ConfigError("timesteps", "must be 1 or more agent steps")
     if args.backend == "local" and (args.ray_address or args.gpus_per_run

@@ -118,6 +118,17 @@ def command(suite, run, threads=None):
     return base + [f"--resume={run.run_dir}", f"--timesteps={suite.timesteps}"] + extra
 
 
+def _options(flags):
+    """The flags' names, up to a bare `--` (after it argparse reads values only)."""
+    names = []
+    for flag in flags:
+        if flag == "--":
+            break
+        if flag.startswith("-"):
+            names.append(flag.split("=", 1)[0])
+    return names
+
+
 def _flag_names(flags):
     return {flag.split("=", 1)[0] for flag in flags if flag.startswith("--")}
 
@@ -133,12 +144,19 @@ def check_run_flags(suite):
     from fast_dqn.run.settings.precedence import build_config
     from fast_dqn.run.settings.validation import resolve
     kind = {"fast": FAST, "nature": NATURE}[suite.loop]
-    parser = build_parser(f"{suite.loop} run flags", kind.description, kind.config_class)
+    parser = build_parser(f"fast-dqn {suite.loop}", kind.description, kind.config_class,
+                          help_flags=False)
 
     def refuse(message):
         raise ConfigError("run_flags", f"{message}; they go to `fast-dqn {suite.loop}` "
                           "(its --help lists them)")
     parser.error = refuse
+    for flag in _options(suite.run_flags):
+        if flag in ("-h", "--help", "--version"):
+            # argparse would print them under the parser's name and exit 0, running nothing.
+            asked = "--version" if flag == "--version" else "--help"
+            raise ConfigError("run_flags", f"{flag} is not a run flag; run `fast-dqn "
+                              f"{suite.loop} {asked}` on its own")
     args = parser.parse_args(list(suite.run_flags))
     typed = vars(args)
     for name, flag in SUITE_OWNS.items():

@@ -159,14 +159,17 @@ BACKEND_HELP = ("Counts may be written 50_000_000, 5e7, 50M or 100k. "
                 "on either. See 'The Keras backend' in docs/options.md.")
 
 
-def build_parser(prog, description, config_class=hp.Config):
+def build_parser(prog, description, config_class=hp.Config, help_flags=True):
     """Every default is SUPPRESS, so parse_args returns only what the user typed.
 
     The defaults are shown in each flag's help instead; knowing the explicit flags is what
     lets a preset sit between the defaults and the command line, and --resume spot conflicts.
+    help_flags=False leaves out --help and --version: the suite checks run flags with this
+    parser, and they would print under a name that is no program, then exit 0.
     """
     parser = OneLineParser(prog=prog, description=description, usage="%(prog)s [options]",
-                           argument_default=argparse.SUPPRESS, epilog=BACKEND_HELP)
+                           argument_default=argparse.SUPPRESS, epilog=BACKEND_HELP,
+                           add_help=help_flags)
     run = add_config_flags(parser, config_class)["logdir"]
     run.add_argument("--resume", metavar="RUN_DIR",
                      help="continue the run in RUN_DIR from its latest complete checkpoint, "
@@ -176,7 +179,8 @@ def build_parser(prog, description, config_class=hp.Config):
                      + " may change")
     run.add_argument("--list-games", action="store_true",
                      help="print the Atari games of the installed ROMs and exit")
-    add_version_flag(run)
+    if help_flags:
+        add_version_flag(run)
     return parser
 
 
