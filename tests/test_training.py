@@ -394,6 +394,20 @@ def test_the_resume_lines_say_what_happens_to_the_run():
         "replay was not saved in the checkpoint (--save-replay saves it): the steps left to "
         "the run's last, 2,000, only refill it, and the 50 minibatches due meanwhile are all "
         "trained after that step")
+    # Stopped in the warm-up: a number is never compared with itself, and a refill that
+    # ends before the planned start moves nothing.
+    for stopped_at, refill in [(0, 500), (100, 300)]:
+        warm = MinibatchSchedule(500, 4)
+        warm.refill(stopped_at, refill)
+        assert refill_line(stopped_at, warm, config) == (
+            "replay was not saved in the checkpoint (--save-replay saves it): the run was "
+            "still in its warm-up; 500 steps refill replay before it ends, so training starts "
+            "at step 500 as planned")
+    early = MinibatchSchedule(500, 4)
+    early.refill(200, 500)
+    assert (
+        "the run was still in its warm-up; 500 steps refill replay, so training starts at "
+        "step 700, not 500") in refill_line(200, early, config)
     fast = dict(SMALL, timesteps=2_000, workers=4)
     assert games_restart_line(resolve(FastConfig(**fast, env_backend="python"))) == (
         "the 4 games in progress start again from their beginning (the checkpoint was "
@@ -450,3 +464,21 @@ def test_a_seeded_run_is_the_same_run_whatever_the_updates_per_call(tmp_path):
             for a, b in zip(states[1][part], states[k][part]):
                 np.testing.assert_array_equal(a, b)
     assert states[1]["optimizer"][0] == minibatches_due(0, 800, SMALL["prepopulate"], 4)
+
+
+def test_the_replay_line_never_contradicts_the_device_line():
+    """--replay-device device on a CPU keeps a second copy in RAM: the line after "device:
+    CPU" must not say GPU memory."""
+    import types
+
+    import numpy as np
+
+    from fast_dqn.run.training import replay_line
+    config = FastConfig(**dict(SMALL, workers=4), replay_device="device", updates_per_call=4)
+    replay = types.SimpleNamespace(capacity=2_000, frames=np.zeros((1, 1, 84, 84), np.uint8))
+    on_cpu = replay_line(config, replay, on_cpu=True)
+    assert "GPU" not in on_cpu and "a second copy in RAM the trainer gathers" in on_cpu
+    assert "mirrored in GPU memory" in replay_line(config, replay, on_cpu=False)
+    from fast_dqn.agent.backend_setup import accelerator_memory
+    if accelerator_memory() is None:  # the backend is asked where none is given
+        assert replay_line(config, replay) == on_cpu

@@ -347,7 +347,11 @@ def refill_line(step, schedule, config):
     if resumes >= total:
         return line + (f"the steps left to the run's last, {total:,}, only refill it, and the "
                        f"{missed:,} minibatches due meanwhile are all trained after that step")
-    if step < start:
+    if step < start and resumes <= start:
+        # The refill ends within the warm-up it interrupted: nothing moves.
+        line += (f"the run was still in its warm-up; {config.prepopulate:,} steps refill "
+                 f"replay before it ends, so training starts at step {start:,} as planned")
+    elif step < start:
         line += (f"the run was still in its warm-up; {config.prepopulate:,} steps refill "
                  f"replay, so training starts at step {resumes:,}, not {start:,}")
     else:
@@ -382,14 +386,21 @@ def build_backend(config):
     return build_local_backend(config)
 
 
-def replay_line(config, replay):
-    """The start-up line that says where replay is and how the trainer draws from it."""
+def replay_line(config, replay, on_cpu=None):
+    """The start-up line that says where replay is and how the trainer draws from it.
+    on_cpu: the networks train on the CPU (asked of the backend when None)."""
     from fast_dqn.agent.replay_memory import estimate_bytes
     size = estimate_bytes(replay.capacity, replay.frames.shape[2:], replay.frames.dtype)
     k = config.updates_per_call
     calls = f"the trainer trains {k} minibatch{'es' if k > 1 else ''} per step " \
         "(--updates-per-call)"
     if config.replay_device == "device":
+        if on_cpu is None:
+            from fast_dqn.agent.backend_setup import accelerator_memory
+            on_cpu = accelerator_memory() is None
+        if on_cpu:  # --replay-device device where the device is the CPU (the line above)
+            return (f"replay: {size / 2**30:.2f} GiB in RAM, and a second copy in RAM the "
+                    f"trainer gathers its minibatches from; {calls}")
         return (f"replay: {size / 2**30:.2f} GiB in RAM, mirrored in GPU memory, where "
                 f"minibatches are drawn; {calls}")
     return f"replay: {size / 2**30:.2f} GiB in RAM; {calls}"
