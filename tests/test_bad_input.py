@@ -123,13 +123,20 @@ CASES = [
      '"timesteps": null, which is not a whole number'),
     ("dqn", ["--resume={run}"], "edit:dueling=1", "--resume", '"dueling": 1, which is not true'),
     ("dqn", ["--resume={run}"], 'edit:optimizer="sgd"', "--resume", "one of rmsprop, adam"),
-    ("dqn", ["--resume={run}"], "edit:lr=-1", "--lr", "must be positive"),
-    ("fast", ["--resume={run}"], "fast:edit:workers=0", "--workers", "positive whole number"),
+    # A value of config.json that fails its check names config.json, not a flag nobody typed.
+    ("dqn", ["--resume={run}"], "edit:lr=-1", "--resume",
+     'config.json has "lr": -1, but --lr must be positive'),
+    ("fast", ["--resume={run}"], "fast:edit:workers=0", "--resume",
+     'config.json has "workers": 0, but --workers must be a positive whole number'),
+    ("fast", ["--resume={run}"], "fast:edit:updates_per_call=-1", "--resume",
+     'config.json has "updates_per_call": -1, but --updates-per-call must be 0 or more, '
+     'got -1; put back the value the run was started with'),
     # Seeds: ALE takes C ints, and a run derives its games' seeds from this one.
     ("dqn", ["--seed=2147483648"], None, "--seed", "must be below 2,147,483,648"),
     ("fast", ["--seed=18446744073709551616"], None, "--seed", "must be below"),
     ("dqn", ["--threads=1000000000000"], None, "--threads", "must be at most 1,024"),
-    ("dqn", ["--resume={run}"], "edit:seed=4294967296", "--seed", "must be below"),
+    ("dqn", ["--resume={run}"], "edit:seed=4294967296", "--resume",
+     'config.json has "seed": 4294967296, but --seed must be below'),
     ("dqn", ["--resume={run}"], "corrupt", "--resume", "no usable checkpoint"),
     # Checkpoints of another format version: refused, never guessed at.
     ("dqn", ["--resume={run}"], "format:1", "--resume",

@@ -71,6 +71,29 @@ def test_other_hand_edits_of_config_json_are_one_line(cartpole_run, tmp_path, ca
     assert "RUN_DIR: " in err and "config.json" in err and words in err, err
 
 
+@pytest.mark.parametrize("loop, edit, words", [
+    ("dqn", dict(lr=-1), 'config.json has "lr": -1, but --lr must be positive, got -1.0; put '
+     'back the value the run was started with'),
+    ("fast", dict(updates_per_call=-1), 'config.json has "updates_per_call": -1, but '
+     '--updates-per-call must be 0 or more, got -1; put back the value the run was started '
+     'with')], ids=["lr", "updates_per_call"])
+def test_a_value_of_config_json_its_check_refuses_names_config_json(tmp_path, capsys, loop,
+                                                                    edit, words):
+    """Nobody typed --updates-per-call: the refusal names the file the value came from."""
+    from fast_dqn.run.run_kinds import RUN_KINDS
+    from fast_dqn.run.storage.run_directory import create_run_directory
+    run_dir = tmp_path / "run"
+    config = RUN_KINDS[loop].config_class(logdir=str(run_dir), env="CartPole-v1", game=None,
+                                          history_length=1)
+    create_run_directory(str(run_dir), {"loop": loop, **config.to_dict(), **edit})
+    before = sorted(os.listdir(run_dir))
+    capsys.readouterr()
+    assert main([str(run_dir), "--episodes=1"]) == 2
+    err = _one_line(capsys)
+    assert err.startswith(f"{PROG}: error: RUN_DIR: ") and words in err, err
+    assert sorted(os.listdir(run_dir)) == before
+
+
 def test_a_number_edited_to_a_whole_number_is_that_number(cartpole_run, tmp_path, capsys):
     """"lr": 1 passes the type check (a number), as --lr 1 does: the optimizer gets 1.0."""
     run_dir = _edited(cartpole_run, tmp_path, lr=1, eps_end=0)

@@ -7,7 +7,12 @@ import os
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.settings import hyperparameters as hp
 from fast_dqn.run.settings.flags import flag_name
-from fast_dqn.run.settings.validation import check_budget, check_saved_types, resolve
+from fast_dqn.run.settings.validation import (
+    check_budget,
+    check_saved_types,
+    resolve,
+    saved_value_error,
+)
 from fast_dqn.run.storage.run_directory import (
     CHECKPOINT_RECORD,
     RunLock,
@@ -55,7 +60,7 @@ def resume_config(run_dir, explicit, kind):
         config = resolve(kind.config_class(**values))
     except ConfigError as error:
         if error.setting not in kept:
-            raise
+            raise saved_value_error(error, saved, run_dir, typed=explicit) from None
         # Nobody typed it: the checkpoint's manifest recorded it from an earlier --resume.
         raise ConfigError("resume", f"{os.path.join(checkpoint.path, 'manifest.json')} "
                           f"records {flag_name(error.setting)} {kept[error.setting]!r}, as an "

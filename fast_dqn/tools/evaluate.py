@@ -309,7 +309,7 @@ def _run_config(run_dir):
     TypeError deep in validation), resolved for this machine."""
     from fast_dqn.run.resume import saved_values
     from fast_dqn.run.run_kinds import RUN_KINDS
-    from fast_dqn.run.settings.validation import check_saved_types, resolve
+    from fast_dqn.run.settings.validation import check_saved_types, resolve, saved_value_error
     from fast_dqn.run.storage.run_directory import CONFIG_FILE, load_run_config
     saved = load_run_config(run_dir, "RUN_DIR")
     loop = saved["loop"]
@@ -327,7 +327,10 @@ def _run_config(run_dir):
     if hasattr(config, "ray_address"):  # evaluation plays here: a cluster is neither asked nor
         config = dataclasses.replace(config, ray_address=None)  # probed
     # Built as a run's parts are; no replay is, so its size need not fit here.
-    return resolve(_computable(config), replay=False)
+    try:
+        return resolve(_computable(config), replay=False)
+    except ConfigError as error:  # a value of config.json: named as there, not as a flag
+        raise saved_value_error(error, saved, run_dir, setting="RUN_DIR") from None
 
 
 def _chosen_network(run_dir, best, warn):

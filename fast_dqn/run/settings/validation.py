@@ -347,6 +347,19 @@ def check_saved_types(saved, run_dir, config_class=hp.Config):
                               "put back the value the run was started with")
 
 
+def saved_value_error(error, saved, run_dir, typed=(), setting="resume"):
+    """A ConfigError about a value config.json gave, not a flag typed now, reworded to name
+    config.json: nobody typed the flag the check names. Others come back as they are."""
+    from fast_dqn.run.settings.flags import flag_name
+    name = error.setting
+    if name in typed or not isinstance(saved, dict) or name not in saved:
+        return error
+    return ConfigError(setting, f"{os.path.join(run_dir, 'config.json')} has \"{name}\": "
+                       f"{json.dumps(saved[name])}, but {flag_name(name)} "
+                       f"{ConfigError(None, error.message).worded(flag_name)}; put back the "
+                       "value the run was started with")
+
+
 def chunk_size(config):
     """The agent steps a loop plays at once; a run ends at --timesteps rounded up to them."""
     if config.LOOP != "fast":
