@@ -30,3 +30,13 @@ class ConfigError(ValueError):
 # What a storage that is full, over quota, read-only or failing answers a write: the run or
 # tool cannot go on, and says so in one line (not a bug's traceback).
 STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
+
+
+def storage_advice(code):
+    """What to do about a storage error of errno `code`: each its own fix (space frees
+    nothing on a read-only file system)."""
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space, or give a path on another disk"
+    if code == errno.EROFS:
+        return "the file system is mounted read-only: give a path on a writable disk"
+    return "the disk failed a write: check it, or give a path on another disk"

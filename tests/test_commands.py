@@ -298,18 +298,24 @@ def test_a_tool_stopped_by_a_signal_says_so_in_one_line(monkeypatch, capsys, sig
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-def test_a_full_disk_under_a_tool_is_one_line(monkeypatch, capsys):
+@pytest.mark.parametrize("code, advice", [
+    ("ENOSPC", "free some space, or give a path on another disk"),
+    ("EROFS", "the file system is mounted read-only: give a path on a writable disk"),
+    ("EIO", "the disk failed a write: check it, or give a path on another disk")])
+def test_a_full_disk_under_a_tool_is_one_line(monkeypatch, capsys, code, advice):
+    """Each storage error gets its own fix: no space to free on a read-only disk."""
     import errno
 
     from fast_dqn.tools import plot
 
     def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "c.png")
+        number = getattr(errno, code)
+        raise OSError(number, os.strerror(number), "c.png")
     monkeypatch.setattr(plot, "main", full)
     assert commands.main(["plot", "runs/x"]) == 1
     assert capsys.readouterr().err.strip().splitlines() == [
-        "fast-dqn plot: error: cannot write 'c.png' (No space left on device); no partial file "
-        "is left: free some space, or give a path on another disk"]
+        f"fast-dqn plot: error: cannot write 'c.png' ({os.strerror(getattr(errno, code))}); "
+        f"no partial file is left: {advice}"]
 
 
 def test_ctrl_c_while_git_is_asked_at_a_runs_start_is_one_line(monkeypatch, capsys, tmp_path):
@@ -332,3 +338,19 @@ def test_ctrl_c_while_version_asks_git_is_one_line(monkeypatch, capsys):
     assert stop.value.code == 130
     assert capsys.readouterr().err.strip().splitlines() == [
         "run_dqn.py: interrupted; nothing was made"]
+
+
+@pytest.mark.parametrize("code, ending", [("ENOSPC", "once there is space"),
+                                          ("EROFS", "once that is fixed")])
+def test_a_storage_error_in_training_says_the_fix_of_its_own_kind(tmp_path, capsys, code,
+                                                                  ending):
+    """A read-only disk between checkpoints: no space would mend it."""
+    import errno
+
+    def fails(config, **kwargs):
+        number = getattr(errno, code)
+        raise OSError(number, os.strerror(number), str(tmp_path / "run" / "episodes.csv"))
+    assert cli.main(NATURE, ["--env=CartPole-v1", f"--logdir={tmp_path / 'run'}"],
+                    train=fails) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("run_dqn.py: error: cannot write ") and last.endswith(ending), last

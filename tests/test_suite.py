@@ -461,3 +461,26 @@ def test_a_second_suite_on_the_same_directory_is_refused(tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert f"--logdir: {logdir} is in use by process 4242 on elsewhere: one suite at a time" in err
     assert os.listdir(logdir) == ["suite.lock"]
+
+
+def test_a_read_only_disk_is_a_refusal_with_its_own_fix(tmp_path, capsys, monkeypatch):
+    """suite.lock cannot be opened on a read-only file system: one line, exit 2, and no
+    advice to free space."""
+    import builtins
+    import errno
+
+    import fast_dqn.suite.cli as suite_cli
+    logdir = tmp_path / "suite"
+
+    def read_only(path, *args, **kwargs):
+        if str(path).endswith("suite.lock"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return builtins.open(path, *args, **kwargs)
+    monkeypatch.setattr(suite_cli, "open", read_only, raising=False)
+    code = suite_main(["--logdir", str(logdir), "--games", "pong", "--timesteps", "60k"],
+                      prog="fast-dqn suite")
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.strip() == (f"fast-dqn suite: error: --logdir: cannot write {logdir}/suite.lock "
+                           "(Read-only file system); the file system is mounted read-only: "
+                           "give a path on a writable disk")

@@ -236,9 +236,10 @@ def _train(prog, config, train, checkpoint, script):
             # A full disk between checkpoints (a log row, a TensorBoard event): the run cannot
             # go on, and its last checkpoint is intact, so one line says what to do.
             where = f" {error.filename}" if error.filename else ""
+            when = ("once there is space" if error.errno in (errno.ENOSPC, errno.EDQUOT)
+                    else "once that is fixed")  # space mends no read-only or failing disk
             print(f"{prog}: error: cannot write{where} ({error.strerror}); "
-                  f"{_last_checkpoint(prog, config.logdir)}, once there is space",
-                  file=sys.stderr)
+                  f"{_last_checkpoint(prog, config.logdir)}, {when}", file=sys.stderr)
             return 1
         except FloatingPointError as error:  # the learner's TrainingDiverged
             print(f"{prog}: error: {error}; {_last_checkpoint(prog, config.logdir)}, but with "

@@ -140,8 +140,18 @@ def main(argv=None, prog="fast-dqn suite"):
 def _hold(logdir):
     """DIR/suite.lock, held while the suite runs: a second suite on DIR is refused."""
     import fcntl
-    os.makedirs(logdir, exist_ok=True)
-    lock = open(os.path.join(logdir, "suite.lock"), "a+")
+
+    from fast_dqn.errors import STORAGE_ERRORS, storage_advice
+    path = os.path.join(logdir, "suite.lock")
+    try:
+        os.makedirs(logdir, exist_ok=True)
+        lock = open(path, "a+")
+    except OSError as error:
+        if error.errno not in STORAGE_ERRORS:
+            raise
+        # Before any run starts: a refusal (exit 2), nothing written.
+        raise ConfigError("logdir", f"cannot write {path} ({error.strerror}); "
+                          f"{storage_advice(error.errno)}") from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 
-from fast_dqn.errors import STORAGE_ERRORS, ConfigError
+from fast_dqn.errors import STORAGE_ERRORS, ConfigError, storage_advice
 from fast_dqn.run.logs.progress import OutlivesConsole
 from fast_dqn.run.settings.flags import fail
 
@@ -57,7 +57,7 @@ def run_tool(prog, body, then_ignore=False):
             raise
         where = f" '{error.filename}'" if error.filename else ""
         print(f"{prog}: error: cannot write{where} ({error.strerror}); no partial file is "
-              "left: free some space, or give a path on another disk", file=sys.stderr)
+              f"left: {storage_advice(error.errno)}", file=sys.stderr)
         return 1
     finally:
         if main_thread and then_ignore:
