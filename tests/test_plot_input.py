@@ -146,3 +146,18 @@ def test_a_plot_interrupted_while_writing_keeps_the_old_image_and_leaves_no_file
         main([run, "-o", str(output)])
     assert output.read_bytes() == b"the last plot"
     assert sorted(os.listdir(tmp_path)) == ["curves.png", "r"]
+
+
+def test_glyphs_the_font_lacks_are_said_once_in_one_line(tmp_path, capsys):
+    """A run named in characters the font lacks: matplotlib's warning per glyph, per layout
+    and draw, each with a source line, become one note."""
+    run = write_run(tmp_path / "run-\u5b66\u7fd2\U0001f680",
+                    "1,100,-21.0,-21.0,1.0,0.01\n2,200,-20.0,-20.5,1.0,0.02\n")
+    capsys.readouterr()
+    assert main([run, "-o", str(tmp_path / "c.png")]) == 0
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("python -m fast_dqn.tools.plot: note: the font (") and \
+        err.strip().endswith("lacks 3 characters of the labels (CJK UNIFIED IDEOGRAPH-5B66, "
+                             "CJK UNIFIED IDEOGRAPH-7FD2, ROCKET); they are drawn as boxes"), err
+    assert (tmp_path / "c.png").exists()

@@ -3,6 +3,7 @@ written whole or not at all."""
 
 import contextlib
 import os
+import sys
 
 from fast_dqn.errors import ConfigError
 
@@ -29,6 +30,39 @@ def check_output(output):
     if extension[1:].lower() not in FigureCanvasBase.get_supported_filetypes():
         raise ConfigError("-o", f"'{extension}' is not an image format matplotlib writes; "
                           f"give an image file such as curves.png ({formats})")
+
+
+@contextlib.contextmanager
+def missing_glyphs_said(prog):
+    """matplotlib warns once per missing glyph per layout and draw, each warning with a
+    source line: a run named in a script the font lacks got a screenful. Inside, those
+    warnings are caught and said once, in one line, when the figure is done."""
+    import re
+    import warnings
+    missing = []
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        # "Glyph 128640 (\N{ROCKET}) missing from font(s) DejaVu Sans."
+        found = re.match(r"Glyph \d+ \((?:\\N\{)?(.*?)\}?\) missing from font\(s\) (.*)\.$",
+                         str(message))
+        if found:
+            missing.append(found.groups())
+        else:
+            shown(message, category, filename, lineno, file, line)
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+        warnings.showwarning = show
+        warnings.filterwarnings("always", message="Glyph .* missing from font")
+        try:
+            yield
+        finally:
+            if missing:
+                names = list(dict.fromkeys(name for name, _ in missing))
+                fonts = missing[0][1]
+                print(f"{prog}: note: the font ({fonts}) lacks {len(names)} character"
+                      f"{'s' * (len(names) > 1)} of the labels ({', '.join(names[:5])}"
+                      f"{', ...' if len(names) > 5 else ''}); they are drawn as boxes",
+                      file=sys.stderr)
 
 
 def save_figure(fig, plt, output):

@@ -24,7 +24,7 @@ import sys
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.settings.flags import OneLineParser, add_version_flag, fail
 from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES
-from fast_dqn.tools.figure_file import check_output, save_figure
+from fast_dqn.tools.figure_file import check_output, missing_glyphs_said, save_figure
 from fast_dqn.tools.run_logs import read_rows, warnings_once
 from fast_dqn.tools.run_scores import (
     evaluations,
@@ -364,7 +364,9 @@ def main(argv=None, prog=PROG):
         check_output(args.output)
     except ConfigError as error:
         return fail(parser.prog, error)
-    with warnings_once():  # a log is read for each panel and the table: one warning each
+    # A log is read for each panel and the table: one warning each; a glyph the font lacks
+    # is said once, in one line.
+    with warnings_once(), missing_glyphs_said(parser.prog):
         return _main_plot(parser, args)
 
 
