@@ -85,6 +85,26 @@ def test_a_directory_of_something_else_is_refused(tmp_path):
     (tmp_path / "suite" / "suite.json").write_text("{broken")
     with pytest.raises(ConfigError, match="cannot read .*suite.json"):
         check_logdir(s)
+    # Its runs without suite.json: a suite's, not "not a suite's", and nothing retrained.
+    os.makedirs(tmp_path / "suite" / "pong" / "seed-0")
+    (tmp_path / "suite" / "pong" / "seed-0" / "config.json").write_text("{}")
+    os.remove(tmp_path / "suite" / "suite.json")
+    with pytest.raises(ConfigError) as lost:
+        check_logdir(s)
+    assert "holds the runs of a suite (pong/seed-0) but no suite.json" in str(lost.value)
+    assert "put back suite.json to continue them" in str(lost.value)
+    write_suite_file(s)
+    # An edited value is named as an edit, never described as a flag (--loop None).
+    for key, value, expected in [("loop", None, "one of fast, nature"),
+                                 ("preset", 3, "a preset's name or null"),
+                                 ("run_flags", "--workers=4", "a list of flags")]:
+        (tmp_path / "suite" / "suite.json").write_text(json.dumps(
+            {"format": 1, "loop": "fast", "preset": None, "run_flags": [], key: value}))
+        with pytest.raises(ConfigError) as edited:
+            check_logdir(s)
+        assert f'suite.json has "{key}": {json.dumps(value)}, which is not {expected}: it ' \
+            "was edited; put back the value the suite was started with" in str(edited.value)
+        assert "None" not in str(edited.value)
 
 
 def test_a_run_moved_into_the_wrong_place_is_refused(tmp_path):

@@ -200,6 +200,16 @@ def check_logdir(suite):
                           "empty directory")
     recorded = read_suite_file(path)
     if recorded is None:
+        runs = suite_runs_in(path)
+        if runs:
+            # A suite whose suite.json was lost: "give a new directory" would retrain them.
+            shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3
+                                           else "")
+            raise ConfigError("logdir", f"{path} holds the runs of a suite ({shown}) but no "
+                              f"{SUITE_FILE}, which records its loop, preset and run flags; "
+                              f"nothing was changed: put back {SUITE_FILE} to continue them, "
+                              "or resume each with `fast-dqn fast --resume RUN_DIR` (or "
+                              "nature)")
         raise ConfigError("logdir", f"{path} holds files but no {SUITE_FILE}: it is not a "
                           "suite's; give a new or empty directory")
     theirs = {key: recorded.get(key) for key in suite.identity}
@@ -209,6 +219,20 @@ def check_logdir(suite):
                           "settings to continue it")
     for run in suite.runs():
         _check_run_belongs(run, suite)
+
+
+def suite_runs_in(path):
+    """The GAME/seed-S run directories (with a config.json) in `path`, sorted."""
+    from fast_dqn.run.storage.run_directory import CONFIG_FILE
+    found = []
+    for game in sorted(os.listdir(path)):
+        folder = os.path.join(path, game)
+        if not os.path.isdir(folder):
+            continue
+        found += [f"{game}/{name}" for name in sorted(os.listdir(folder))
+                  if name.startswith("seed-")
+                  and os.path.isfile(os.path.join(folder, name, CONFIG_FILE))]
+    return found
 
 
 def describe(identity):
@@ -255,6 +279,16 @@ def read_suite_file(path):
     if not isinstance(recorded, dict) or recorded.get("format") != FORMAT:
         raise ConfigError("logdir", f"{file} is not a suite file this fast-dqn writes; put "
                           "back the file the suite wrote, or give another directory")
+    # Checked here, so that an edit is named as one, not described as --loop None.
+    kinds = {"loop": lambda v: v in LOOPS, "preset": lambda v: v is None or isinstance(v, str),
+             "run_flags": lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v)}
+    for key, fits in kinds.items():
+        if not fits(recorded.get(key)):
+            expected = (f"one of {', '.join(LOOPS)}" if key == "loop" else
+                        "a preset's name or null" if key == "preset" else "a list of flags")
+            raise ConfigError("logdir", f"{file} has \"{key}\": "
+                              f"{json.dumps(recorded.get(key))}, which is not {expected}: it "
+                              "was edited; put back the value the suite was started with")
     return recorded
 
 
