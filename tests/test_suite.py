@@ -393,6 +393,20 @@ def test_plot_scores_a_suite_with_its_table_and_profile(tmp_path, capsys):
     assert "a suite's directory is scored with --aggregate" in capsys.readouterr().err
 
 
+def test_a_damaged_run_of_a_suite_is_named_and_left_out_of_its_score(tmp_path, capsys):
+    """A run's config.json damaged ({oops): named in a note and not scored, never half a
+    table and a TypeError."""
+    from fast_dqn.tools.plot import main
+    root, _ = scored_suite(tmp_path)
+    (root / "pong" / "seed-0" / "config.json").write_text("{oops")
+    assert main([str(root), "--aggregate", "-o", str(tmp_path / "p.png")]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    assert f"note: '{root / 'pong' / 'seed-0'}' is left out: its config.json does not say " \
+        "its game (damaged or edited)" in out
+    assert "| pong | 1 | " in out  # its other seed is scored
+
+
 def test_each_game_is_judged_against_dopamine_at_the_last_whole_iteration(tmp_path):
     from fast_dqn.tools.suite_scores import dopamine_rows
     root = tmp_path / "s"

@@ -68,13 +68,18 @@ def suite_scores(run_dirs, window=100, notes=None):
     members, evaluations = scorable(run_dirs, window, notes)
     by_game, steps = {}, []
     for run_dir in members:
+        game = saved_config(run_dir).get("game")
+        if not isinstance(game, str):  # damaged or edited: its score would be no game's
+            notes.append(f"'{run_dir}' is left out: its config.json does not say its game "
+                         "(damaged or edited); put back the file the run wrote")
+            continue
         found = scores(run_dir, evaluations, window)
         if not found:
             notes.append(f"'{run_dir}' is left out: it has evaluations but no finished game")
             continue
         step, score = found[-1]
         steps.append(int(step))
-        by_game.setdefault(saved_config(run_dir).get("game"), []).append(score)
+        by_game.setdefault(game, []).append(score)
     if not steps:
         return None, {}
     span = (min(steps), max(steps))
