@@ -39,7 +39,7 @@ def test_fast_tiny_pong_with_4_workers_is_reproducible(tmp_path):
     # Where the trainer gathers, and K: said at start-up, and recorded as resolved for the
     # device that trains (a CPU: host, 16).
     assert "replay: 0." in results[0].stdout
-    assert "GiB in RAM; the trainer trains 16 minibatches per step (--updates-per-call)" \
+    assert "GiB in RAM; the trainer trains 16 minibatches per compiled call (--updates-per-call)" \
         in results[0].stdout
     assert "Keras backend: tensorflow; precision: float32\n" in results[0].stdout
     saved = json.loads((tmp_path / "a" / "config.json").read_text())

@@ -392,7 +392,7 @@ def replay_line(config, replay, on_cpu=None):
     from fast_dqn.agent.replay_memory import estimate_bytes
     size = estimate_bytes(replay.capacity, replay.frames.shape[2:], replay.frames.dtype)
     k = config.updates_per_call
-    calls = f"the trainer trains {k} minibatch{'es' if k > 1 else ''} per step " \
+    calls = f"the trainer trains {k} minibatch{'es' if k > 1 else ''} per compiled call " \
         "(--updates-per-call)"
     if config.replay_device == "device":
         if on_cpu is None:
