@@ -269,12 +269,14 @@ def test_the_table_reads_each_runs_progress_line_and_episodes(tmp_path):
     waiting = read_row(queued, s.timesteps, {running.name})
     assert (waiting.state, waiting.step, waiting.mean_100) == ("queued", 0, None)
     # The running run's own ETA, then the queued one at the runs' rate, over one lane.
-    assert suite_eta([row, waiting], s.timesteps, parallel=1) == 780 + 1_600 / 100
+    assert suite_eta([row, waiting], s.timesteps, parallel=1) == (780 + 1_600 / 100, True)
     lines = render([row, waiting], s.timesteps, parallel=2)
     assert "800/1,600" in lines[1] and "-20.50" in lines[1] and "0h13m" in lines[1]
     assert " 100 " in lines[1] and "100" not in lines[2].replace("1,600", "")
-    # Two lanes: the work left, 780 + 16 s, spread over them.
-    assert lines[-1] == "suite: 0 of 2 finished, 1 running; 100 agent steps/s in all; ETA 0h06m"
+    # Two lanes: the work left, 780 + 16 s, spread over them, but not before the running run
+    # ends.
+    assert lines[-1] == "suite: 0 of 2 finished, 1 running; 100 agent steps/s in all; ETA 0h13m"
+    assert suite_eta([row, waiting], s.timesteps, parallel=2) == (780, True)
     # The suite's rate adds up its running runs' rates; a finished run's last rate is not
     # counted, nor a run whose line shows none yet.
     from fast_dqn.suite.table import RunRow, suite_rate
@@ -284,6 +286,35 @@ def test_the_table_reads_each_runs_progress_line_and_episodes(tmp_path):
     assert suite_rate([waiting, done]) is None
     assert render([waiting], s.timesteps, parallel=2)[-1] == \
         "suite: 0 of 1 finished, 0 running; ETA ?"
+
+
+def test_the_suite_eta_is_known_as_soon_as_a_running_run_shows_one(tmp_path):
+    """Issue 54: a row showed an ETA while the suite's line said 'ETA ?'."""
+    from fast_dqn.suite.table import RunRow, render, suite_eta
+    s = suite(tmp_path)
+    first, second = s.runs()[0], s.runs()[1]
+    waiting = RunRow(second, "queued")
+    # An evaluating run shows no rate, a catching-up run's phase is not "training": either way
+    # the run's own ETA is known, and so is the suite's, when nothing else is left.
+    evaluating = RunRow(first, "running", step=1_600, phase="evaluating game 2 of 3", eta=600)
+    assert suite_eta([evaluating], s.timesteps, parallel=1) == (600, True)
+    assert render([evaluating], s.timesteps, 1)[-1] == \
+        "suite: 0 of 1 finished, 1 running; ETA 0h10m"
+    # With a queued run and no training rate yet: a lower bound, said to be one.
+    assert suite_eta([evaluating, waiting], s.timesteps, parallel=1) == (600, False)
+    assert render([evaluating, waiting], s.timesteps, 1)[-1] == \
+        "suite: 0 of 2 finished, 1 running; ETA at least 0h10m"
+    # Catching up's rate (slower than training's) estimates the queued run: 1,600 / 80 s.
+    catching = RunRow(first, "running", step=800, rate=80, eta=900,
+                      phase="catching up on 40 deferred minibatches, one with each due")
+    assert suite_eta([catching, waiting], s.timesteps, parallel=1) == (900 + 20, True)
+    # A warm-up's rate is not a training rate; its ETA is '?' until training is measured.
+    warming = RunRow(first, "running", step=100, rate=5_000, phase="warm-up")
+    assert suite_eta([warming, waiting], s.timesteps, parallel=1) == (None, False)
+    # A finished run's last training rate still estimates the runs left.
+    done = RunRow(second, "finished", step=1_600, rate=200, phase="training", eta=0)
+    assert suite_eta([done, warming], s.timesteps, parallel=1) == (1_500 / 200, True)
+    assert suite_eta([done], s.timesteps, parallel=1) == (0, True)
 
 
 # --- the score of a suite, by hand

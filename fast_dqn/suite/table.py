@@ -100,23 +100,33 @@ def format_duration(seconds):
 
 
 def suite_eta(rows, timesteps, parallel):
-    """Seconds until every run is done: the running runs' own ETAs, then the runs left, each
-    at the agent steps/s the runs show, spread over the lanes. None until a rate is known."""
-    # Training's rate: a warm-up's is many times faster, and would promise too early an end.
-    rates = [row.rate for row in rows if row.rate and row.phase == "training"]
-    left = [row for row in rows if row.state not in ("finished",)]
+    """(seconds, whole) until every run is done; whole is False where seconds is only a lower
+    bound, and seconds is None where not even that is known.
+
+    The running runs' own ETAs come first: they are known from a run's first measured rates,
+    whatever its phase (catching up, its last minibatches, an evaluation), and as soon as one
+    is, the suite's ETA is known too. The runs left (queued, to resume, running with an ETA
+    of '?') are each their steps left at the agent steps/s the training runs show. Until such
+    a rate is known they are left out, and the ETA is a lower bound, shown as such: the
+    suite cannot end before its longest running run, nor before the known work is done
+    over the lanes. A warm-up's or refill's rate is not used: many times faster than
+    training's, it would promise too early an end; catching up's, a little slower, is."""
+    left = [row for row in rows if row.state != "finished"]
     if not left:
-        return 0
-    if not rates:
-        return None
-    rate = sum(rates) / len(rates)
-    work = 0.0
-    for row in left:
-        if row.state == "running" and row.eta is not None:
-            work += row.eta
-        else:
-            work += (timesteps - row.step) / rate
-    return work / max(1, min(parallel, len(left)))
+        return 0, True
+    rates = [row.rate for row in rows
+             if row.rate and (row.phase == "training" or
+                              (row.phase or "").startswith("catching up"))]
+    rate = sum(rates) / len(rates) if rates else None
+    known = [row.eta for row in left if row.state == "running" and row.eta is not None]
+    unknown = [row for row in left if row.state != "running" or row.eta is None]
+    if not known and rate is None:
+        return None, False
+    work = sum(known)
+    if rate is not None:
+        work += sum((timesteps - row.step) / rate for row in unknown)
+    seconds = max(work / max(1, min(parallel, len(left))), max(known, default=0))
+    return seconds, rate is not None or not unknown
 
 
 def suite_rate(rows):
@@ -142,6 +152,8 @@ def render(rows, timesteps, parallel):
     running = sum(row.state == "running" for row in rows)
     total = suite_rate(rows)
     rate = f"{total:,} agent steps/s in all; " if total else ""
-    lines.append(f"suite: {done} of {len(rows)} finished, {running} running; {rate}ETA "
-                 f"{format_duration(suite_eta(rows, timesteps, parallel))}")
+    seconds, whole = suite_eta(rows, timesteps, parallel)
+    eta = format_duration(seconds) if whole or seconds is None else \
+        f"at least {format_duration(seconds)}"
+    lines.append(f"suite: {done} of {len(rows)} finished, {running} running; {rate}ETA {eta}")
     return lines
