@@ -144,6 +144,29 @@ def test_parallel_runs_need_a_core_each_and_the_ram_for_their_replays():
         check_parallel(2, runs=4, cores=4, replay_bytes=7 * 2**30, available_bytes=10 * 2**30)
     # Only the runs left count: one run to go needs one replay.
     check_parallel(2, runs=1, cores=4, replay_bytes=7 * 2**30, available_bytes=10 * 2**30)
+    with pytest.raises(ConfigError, match=r"^parallel: 1 run at a time needs 14.0 GiB for its replay, "
+                       r"and 10.0 GiB of RAM is available; give a smaller --replay-capacity$"):
+        check_parallel(2, runs=1, cores=4, replay_bytes=14 * 2**30, available_bytes=10 * 2**30)
+
+
+def test_the_suites_lines_count_in_good_grammar(tmp_path, capsys):
+    """Issue 54: "1 runs of 1 games" was reported."""
+    from fast_dqn.suite.cli import _announce
+    from fast_dqn.suite.ray_runs import counted_share
+    one = suite(tmp_path, games=("pong",), seeds=(0,))
+    _announce("fast-dqn suite", one, one.runs())
+    assert "fast-dqn suite: 1 run (1 game × 1 seed) of `fast-dqn fast`, 1,600 agent steps " \
+        "each" in capsys.readouterr().out
+    _announce("fast-dqn suite", suite(tmp_path), suite(tmp_path).runs())
+    assert ": 4 runs (2 games × 2 seeds) of " in capsys.readouterr().out
+    assert [counted_share(n, "GPU") for n in (0, 0.5, 1, 1.0, 2)] == \
+        ["0 GPUs", "0.5 GPUs", "1 GPU", "1 GPU", "2 GPUs"]
+    import io
+
+    from fast_dqn.tools.suite_scores import _print_suite
+    out = io.StringIO()
+    _print_suite("scored", [], (3_000, 3_000), {"pong": [1.0]}, {}, [], out)
+    assert out.getvalue().startswith("scored: 1 run of 1 game, each scored at its latest ")
 
 
 def test_each_run_is_started_then_resumed_by_the_training_command(tmp_path):

@@ -23,6 +23,7 @@ import threading
 import time
 
 from fast_dqn.errors import ConfigError
+from fast_dqn.run.logs.progress import counted
 from fast_dqn.run.settings.presets import PRESETS
 from fast_dqn.suite.plan import (
     FINISHED,
@@ -328,14 +329,14 @@ def _announce(prog, suite, runs):
     states = {run.name: run_state(run, suite.timesteps) for run in runs}
     todo = [run for run in runs if states[run.name] != FINISHED]
     of = f"`fast-dqn {suite.loop}" + (f" --preset {suite.preset}`" if suite.preset else "`")
-    print(f"{prog}: {len(runs)} runs ({len(suite.games)} game{'s' * (len(suite.games) > 1)}"
-          f" × {len(suite.seeds)} seed{'s' * (len(suite.seeds) > 1)}) of {of}, "
+    print(f"{prog}: {counted(len(runs), 'run')} ({counted(len(suite.games), 'game')}"
+          f" × {counted(len(suite.seeds), 'seed')}) of {of}, "
           f"{suite.timesteps:,} agent steps each, in {suite.logdir}", flush=True)
     skipped = len(runs) - len(todo)
     resuming = sum(states[run.name] != NEW for run in todo)
     if skipped or resuming:
         print(f"{prog}: {skipped} finished already, skipped; {resuming} to resume from "
-              "their checkpoints", flush=True)
+              f"{'its checkpoint' if resuming == 1 else 'their checkpoints'}", flush=True)
     return todo
 
 
@@ -343,15 +344,15 @@ def _start_worker(prog, args, suite, todo, config, stopping, tell):
     """Lanes on this machine, or Ray tasks on a cluster it joined; suite.json is written once
     the runs have somewhere to go."""
     if args.backend == "ray":
-        from fast_dqn.suite.ray_runs import RayTasks
+        from fast_dqn.suite.ray_runs import RayTasks, counted_share
         cpus = args.cpus_per_run or 2
         # Its replay, and a GiB for the rest of the process.
         memory = int(1.1 * _replay_bytes(config)) + 2**30
         worker = RayTasks(suite, todo, args.ray_address, cpus, args.gpus_per_run, stopping,
                           tell, memory=memory)
         worker.connect(gpus=len(gpus()))
-        words = f"each run a Ray task of {cpus} CPUs and {args.gpus_per_run:g} GPUs, placed " \
-            "by Ray"
+        words = f"each run a Ray task of {counted(cpus, 'CPU')} and " \
+            f"{counted_share(args.gpus_per_run, 'GPU')}, placed by Ray"
     else:
         from fast_dqn.suite.local_runs import Lanes
         threads, env, words = local_plan(args.parallel)
@@ -420,10 +421,10 @@ def _ending(prog, suite, runs, outcomes, signals, aborted, broken):
         return 130
     if signals:
         print(f"{prog}: stopped by {signal.Signals(signals[0]).name}; {len(left)} of "
-              f"{len(runs)} runs to finish: {again}", file=sys.stderr)
+              f"{counted(len(runs), 'run')} to finish: {again}", file=sys.stderr)
         return 128 + signals[0]
     if left:
-        print(f"{prog}: {len(left)} of {len(runs)} runs did not finish "
+        print(f"{prog}: {len(left)} of {counted(len(runs), 'run')} did not finish "
               f"({', '.join(run.name for run in left[:5])}{', ...' if len(left) > 5 else ''});"
               f" fix the cause (the lines above), then {again}", file=sys.stderr)
         return 1

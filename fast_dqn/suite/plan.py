@@ -12,6 +12,7 @@ import os
 import sys
 
 from fast_dqn.errors import ConfigError
+from fast_dqn.run.logs.progress import counted
 
 SUITE_FILE = "suite.json"
 FORMAT = 1
@@ -317,7 +318,11 @@ def check_parallel(parallel, runs, cores, replay_bytes, available_bytes):
     together = min(parallel, runs)
     if together * replay_bytes > 0.9 * available_bytes:
         fits = max(1, int(0.9 * available_bytes // max(replay_bytes, 1)))
-        raise ConfigError("parallel", f"{together} runs at a time need "
-                          f"{together * replay_bytes / 2**30:.1f} GiB for their replays, and "
-                          f"{available_bytes / 2**30:.1f} GiB of RAM is available; give "
-                          f"--parallel {fits} or fewer, or a smaller --replay-capacity")
+        need = f"{together * replay_bytes / 2**30:.1f} GiB"
+        ram = f"{available_bytes / 2**30:.1f} GiB of RAM is available"
+        if together == 1:  # --parallel cannot help
+            raise ConfigError("parallel", f"1 run at a time needs {need} for its replay, and "
+                              f"{ram}; give a smaller --replay-capacity")
+        raise ConfigError("parallel", f"{counted(together, 'run')} at a time need {need} for "
+                          f"their replays, and {ram}; give --parallel {fits} or fewer, or a "
+                          "smaller --replay-capacity")

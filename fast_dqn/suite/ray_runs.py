@@ -14,6 +14,7 @@ import os
 import signal
 import time
 
+from fast_dqn.run.logs.progress import counted
 from fast_dqn.suite.local_runs import Outcome, classify
 
 # A node that dies mid-run: Ray starts the task again elsewhere, up to this many times.
@@ -21,6 +22,11 @@ NODE_RETRIES = 3
 # A run directory locked by a process on a node that died stays locked on NFS until the
 # server's lease ends (about 90 s for NFSv4): the retry waits this long for it, at most.
 LOCK_WAIT_SECONDS = 300
+
+
+def counted_share(n, noun):
+    """`n nouns` in good grammar, n a share as Ray counts them: 0.5 GPUs, 1 GPU, 2 GPUs."""
+    return counted(int(n), noun) if float(n).is_integer() else f"{n:g} {noun}s"
 
 
 def _pdeathsig():
@@ -210,7 +216,8 @@ class RayTasks:
                    for n in nodes):
             best = max(((n.get("CPU", 0), n.get("GPU", 0)) for n in nodes), default=(0, 0))
             self.close()
-            raise ConfigError("cpus_per_run", f"no node of the cluster has {self.cpus} CPUs "
-                              f"and {self.gpus:g} GPUs free for a run (the largest has "
-                              f"{best[0]:g} CPUs, {best[1]:g} GPUs); ask for less with "
+            raise ConfigError("cpus_per_run", f"no node of the cluster has "
+                              f"{counted(self.cpus, 'CPU')} and {counted_share(self.gpus, 'GPU')}"
+                              f" free for a run (the largest has {counted_share(best[0], 'CPU')},"
+                              f" {counted_share(best[1], 'GPU')}); ask for less with "
                               "--cpus-per-run and --gpus-per-run")

@@ -22,6 +22,7 @@ import os
 import sys
 
 from fast_dqn.errors import ConfigError
+from fast_dqn.run.logs.progress import counted
 from fast_dqn.run.settings.flags import OneLineParser, add_version_flag, fail
 from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES
 from fast_dqn.tools.figure_file import check_output, missing_glyphs_said, save_figure
@@ -176,7 +177,7 @@ def _draw_group(axes, label, members, window=100):
     color = None
     for ax, grid, mean, low, high in panels:
         line, = ax.plot(grid, mean, color=color,
-                        label=f"{label} ({len(members)} runs)" if color is None else None)
+                        label=f"{label} ({counted(len(members), 'run')})" if color is None else None)
         color = line.get_color()
         ax.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
 

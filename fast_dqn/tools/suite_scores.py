@@ -20,6 +20,7 @@ import os
 import sys
 
 from fast_dqn.errors import ConfigError
+from fast_dqn.run.logs.progress import counted
 from fast_dqn.suite.plan import SUITE_FILE
 
 
@@ -186,7 +187,8 @@ def score(paths, output, window=100, out=None):
 
 def _print_suite(label, runs, span, raw, human, notes, out):
     at = f"{span[0]:,}" if span[0] == span[1] else f"{span[0]:,} to {span[1]:,}"
-    print(f"{label}: {sum(map(len, raw.values()))} runs of {len(raw)} games, each scored at "
+    print(f"{label}: {counted(sum(map(len, raw.values())), 'run')} of "
+          f"{counted(len(raw), 'game')}, each scored at "
           f"its latest score (agent steps {at})", file=out)
     if human:
         print("| aggregate (human-normalized) | value | 95% interval |", file=out)
@@ -227,7 +229,7 @@ def _draw_profiles(suites, output):
     try:
         for label, human in drawn:
             profile, low, high = performance_profile(human, taus)
-            line, = ax.plot(taus, profile, label=f"{label} ({len(human)} games)")
+            line, = ax.plot(taus, profile, label=f"{label} ({counted(len(human), 'game')})")
             ax.fill_between(taus, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_xlabel("human-normalized score τ")
         ax.set_ylabel("fraction of runs with score > τ")
