@@ -157,3 +157,111 @@ def test_runs_that_share_no_step_are_refused_in_one_line_before_anything_is_writ
     assert err.count("\n") == 1 and f"'{late}' has its first score at agent step 300, " \
         f"after the last of '{short}' (200)" in err
     assert not output.exists()
+
+
+# --- against rliable (Agarwal et al. 2021's library), which these aggregates follow
+
+# A synthetic suite, runs × games, and what rliable 1.2.0 (arch 7.2.0) gave for it on
+# 2026-11-27: IQM, median, mean and optimality gap, their stratified-bootstrap 95% intervals
+# (2,000 resamples, numpy's global RNG seeded 54 before each call), and the performance
+# profile at TAUS with its band. rliable draws each resample's runs with numpy's legacy
+# np.random.choice(runs, (runs, games)) and takes np.percentile of the estimates.
+RLIABLE_SCORES = [[-0.074, 1.544, 0.009, 0.064, -0.051], [-0.024, 1.089, -0.078, 2.389, 0.782],
+                  [0.288, 0.335, 0.088, 0.15, 2.556]]
+RLIABLE_POINT = [0.309, 0.8676666666666666, 0.6044666666666666, 0.6340666666666666]
+RLIABLE_INTERVAL = [[0.07755555555555554, 0.064, 0.25150833333333333, 0.47802000000000006],
+                    [0.8171166666666659, 1.141, 0.9791466666666667, 0.7944083333333333]]
+TAUS = [0.0, 0.5, 1.0, 1.5, 2.0]
+RLIABLE_PROFILE = [0.7333333333333333, 0.3333333333333333, 0.26666666666666666, 0.2,
+                   0.13333333333333333]
+RLIABLE_BAND = [[0.5333333333333333, 0.13333333333333333, 0.06666666666666667, 0.0, 0.0],
+                [0.9333333333333333, 0.5333333333333333, 0.4666666666666667, 0.4,
+                 0.26666666666666666]]
+
+
+def rliable_resamples(scores, reps, seed):
+    """The resamples rliable's StratifiedBootstrap draws after np.random.seed(seed): each
+    game's runs drawn with replacement, as [each game's runs] per resample."""
+    scores = np.asarray(scores, np.float64)
+    runs, games = scores.shape
+    draws = np.random.RandomState(seed)  # the global RNG's stream, left untouched
+    for _ in range(reps):
+        drawn = scores[draws.choice(runs, (runs, games), replace=True), np.arange(games)]
+        yield [drawn[:, game] for game in range(games)]
+
+
+def ours_on_rliables_resamples(scores, reps=2000, seed=54):
+    """(point, interval, profile, band) from our statistics, on rliable's resamples."""
+    from fast_dqn.tools.suite_scores import profile_of
+    statistics = list(aggregate.SUITE_AGGREGATES.values())
+    games = [np.asarray(column, np.float64) for column in np.asarray(scores).T]
+    point = [aggregate.of_games(statistic, games) for statistic in statistics]
+    estimates = np.array([[aggregate.of_games(statistic, drawn) for statistic in statistics]
+                          for drawn in rliable_resamples(scores, reps, seed)])
+    profiles = np.array([profile_of(drawn, TAUS)
+                         for drawn in rliable_resamples(scores, reps, seed)])
+    return (point, np.percentile(estimates, [2.5, 97.5], axis=0), profile_of(games, TAUS),
+            np.percentile(profiles, [2.5, 97.5], axis=0))
+
+
+def test_our_aggregates_give_rliables_numbers_on_its_resamples():
+    """Recorded from rliable, so that the check runs without it: our IQM, median, mean and
+    optimality gap (in SUITE_AGGREGATES' order), their intervals and the performance profile
+    are rliable's to the last bit or so, given the same resamples; and our own resamples
+    (another RNG) give intervals that differ by what 2,000 resamples allow."""
+    from fast_dqn.tools.suite_scores import aggregates, performance_profile
+    assert list(aggregate.SUITE_AGGREGATES) == ["IQM", "median", "mean", "optimality gap"]
+    point, interval, profile, band = ours_on_rliables_resamples(RLIABLE_SCORES)
+    np.testing.assert_allclose(point, RLIABLE_POINT, rtol=1e-12)
+    np.testing.assert_allclose(interval, RLIABLE_INTERVAL, rtol=1e-12)
+    np.testing.assert_allclose(profile, RLIABLE_PROFILE, rtol=1e-12)
+    np.testing.assert_allclose(band, RLIABLE_BAND, rtol=1e-12)
+    by_game = {f"game{n}": column for n, column in enumerate(np.asarray(RLIABLE_SCORES).T)}
+    ours = aggregates(by_game, reps=2000)
+    for n, name in enumerate(aggregate.SUITE_AGGREGATES):
+        low, high = RLIABLE_INTERVAL[0][n], RLIABLE_INTERVAL[1][n]
+        assert ours[name][0] == pytest.approx(RLIABLE_POINT[n], rel=1e-12)
+        assert ours[name][1:] == pytest.approx((low, high), abs=0.1 * (high - low)), name
+    profile, low, high = performance_profile(by_game, TAUS, reps=2000)
+    np.testing.assert_allclose(profile, RLIABLE_PROFILE, rtol=1e-12)
+    # Three runs a game: a band's ends move in steps of 1/15, one step at most.
+    np.testing.assert_allclose([low, high], RLIABLE_BAND, atol=1 / 15 + 1e-9)
+
+
+def test_rliable_itself_agrees_on_synthetic_suites():
+    """The same against rliable live, on suites of other shapes (one run a game, ties,
+    scores past human level). Where rliable is absent this is skipped; install it with
+    `pip install rliable==1.2.0 "arch>=5.3.1,<8" "pandas<3"` (pyproject's rliable-check
+    extra): rliable 1.2.0 needs arch below 8, whose 7.2.0 does not import with pandas 3."""
+    pytest.importorskip("rliable", reason="rliable is not installed: pip install -e "
+                        "'.[rliable-check]'")
+    from rliable import library, metrics
+
+    def rliable_aggregates(x):
+        return np.array([metrics.aggregate_iqm(x), metrics.aggregate_median(x),
+                         metrics.aggregate_mean(x), metrics.aggregate_optimality_gap(x)])
+
+    rng = np.random.default_rng(0)
+    suites = [RLIABLE_SCORES, rng.gamma(1.0, 1.0, (5, 10)), rng.normal(0.5, 1, (1, 7)),
+              np.round(rng.uniform(-0.5, 2.5, (4, 3)), 1), rng.gamma(2.0, 0.5, (10, 2))]
+    state = np.random.get_state()
+    try:
+        for scores in suites:
+            scores = np.asarray(scores, np.float64)
+            np.random.seed(54)
+            points, intervals = library.get_interval_estimates({"x": scores},
+                                                               rliable_aggregates, reps=2000)
+            np.random.seed(54)
+            profiles, bands = library.create_performance_profile({"x": scores}, TAUS,
+                                                                 reps=2000)
+            if scores.tolist() == RLIABLE_SCORES:  # the numbers recorded above are its own
+                np.testing.assert_allclose(points["x"], RLIABLE_POINT, rtol=1e-12)
+                np.testing.assert_allclose(intervals["x"], RLIABLE_INTERVAL, rtol=1e-12)
+                np.testing.assert_allclose(bands["x"], RLIABLE_BAND, rtol=1e-12)
+            point, interval, profile, band = ours_on_rliables_resamples(scores)
+            np.testing.assert_allclose(point, points["x"], rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(interval, intervals["x"], rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(profile, profiles["x"], rtol=1e-12)
+            np.testing.assert_allclose(band, bands["x"], rtol=1e-12)
+    finally:
+        np.random.set_state(state)

@@ -9,7 +9,8 @@ One seed is an anecdote. Over several runs per game this gives:
   stratified bootstrap: the runs of each game resampled with replacement, games kept. These
   are the aggregates of Agarwal et al. (2021), *Deep RL at the Edge of the Statistical
   Precipice*, which the rliable library implements and CleanRL's and Dopamine's reports use;
-  written here in a few lines of numpy and checked by hand in tests/test_aggregate.py.
+  written here in a few lines of numpy, checked by hand in tests/test_aggregate.py and
+  against rliable's own numbers there (docs/suite.md says why rliable is not used).
 """
 
 import numpy as np
@@ -60,6 +61,13 @@ SUITE_AGGREGATES = {"IQM": iqm, "median": median_of_game_means, "mean": mean_of_
                     "optimality gap": optimality_gap}
 
 
+def of_games(statistic, games):
+    """`statistic` of the games' runs: of each game's runs apart (per_game), or of all."""
+    if getattr(statistic, "per_game", False):
+        return statistic(games)
+    return statistic(np.concatenate(games))
+
+
 def stratified_bootstrap(scores_by_game, statistic, reps=2000, seed=0, level=0.95):
     """(point, low, high): `statistic` of all scores, and its percentile interval over `reps`
     resamples that draw, for each game separately, as many runs as it has, with replacement.
@@ -68,12 +76,11 @@ def stratified_bootstrap(scores_by_game, statistic, reps=2000, seed=0, level=0.9
     """
     rng = np.random.default_rng(seed)
     games = [np.asarray(runs, np.float64) for runs in scores_by_game.values()]
-    of = statistic if getattr(statistic, "per_game", False) else \
-        (lambda drawn: statistic(np.concatenate(drawn)))
-    point = of(games)
+    point = of_games(statistic, games)
     estimates = np.empty(reps)
     for r in range(reps):
-        estimates[r] = of([runs[rng.integers(0, len(runs), len(runs))] for runs in games])
+        estimates[r] = of_games(statistic, [runs[rng.integers(0, len(runs), len(runs))]
+                                            for runs in games])
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(estimates, [tail, 100 - tail])
     return point, float(low), float(high)

@@ -115,17 +115,20 @@ def performance_profile(by_game, thresholds, reps=2000, seed=0, level=0.95):
     each, averaged over games, and its stratified-bootstrap band."""
     import numpy as np
     games = [np.asarray(values, np.float64) for values in by_game.values()]
-    taus = np.asarray(thresholds, np.float64)
-
-    def profile(samples):
-        return np.mean([(g[:, None] > taus[None, :]).mean(axis=0) for g in samples], axis=0)
-
     rng = np.random.default_rng(seed)
-    draws = np.stack([profile([g[rng.integers(0, len(g), len(g))] for g in games])
-                      for _ in range(reps)])
+    draws = np.stack([profile_of([g[rng.integers(0, len(g), len(g))] for g in games],
+                                 thresholds) for _ in range(reps)])
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
-    return profile(games), low, high
+    return profile_of(games, thresholds), low, high
+
+
+def profile_of(games, thresholds):
+    """The fraction of each game's runs above each threshold, averaged over the games."""
+    import numpy as np
+    taus = np.asarray(thresholds, np.float64)
+    return np.mean([(np.asarray(g)[:, None] > taus[None, :]).mean(axis=0) for g in games],
+                   axis=0)
 
 
 def dopamine_rows(run_dirs):
