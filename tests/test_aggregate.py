@@ -228,6 +228,7 @@ def test_our_aggregates_give_rliables_numbers_on_its_resamples():
     np.testing.assert_allclose([low, high], RLIABLE_BAND, atol=1 / 15 + 1e-9)
 
 
+@pytest.mark.slow  # about 12 s of rliable's own bootstraps
 def test_rliable_itself_agrees_on_synthetic_suites():
     """The same against rliable live, on suites of other shapes (one run a game, ties,
     scores past human level). Where rliable is absent this is skipped; install it with
