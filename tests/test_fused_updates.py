@@ -230,3 +230,62 @@ def test_the_mirror_copies_exactly_what_changed():
         assert np.array_equal(keras.ops.convert_to_numpy(mirror.device.arrays[name]), array)
     replay.load_state_dict(replay.state_dict())  # a checkpoint's arrays loaded in place
     assert mirror.sync() == replay.capacity
+
+
+def poison(learner, where):
+    """A NaN in one of the learner's values, as a diverged update would leave it: in the
+    main network's first kernel, or in the optimizer's first slot (its mean square)."""
+    variable = learner.main.weights[0] if where == "main" else next(
+        v for v in learner.optimizer.variables if "float" in str(v.dtype))
+    value = keras.ops.convert_to_numpy(variable.value).copy()
+    value.flat[0] = np.nan
+    variable.assign(value)
+    learner._compiled.variables_changed()  # on JAX, the state on the device is replaced
+
+
+@pytest.mark.parametrize("where", ["main", "optimizer"])
+def test_weights_that_diverged_behind_finite_losses_never_leave_the_learner(where):
+    """The losses and Q-values of the call are finite, the state it left is not: nothing
+    that hands the state on (a checkpoint, best/, an export, a copy that acts) gets it."""
+    replay = filled_replay()
+    learner = learner_for({})
+    learner.train_many(replay.gather_many(*replay.sample_indices_many(2, 16)))
+    learner.state_dict(), learner.main_weights(), learner.target_weights()  # finite: taken
+    poison(learner, where)
+    for hand_on in (learner.state_dict, learner.main_weights, learner.target_weights):
+        with pytest.raises(TrainingDiverged, match="is not finite: training diverged"):
+            hand_on()
+
+
+def test_an_update_of_infinite_step_is_caught_before_its_state_is_saved():
+    """A real update that leaves inf and NaN in the weights while its own loss is finite
+    (the loss is of the weights before the update)."""
+    learner = learner_for({"lr": float("inf")})
+    replay = filled_replay()
+    losses, _ = learner.train_many(replay.gather_many(*replay.sample_indices_many(1, 16)))
+    assert np.all(np.isfinite(losses))
+    with pytest.raises(TrainingDiverged, match="the main network's .* is not finite"):
+        learner.state_dict()
+
+
+def test_a_state_with_a_nan_is_refused_and_nothing_is_loaded():
+    learner, twin = learner_for({}), learner_for({})
+    replay = filled_replay()
+    twin.train_many(replay.gather_many(*replay.sample_indices_many(2, 16)))
+    state = twin.state_dict()
+    before = learner.state_dict()
+    state["target"][1] = state["target"][1].copy()
+    state["target"][1].flat[-1] = np.inf
+    with pytest.raises(TrainingDiverged, match="weight 1 of the target network is not finite"):
+        learner.load_state_dict(state)
+    for a, b in zip(state_arrays(before), state_arrays(learner.state_dict())):
+        np.testing.assert_array_equal(a, b)
+    weights = [w.copy() for w in twin.main_weights()]
+    weights[0].flat[0] = np.nan
+    with pytest.raises(TrainingDiverged, match="weight 0 of the main network"):
+        learner.set_main_weights(weights)
+    np.testing.assert_array_equal(learner.main_weights()[0], before["main"][0])
+
+
+def state_arrays(state):
+    return state["main"] + state["target"] + state["optimizer"]

@@ -1,6 +1,8 @@
 """DQN learning: main and target networks, the TD target, the Huber loss, the optimizer.
 
-Every loss and Q-value leaving it is checked to be finite; TrainingDiverged says otherwise.
+Every loss and Q-value leaving it is checked to be finite, and so is every weight and
+optimizer slot before they leave for a checkpoint, best/ or an export (one reduction on the
+device); TrainingDiverged says otherwise. A call can leave NaN weights behind finite losses.
 
 The math is Keras ops, the same on every backend; train_step_tf and train_step_jax compile
 it for theirs. Single-threaded by itself. The fast loop calls `train` from its trainer
@@ -116,7 +118,7 @@ def predictor(network):
 
 
 class TrainingDiverged(FloatingPointError):
-    """The loss or the Q-values stopped being finite numbers."""
+    """The loss, the Q-values, the weights or the optimizer's slots stopped being finite."""
 
 
 def _check_finite(what, value):
@@ -124,6 +126,34 @@ def _check_finite(what, value):
         raise TrainingDiverged(f"{what} is not finite ({np.ravel(value)[:4]}...): training "
                                "diverged")
     return value
+
+
+def _is_float(dtype):
+    return "float" in str(dtype)
+
+
+def first_not_finite(named_arrays):
+    """The name of the first floating-point array holding a NaN or an infinity, or None."""
+    for name, array in named_arrays:
+        array = np.asarray(array)
+        if _is_float(array.dtype) and not np.all(np.isfinite(array)):
+            return name
+    return None
+
+
+def _diverged(where):
+    return TrainingDiverged(f"{where} is not finite: training diverged")
+
+
+def check_state_finite(state):
+    """Refuse a learner's state_dict (numpy, as a checkpoint holds it) with a NaN or an
+    infinity anywhere: TrainingDiverged naming the first such array."""
+    where = first_not_finite(
+        [(f"weight {i} of the main network", w) for i, w in enumerate(state["main"])]
+        + [(f"weight {i} of the target network", w) for i, w in enumerate(state["target"])]
+        + [(f"optimizer variable {i}", v) for i, v in enumerate(state["optimizer"])])
+    if where:
+        raise _diverged(where)
 
 
 class DQNLearner:
@@ -219,15 +249,36 @@ class DQNLearner:
     def update_target(self):
         self._compiled.update_target()
 
+    def check_weights(self):
+        """Raise TrainingDiverged unless every weight of both networks and every slot of the
+        optimizer is finite: one reduction on the device, one bool to the host. Whatever hands
+        the learner's state on (a checkpoint, best/, an export, copies that act elsewhere)
+        calls it first: a call may leave NaN weights behind finite losses."""
+        if self._compiled.all_finite():
+            return
+        # Diverged: the search for which one may be slow.
+        named = [(f"the main network's {v.path}", v) for v in self.main.weights] \
+            + [(f"the target network's {v.path}", v) for v in self.target.weights] \
+            + [(f"the optimizer's {v.path}", v) for v in self.optimizer.variables]
+        where = first_not_finite((name, keras.ops.convert_to_numpy(v.value))
+                                 for name, v in named)
+        raise _diverged(where or "a weight")
+
     def target_weights(self):
         """The target network's weights as numpy, for copies that act elsewhere."""
+        self.check_weights()
         return self.target.get_weights()
 
     def main_weights(self):
         """The main network's weights as numpy."""
+        self.check_weights()
         return self.main.get_weights()
 
     def set_main_weights(self, weights):
+        where = first_not_finite((f"weight {i} of the main network", w)
+                                 for i, w in enumerate(weights))
+        if where:
+            raise _diverged(where)
         self.main.set_weights(weights)
         self._compiled.variables_changed()
 
@@ -236,11 +287,16 @@ class DQNLearner:
         return self._compiled.iterations()
 
     def state_dict(self):
-        """Both networks and the optimizer's slots, as numpy: all a checkpoint needs."""
+        """Both networks and the optimizer's slots, as numpy: all a checkpoint needs; checked
+        finite first (check_weights)."""
+        self.check_weights()
         return {"main": self.main.get_weights(), "target": self.target.get_weights(),
                 "optimizer": [v.numpy() for v in self.optimizer.variables]}
 
     def load_state_dict(self, state):
+        """Refuses, changing nothing, a state with a NaN or an infinity (TrainingDiverged):
+        a checkpoint written before its weights were checked may hold one."""
+        check_state_finite(state)
         self.main.set_weights(state["main"])
         self.target.set_weights(state["target"])
         variables = self.optimizer.variables

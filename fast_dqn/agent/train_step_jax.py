@@ -145,6 +145,7 @@ class CompiledSteps:
         # One compiled forward pass serves both networks: they share the architecture, and
         # the values passed in decide whose Q-values come out.
         self._q = jax.jit(_stateless_q(main))
+        self._all_finite = jax.jit(all_finite)
 
     def _state_of_variables(self):
         main, target = self.main, self.target
@@ -202,6 +203,19 @@ class CompiledSteps:
 
     def iterations(self):
         return int(self.state.optimizer[self._iterations])
+
+    def all_finite(self):
+        """Whether every floating-point value of the state is finite: one compiled reduction
+        on the device, one bool back."""
+        return bool(self._all_finite(self.state))
+
+
+def all_finite(state):
+    """Whether every floating-point array of a pytree (a LearnerState) holds only finite
+    numbers, as one boolean on the device."""
+    checks = [jax.numpy.all(jax.numpy.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(state)
+              if jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating)]
+    return jax.numpy.all(jax.numpy.stack(checks)) if checks else jax.numpy.bool_(True)
 
 
 def _stateless_q(network):

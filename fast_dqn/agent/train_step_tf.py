@@ -38,6 +38,7 @@ class CompiledSteps:
         self._target_q = tf.function(lambda s: target(s, training=False),
                                      input_signature=(spec,))
         self._sync = tf.function(self._copy_main_to_target)
+        self._all_finite = None  # traced at its first call, with every variable built
 
     def _train(self, *batch):
         with tf.GradientTape() as tape:
@@ -94,6 +95,20 @@ class CompiledSteps:
 
     def iterations(self):
         return int(self.optimizer.iterations.numpy())
+
+    def all_finite(self):
+        """Whether every floating-point variable of both networks and the optimizer holds
+        only finite numbers: one graph call on the device, one bool back."""
+        if self._all_finite is None:
+            variables = [v.value for v in (self.main.weights + self.target.weights
+                                           + list(self.optimizer.variables))
+                         if tf.as_dtype(v.dtype).is_floating]
+
+            def check():
+                checks = [tf.reduce_all(tf.math.is_finite(v)) for v in variables]
+                return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
+            self._all_finite = tf.function(check)
+        return bool(self._all_finite().numpy())
 
 
 def predictor(network):
