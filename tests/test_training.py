@@ -2,7 +2,7 @@
 the learner: which network acts, and how many minibatches are trained."""
 
 import pytest
-from helpers import TINY_CARTPOLE, on_every_minibatch
+from helpers import TINY_CARTPOLE, flags, on_every_minibatch
 
 from fast_dqn.agent.learner import DQNLearner
 from fast_dqn.loops.minibatch_schedule import minibatches_due
@@ -482,3 +482,51 @@ def test_the_replay_line_never_contradicts_the_device_line():
     from fast_dqn.agent.backend_setup import accelerator_memory
     if accelerator_memory() is None:  # the backend is asked where none is given
         assert replay_line(config, replay) == on_cpu
+
+
+@pytest.mark.faults
+def test_weights_that_diverge_behind_finite_losses_never_reach_a_checkpoint(tmp_path,
+                                                                            monkeypatch,
+                                                                            capsys):
+    """The call that trains at step 400 leaves a NaN in the main network and returns finite
+    losses; the checkpoint of step 400 is due next. The run stops there: exit 1, one line
+    that names the last good checkpoint (200), no traceback, nothing written after it."""
+    import re
+
+    import keras
+    import numpy as np
+
+    from fast_dqn.run import cli
+    from fast_dqn.run.run_kinds import NATURE
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    train = DQNLearner.train
+
+    def diverging(self, batch):
+        result = train(self, batch)
+        if self.minibatches_trained() == (400 - SMALL["prepopulate"]) // 4:  # step 400's
+            variable = self.main.weights[0]
+            value = keras.ops.convert_to_numpy(variable.value).copy()
+            value.flat[0] = np.nan
+            variable.assign(value)
+            self._compiled.variables_changed()
+        return result
+    monkeypatch.setattr(DQNLearner, "train", diverging)
+    run_dir = tmp_path / "run"
+    code = cli.main(NATURE, flags(dict(SMALL, timesteps=600, checkpoint_freq=200,
+                                       logdir=str(run_dir))))
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    last = err.strip()
+    good = re.escape(f"{run_dir / 'checkpoints' / 'step-000000000200'} (step 200); "
+                     f"python run_dqn.py --resume {run_dir} continues from it")
+    assert re.fullmatch(
+        r"run_dqn\.py: error: the main network's \S+ is not finite: training diverged; "
+        rf"nothing diverged was saved: the last good checkpoint is {good}, but with the same "
+        r"settings it may diverge again: a new run with a lower --lr \(or, for --env, "
+        r"smaller rewards\) is the fix", last), last
+    store = CheckpointStore(str(run_dir))
+    assert store.steps() == [200]
+    state = store.latest().load_state()["learner"]
+    assert all(np.isfinite(w).all() for w in state["main"] + state["target"]
+               + [v for v in state["optimizer"] if v.dtype.kind == "f"])

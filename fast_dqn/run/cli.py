@@ -122,6 +122,21 @@ def _last_checkpoint(prog, run_dir):
             "continues from it")
 
 
+def _last_good_checkpoint(prog, run_dir):
+    """What a diverged run leaves to go on from. Its newest checkpoint is a good one: the
+    learner checks every weight and optimizer slot finite before a checkpoint is written,
+    and before a resume loads one; nothing after the divergence was saved."""
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    fix = "a new run with a lower --lr (or, for --env, smaller rewards) is the fix"
+    newest = CheckpointStore(run_dir).newest()
+    if newest is None:
+        return f"nothing was saved before it: {fix}"
+    step, path = newest
+    return (f"nothing diverged was saved: the last good checkpoint is {path} (step {step:,}); "
+            f"{resume_command(prog, run_dir)} continues from it, but with the same settings "
+            f"it may diverge again: {fix}")
+
+
 def main(kind, argv=None, train=None, script=False, prog=None):
     """Parse, validate, create (or reopen) and lock the run directory, then train a run of
     `kind` (a RunKind; `train(config, resume=, stop=)` in its place if given); the lock is
@@ -242,9 +257,8 @@ def _train(prog, config, train, checkpoint, script):
                   f"{_last_checkpoint(prog, config.logdir)}, {when}", file=sys.stderr)
             return 1
         except FloatingPointError as error:  # the learner's TrainingDiverged
-            print(f"{prog}: error: {error}; {_last_checkpoint(prog, config.logdir)}, but with "
-                  "the same settings it may diverge again: a new run with a lower --lr (or, "
-                  "for --env, smaller rewards) is the fix", file=sys.stderr)
+            print(f"{prog}: error: {error}; {_last_good_checkpoint(prog, config.logdir)}",
+                  file=sys.stderr)
             return 1
         except Exception:
             # Any thread's failure ends up here: the trainer's and the prefetcher's are

@@ -248,6 +248,14 @@ class CheckpointStore:
     def steps(self):
         return [step for step, _, _ in self._complete()]
 
+    def newest(self):
+        """(step, path) of the newest finished checkpoint (not verified), or None."""
+        complete = self._complete()
+        if not complete:
+            return None
+        step, _, name = complete[-1]
+        return step, os.path.join(self.dir, name)
+
     def newest_is_finished(self):
         """Whether the newest checkpoint's manifest says the run ended there (read, not
         verified: for what the command line says at the end, not for resuming)."""
