@@ -634,3 +634,47 @@ def test_a_hand_edit_is_named_where_it_was_made(finished_cartpole, tmp_path, cap
     assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
     before.pop("run.lock")  # signed by the resume (its holder), before training read state
     assert {k: v for k, v in snapshot(run_dir).items() if k != "run.lock"} == before
+
+
+# --- a checkpoint that holds a diverged network (written before the weights were checked)
+
+def diverged_copy(finished_run, run_dir):
+    """The finished run, its newest checkpoint then written again with a NaN in the main
+    network, as a fast-dqn that checked only the losses could save it: returns its path."""
+    import numpy as np
+
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    shutil.copytree(finished_run, run_dir)
+    store = CheckpointStore(str(run_dir))
+    newest = store.latest()
+    state = newest.load_state()
+    state["learner"]["main"][0] = np.array(state["learner"]["main"][0])
+    state["learner"]["main"][0].flat[3] = np.nan
+    return store.save(newest.step, state, finished=newest.finished, plan=newest.plan)
+
+
+@pytest.mark.parametrize("argv", [["--resume={run}", "--timesteps=900"],
+                                  ["evaluate", "{run}", "--episodes=1"],
+                                  ["evaluate", "{run}", "--export={tmp}/agent.keras"]])
+def test_a_checkpoint_holding_a_nan_is_neither_resumed_nor_played_nor_exported(
+        finished_cartpole_run, tmp_path, capsys, argv):
+    """One line, exit 2, no traceback, nothing changed or written: it names the checkpoint
+    and says that nothing can go on from it, never that a resume continues from it."""
+    from fast_dqn.tools import evaluate
+    run_dir = tmp_path / "run"
+    bad = diverged_copy(finished_cartpole_run, run_dir)
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    argv = [a.format(run=run_dir, tmp=tmp_path) for a in argv]
+    code = evaluate.main(argv[1:]) if argv[0] == "evaluate" else cli.main(NATURE, argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert f"{bad} holds a diverged network (weight 0 of the main network is not finite: " \
+           "training diverged)" in lines[0] and "continues" not in lines[0], lines[0]
+    assert lines[0].endswith("nothing can go on from it; start a new run, with a lower --lr "
+                             "(or, for --env, smaller rewards)")
+    after = snapshot(tmp_path)
+    if argv[0] != "evaluate":  # the lock signed by the resume, and released
+        assert after.pop("run/run.lock") is not None and before.pop("run/run.lock")
+    assert after == before

@@ -47,6 +47,15 @@ def start_backend(config):
                       chosen=getattr(config, "precision_chosen", False)), flush=True)
 
 
+def diverged_checkpoint(path, error):
+    """Why a checkpoint holding a NaN or an infinity is refused, and what to do: written by
+    a fast-dqn that did not check the weights before saving them (or edited), it holds a
+    network that had diverged; played or trained on, it would fail at its first use."""
+    return (f"{path} holds a diverged network ({error}): it was saved before fast-dqn "
+            "checked the weights, and nothing can go on from it; start a new run, with a "
+            "lower --lr (or, for --env, smaller rewards)")
+
+
 def check_settings(config, recorded, step):
     """config.json against the settings the checkpoint was trained with: a hand edit of one
     that shapes the networks or replay would load it wrongly, or not at all."""
@@ -306,6 +315,8 @@ class RunParts:
             raise ConfigError("resume", f"the networks of {self.resume.path} do not fit this "
                               f"run's settings ({str(error).splitlines()[0][:160]}); was "
                               "config.json edited? put back the values the run started with")
+        except FloatingPointError as error:  # the learner's TrainingDiverged: see below
+            raise ConfigError("resume", diverged_checkpoint(self.resume.path, error)) from None
 
     def _restore(self, adapt):
         """The rest of restore(); the networks were loaded with the parts built."""

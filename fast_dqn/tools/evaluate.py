@@ -341,7 +341,10 @@ def _chosen_network(run_dir, best, warn):
 
         def load(learner):
             _check_shapes(weights, learner.main.get_weights(), run_dir)
-            learner.set_main_weights(weights)
+            try:
+                learner.set_main_weights(weights)
+            except FloatingPointError as error:  # the learner's TrainingDiverged
+                raise _diverged(path, error) from None
         return (f"{path} (the best evaluation: agent step {step:,}, mean {best_mean:.2f})",
                 step, load)
     checkpoint, state = _newest_checkpoint(run_dir, warn)
@@ -353,7 +356,15 @@ def _chosen_network(run_dir, best, warn):
             raise ConfigError("RUN_DIR", f"the networks of {checkpoint.path} do not fit "
                               f"the run's config.json ({str(error).splitlines()[0][:160]}"
                               "): was either edited? put back what the run started with")
+        except FloatingPointError as error:  # the learner's TrainingDiverged
+            raise _diverged(checkpoint.path, error) from None
     return f"{checkpoint.path} (agent step {checkpoint.step:,})", checkpoint.step, load
+
+
+def _diverged(path, error):
+    """Weights with a NaN or an infinity: neither played nor exported."""
+    from fast_dqn.run.training import diverged_checkpoint
+    return ConfigError("RUN_DIR", diverged_checkpoint(path, error))
 
 
 def _warn(message):
