@@ -7,6 +7,11 @@ something reads them (`keras_variables`: a checkpoint, an evaluation, an export,
 Ray). So a call pays no per-variable reads and writes on the host, and K minibatches go
 through one `lax.scan` in one call.
 
+The math is in free pure functions a reader can call alone: `update(parts, state, batch)
+-> (state, (loss, mean Q))` is one minibatch's step (Dopamine's `train`, CleanRL's
+`update`), and `train_many` is K of them after one pass of the frozen target network over
+all K minibatches' next states. CompiledSteps jits them and holds the state between calls.
+
 Threads. The trainer thread alone runs the train calls and so replaces the main network's
 and the optimizer's values. The samplers act through the target network's values, which
 only `update_target` replaces, and the loops call that only while nobody trains (a sync
