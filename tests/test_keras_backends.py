@@ -7,6 +7,7 @@ process with its own KERAS_BACKEND."""
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -232,3 +233,32 @@ def test_xla_is_told_its_settings_before_the_first_question_to_jax(tmp_path):
     # The user's own XLA_FLAGS are kept.
     assert result.stdout.split() == ["false", f"--xla_dump_to={tmp_path / 'dump'}",
                                      "--xla_gpu_deterministic_ops=true"]
+
+
+@pytest.mark.slow  # four real runs, each a process of its own: about 40 s
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_checkout_and_a_run_directory_under_a_non_utf8_path_train(tmp_path, backend):
+    """A copy of the checkout under b"caf\\xe9" (not UTF-8) trains on each backend, into a run
+    directory under such a name too: TensorFlow's AutoGraph and JAX's lowering hand the
+    package's source file names to C++, which took no such name (a RuntimeError traceback at
+    the first train step, and a half-written run directory behind it). Both loops, so each
+    compiled call trains: one minibatch (Nature), K of them from replay (fast)."""
+    if not installed(backend):
+        pytest.skip(f"{backend} is not installed (pip install -e '.[jax]')")
+    checkout = tmp_path / "caf\udce9"  # os.fsencode: b"caf\xe9"
+    shutil.copytree(os.path.join(ROOT, "fast_dqn"), checkout / "fast_dqn",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for script in ("run_dqn.py", "run_fast_dqn.py"):
+        shutil.copy(os.path.join(ROOT, script), checkout)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the copy's package
+    env["KERAS_BACKEND"] = backend
+    for script, extra in (("run_dqn.py", []),
+                          ("run_fast_dqn.py", ["--workers=2", "--updates-per-call=4"])):
+        run_dir = tmp_path / f"r\udce9n-{script}"
+        result = subprocess.run([sys.executable, script, *CARTPOLE, f"--logdir={run_dir}",
+                                 *extra], capture_output=True, text=True, errors="replace",
+                                cwd=checkout, env=env, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "Traceback" not in result.stderr, result.stderr[-3000:]
+        assert "finished: 600 agent steps" in result.stdout
+        assert (run_dir / "checkpoints" / "step-000000000600").is_dir()

@@ -88,6 +88,7 @@ def keras_backend():
         raise UnsupportedBackend(f"KERAS_BACKEND={name} is not supported; set it to {choice}")
     if name == "jax":
         _tell_xla()
+        _source_names_xla_can_take()
     return name
 
 
@@ -133,6 +134,19 @@ def _tell_xla():
     if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                    + " --xla_gpu_deterministic_ops=true").strip()
+
+
+def _source_names_xla_can_take():
+    """JAX hands XLA the name of each op's Python source file, and a name that is not UTF-8
+    (a checkout under such a path: its bytes come back as lone surrogates) cannot cross into
+    C++: every compile, the first array included, fails there with a bad cast. JAX deletes
+    from those names what this pattern matches: such a name, whole; UTF-8 names keep theirs.
+    A pattern the user set stays. (TensorFlow's counterpart: fast_dqn.agent.train_step_tf.)"""
+    import jax
+
+    if not jax.config.jax_hlo_source_file_canonicalization_regex:
+        jax.config.update("jax_hlo_source_file_canonicalization_regex",
+                          r"^.*[\udc80-\udcff].*$")
 
 
 def configure_backend(seed, threads=0, deterministic=True):

@@ -5,11 +5,22 @@ updates the main network's in place, and K minibatches go through one `tf.functi
 in the graph). TF ops are thread-safe, so the samplers may act through the target network
 while the trainer thread trains; the loops decide when `update_target` may run (only while
 nobody trains).
+
+No function here goes through AutoGraph (`autograph=False`; the one loop is a
+`tf.while_loop`): AutoGraph hands TensorFlow's C++ a map of this package's source file
+names, and a name that is not UTF-8 (a checkout under such a path) cannot cross, so every
+train step would fail there. Nothing here needs it: the train step's Python branches are on
+settings, never on tensors.
 """
 
 import tensorflow as tf
 
 from fast_dqn.agent.replay_gather import FIELDS
+
+
+def _function(python_function, **options):
+    """tf.function without AutoGraph (see above)."""
+    return tf.function(python_function, autograph=False, **options)
 
 
 class CompiledSteps:
@@ -24,20 +35,20 @@ class CompiledSteps:
         spec = tf.TensorSpec((None, *shape), dtype)
         vector = tf.TensorSpec((None,), tf.float32)
         batch = (spec, tf.TensorSpec((None,), tf.int32), vector, spec, vector, vector)
-        self.train = tf.function(self._train, input_signature=batch, jit_compile=xla)
+        self.train = _function(self._train, input_signature=batch, jit_compile=xla)
         many = tf.TensorSpec((None, None, *shape), dtype)
         vectors = tf.TensorSpec((None, None), tf.float32)
         batches = (many, tf.TensorSpec((None, None), tf.int32), vectors, many, vectors,
                    vectors)
-        self.train_many = tf.function(self._train_many, input_signature=batches,
-                                      jit_compile=xla)
+        self.train_many = _function(self._train_many, input_signature=batches,
+                                    jit_compile=xla)
         indices = (tf.TensorSpec((None, None), tf.int32),) * 2
-        self._train_replay = tf.function(self._train_from_replay, input_signature=indices,
-                                         jit_compile=xla)
-        self._main_q = tf.function(lambda s: main(s, training=False), input_signature=(spec,))
-        self._target_q = tf.function(lambda s: target(s, training=False),
-                                     input_signature=(spec,))
-        self._sync = tf.function(self._copy_main_to_target)
+        self._train_replay = _function(self._train_from_replay, input_signature=indices,
+                                       jit_compile=xla)
+        self._main_q = _function(lambda s: main(s, training=False), input_signature=(spec,))
+        self._target_q = _function(lambda s: target(s, training=False),
+                                   input_signature=(spec,))
+        self._sync = _function(self._copy_main_to_target)
         self._all_finite = None  # traced at its first call, with every variable built
 
     def _train(self, *batch):
@@ -48,12 +59,15 @@ class CompiledSteps:
         return loss, mean_q
 
     def _loop(self, count, batch_of):
-        losses = tf.TensorArray(tf.float32, size=count)
-        mean_qs = tf.TensorArray(tf.float32, size=count)
-        for i in tf.range(count):
+        def body(i, losses, mean_qs):
             loss, mean_q = self._train(*batch_of(i))
-            losses = losses.write(i, tf.cast(loss, tf.float32))
-            mean_qs = mean_qs.write(i, tf.cast(mean_q, tf.float32))
+            return (i + 1, losses.write(i, tf.cast(loss, tf.float32)),
+                    mean_qs.write(i, tf.cast(mean_q, tf.float32)))
+
+        _, losses, mean_qs = tf.while_loop(
+            lambda i, *_: i < count, body,
+            (tf.constant(0), tf.TensorArray(tf.float32, size=count),
+             tf.TensorArray(tf.float32, size=count)))
         return losses.stack(), mean_qs.stack()
 
     def _train_many(self, *batches):
@@ -107,15 +121,14 @@ class CompiledSteps:
             def check():
                 checks = [tf.reduce_all(tf.math.is_finite(v)) for v in variables]
                 return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
-            self._all_finite = tf.function(check)
+            self._all_finite = _function(check)
         return bool(self._all_finite().numpy())
 
 
 def predictor(network):
     """network(states) compiled once for acting; it reads the network's current weights."""
     spec = tf.TensorSpec((None, *network.input_shape[1:]), network.inputs[0].dtype)
-    call = tf.function(lambda s: network(s, training=False), input_signature=(spec,),
-                       autograph=False)
+    call = _function(lambda s: network(s, training=False), input_signature=(spec,))
     return lambda states: call(states).numpy()
 
 
