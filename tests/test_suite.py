@@ -7,6 +7,7 @@ import csv
 import itertools
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from fast_dqn.errors import ConfigError
 from fast_dqn.suite import game_sets
 from fast_dqn.suite.cli import main as suite_main
 from fast_dqn.suite.plan import (
+    DAMAGED,
     FINISHED,
     NEW,
     UNFINISHED,
@@ -83,7 +85,7 @@ def test_a_directory_of_something_else_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="holds another suite"):
         check_logdir(suite(tmp_path, preset="dopamine"))
     (tmp_path / "suite" / "suite.json").write_text("{broken")
-    with pytest.raises(ConfigError, match="cannot read .*suite.json"):
+    with pytest.raises(ConfigError, match=r"suite.json is damaged \(not JSON: "):
         check_logdir(s)
     # Its runs without suite.json: a suite's, not "not a suite's", and nothing retrained.
     os.makedirs(tmp_path / "suite" / "pong" / "seed-0")
@@ -92,7 +94,7 @@ def test_a_directory_of_something_else_is_refused(tmp_path):
     with pytest.raises(ConfigError) as lost:
         check_logdir(s)
     assert "holds the runs of a suite (pong/seed-0) but no suite.json" in str(lost.value)
-    assert "put back suite.json to continue them" in str(lost.value)
+    assert "put back a copy of suite.json to continue them" in str(lost.value)
     write_suite_file(s)
     # An edited value is named as an edit, never described as a flag (--loop None).
     for key, value, expected in [("loop", None, "one of fast, nature"),
@@ -105,6 +107,105 @@ def test_a_directory_of_something_else_is_refused(tmp_path):
         assert f'suite.json has "{key}": {json.dumps(value)}, which is not {expected}: it ' \
             "was edited; put back the value the suite was started with" in str(edited.value)
         assert "None" not in str(edited.value)
+
+
+def finished_suite(tmp_path):
+    """suite(tmp_path) as it ends: its suite.json, and each run finished at its budget."""
+    s = suite(tmp_path)
+    write_suite_file(s)
+    for run in s.runs():
+        step = os.path.join(run.run_dir, "checkpoints", "step-000000001600")
+        os.makedirs(step)
+        with open(os.path.join(run.run_dir, "config.json"), "w") as f:
+            json.dump({"loop": "fast", "game": run.game, "seed": run.seed}, f)
+        with open(os.path.join(step, "manifest.json"), "w") as f:
+            json.dump({"finished": True}, f)
+    return s
+
+
+def suite_argv(s):
+    return ["--logdir", s.logdir, "--games", ",".join(s.games), "--seeds", str(len(s.seeds)),
+            "--timesteps", str(s.timesteps), "--", *s.run_flags]
+
+
+def _files(root):
+    return {os.path.relpath(os.path.join(folder, name), root): open(
+        os.path.join(folder, name), "rb").read()
+        for folder, _, names in os.walk(root) for name in names}
+
+
+@pytest.mark.parametrize("content,why", [
+    (b'{"format": 1, "loop": "fa', "not JSON: Unterminated string starting at"),
+    (b"\xff\xfe", "not JSON: 'utf-8' codec can't decode byte 0xff"),
+    (b"[1, 2]", "not a suite's record of its settings"),
+    (b'{"loop": "fast"}', "not a suite's record of its settings")])
+def test_a_damaged_suite_file_is_one_line_that_says_how_to_keep_the_runs(tmp_path, capsys,
+                                                                        content, why):
+    """A finished suite's suite.json cut short or overwritten: one line, exit 2, that says
+    what is wrong with it and how to keep the runs (never "give another directory", which
+    would train them all again), and nothing written."""
+    s = finished_suite(tmp_path)
+    (tmp_path / "suite" / "suite.json").write_bytes(content)
+    before = _files(s.logdir)
+    assert suite_main(suite_argv(s), prog="fast-dqn suite") == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"fast-dqn suite: error: --logdir: {s.logdir}/suite.json is "
+                          f"damaged ({why}")
+    assert err.strip().endswith(
+        "), and it records the loop, preset and run flags of the runs beside it "
+        "(breakout/seed-0, breakout/seed-1, pong/seed-0 and 1 more); nothing was changed: put "
+        "back a copy of suite.json to continue them, or resume each with `fast-dqn fast "
+        "--resume RUN_DIR` (or nature)")
+    assert _files(s.logdir) == before
+    # Without runs beside it, another directory loses nothing.
+    for run in s.runs():
+        shutil.rmtree(run.run_dir)
+    assert suite_main(suite_argv(s), prog="fast-dqn suite") == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert err.strip().endswith("; put back a copy of it, or give another directory")
+
+
+def test_a_suite_file_of_another_format_names_it(tmp_path):
+    s = finished_suite(tmp_path)
+    (tmp_path / "suite" / "suite.json").write_text('{"format": 2}')
+    with pytest.raises(ConfigError) as other:
+        check_logdir(s)
+    assert str(other.value).endswith("suite.json is in format 2, which this fast-dqn (format "
+                                     "1) does not read: continue the suite with the fast-dqn "
+                                     "that wrote it")
+
+
+@pytest.mark.parametrize("content,why", [(b"{oops", "is damaged (not JSON: "),
+                                         (b'"text"', "is damaged (not a JSON object)")])
+def test_a_run_whose_config_json_is_damaged_is_named_and_left_alone(tmp_path, capsys,
+                                                                    content, why):
+    """A finished suite with one run's config.json damaged: the suite names the run at its
+    start and at its end, starts nothing, shows it in the table, and exits 1 (not every run
+    is finished); it said nothing and exited 0."""
+    s = finished_suite(tmp_path)
+    damaged = s.runs()[0]  # pong/seed-0
+    config = os.path.join(damaged.run_dir, "config.json")
+    with open(config, "wb") as f:
+        f.write(content)
+    assert run_state(damaged, s.timesteps) == DAMAGED
+    assert suite_main(suite_argv(s), prog="fast-dqn suite") == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    note = (f"fast-dqn suite: pong/seed-0 is left out, neither trained nor scored: {config} "
+            f"{why}")
+    named = [line for line in err.splitlines() if line.startswith(note)]
+    assert len(named) == 2, err
+    assert named[0].endswith(f"; put back its config.json, or move {damaged.run_dir} out of "
+                             f"{s.logdir} to train it again from the start")
+    assert "fast-dqn suite: 3 finished already, skipped; 0 to resume" in out
+    assert any(line.startswith("pong") and "config.json damaged" in line
+               for line in out.splitlines())
+    assert "1 of 4 runs did not finish (pong/seed-0)" in err
+    assert not os.path.exists(damaged.log)  # no training command was started for it
+    with open(config, "rb") as f:
+        assert f.read() == content
 
 
 def test_a_run_moved_into_the_wrong_place_is_refused(tmp_path):

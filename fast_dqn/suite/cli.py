@@ -26,12 +26,14 @@ from fast_dqn.errors import ConfigError
 from fast_dqn.run.logs.progress import counted
 from fast_dqn.run.settings.presets import PRESETS
 from fast_dqn.suite.plan import (
+    DAMAGED,
     FINISHED,
     NEW,
     Suite,
     check_logdir,
     check_parallel,
     check_run_flags,
+    damaged_note,
     run_state,
     write_suite_file,
 )
@@ -185,7 +187,8 @@ def _checked(args, run_flags):
     config = check_run_flags(suite)
     runs = suite.runs()
     if args.backend == "local":
-        check_parallel(args.parallel, sum(run_state(r, suite.timesteps) != FINISHED
+        check_parallel(args.parallel, sum(run_state(r, suite.timesteps) not in (FINISHED,
+                                                                                DAMAGED)
                                           for r in runs) or 1,
                        _cores(), _replay_bytes(config), _available_memory())
     else:
@@ -325,14 +328,18 @@ def _run(prog, args, suite, runs, config, stopping, signals):
 
 
 def _announce(prog, suite, runs):
-    """The start-up lines: the suite, and what it skips and resumes; returns the runs to do."""
+    """The start-up lines: the suite, and what it skips and resumes; returns the runs to do.
+    A run whose config.json is damaged is named (on stderr), and left alone."""
     states = {run.name: run_state(run, suite.timesteps) for run in runs}
-    todo = [run for run in runs if states[run.name] != FINISHED]
+    todo = [run for run in runs if states[run.name] not in (FINISHED, DAMAGED)]
     of = f"`fast-dqn {suite.loop}" + (f" --preset {suite.preset}`" if suite.preset else "`")
     print(f"{prog}: {counted(len(runs), 'run')} ({counted(len(suite.games), 'game')}"
           f" × {counted(len(suite.seeds), 'seed')}) of {of}, "
           f"{suite.timesteps:,} agent steps each, in {suite.logdir}", flush=True)
-    skipped = len(runs) - len(todo)
+    for run in runs:
+        if states[run.name] == DAMAGED:
+            print(f"{prog}: {damaged_note(run, suite)}", file=sys.stderr, flush=True)
+    skipped = sum(state == FINISHED for state in states.values())
     resuming = sum(states[run.name] != NEW for run in todo)
     if skipped or resuming:
         print(f"{prog}: {skipped} finished already, skipped; {resuming} to resume from "
@@ -415,6 +422,9 @@ def _ending(prog, suite, runs, outcomes, signals, aborted, broken):
             print(f"{prog}: {outcome.run.name} {what} (exit {outcome.status}): "
                   f"{outcome.last_line}; its log: {outcome.run.log}", file=sys.stderr)
     left = [run for run in runs if run_state(run, suite.timesteps) != FINISHED]
+    for run in left:  # named at the start too, which a long suite's table scrolled away
+        if run_state(run, suite.timesteps) == DAMAGED:
+            print(f"{prog}: {damaged_note(run, suite)}", file=sys.stderr)
     if aborted:
         print(f"{prog}: aborted; each run resumes from its last checkpoint: {again}",
               file=sys.stderr)

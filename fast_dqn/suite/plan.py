@@ -74,21 +74,46 @@ def log_tail(path, size=16384):
     return text.replace("\r", "\n").splitlines()
 
 
-NEW, UNFINISHED, FINISHED = "new", "unfinished", "finished"
+NEW, UNFINISHED, FINISHED, DAMAGED = "new", "unfinished", "finished", "damaged"
 
 
 def run_state(run, timesteps):
     """NEW (nothing to resume: no directory, or one left while it was being made),
+    DAMAGED (its config.json is no run's: neither resumed nor scored, see config_damage),
     FINISHED (its newest checkpoint ended it at or past `timesteps`), else UNFINISHED."""
     from fast_dqn.run.storage.run_directory import CONFIG_FILE, is_unborn_run
     if not os.path.isdir(run.run_dir) or is_unborn_run(run.run_dir):
         return NEW
     if not os.path.isfile(os.path.join(run.run_dir, CONFIG_FILE)):
         return UNFINISHED  # the training command says what is wrong with it
+    if config_damage(run):
+        return DAMAGED
     step = last_checkpoint_step(run.run_dir)
     if step is not None and step >= timesteps and _newest_is_finished(run.run_dir):
         return FINISHED
     return UNFINISHED
+
+
+def config_damage(run):
+    """What is wrong with the run's config.json where it is no JSON object (unreadable, cut
+    short, overwritten): the training command refuses to resume it, and `plot --aggregate`
+    leaves it out. None where it is one (a value in it is the training command's to check)."""
+    path = os.path.join(run.run_dir, "config.json")
+    try:
+        with open(path, "rb") as f:
+            saved = json.loads(f.read().decode())
+    except OSError as error:
+        return f"cannot read {path} ({error.strerror or error})"
+    except ValueError as error:  # not UTF-8, or not JSON
+        return f"{path} is damaged (not JSON: {error})"
+    return None if isinstance(saved, dict) else f"{path} is damaged (not a JSON object)"
+
+
+def damaged_note(run, suite):
+    """The line that names a DAMAGED run, and how to have it again."""
+    return (f"{run.name} is left out, neither trained nor scored: {config_damage(run)}; put "
+            f"back its config.json, or move {run.run_dir} out of {suite.logdir} to train it "
+            "again from the start")
 
 
 def last_checkpoint_step(run_dir):
@@ -199,18 +224,14 @@ def check_logdir(suite):
     if os.path.isfile(os.path.join(path, CONFIG_FILE)):
         raise ConfigError("logdir", f"{path} is a run directory, not a suite's; give a new or "
                           "empty directory")
-    recorded = read_suite_file(path)
+    runs = suite_runs_in(path)
+    recorded = read_suite_file(path, runs)
     if recorded is None:
-        runs = suite_runs_in(path)
         if runs:
             # A suite whose suite.json was lost: "give a new directory" would retrain them.
-            shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3
-                                           else "")
-            raise ConfigError("logdir", f"{path} holds the runs of a suite ({shown}) but no "
-                              f"{SUITE_FILE}, which records its loop, preset and run flags; "
-                              f"nothing was changed: put back {SUITE_FILE} to continue them, "
-                              "or resume each with `fast-dqn fast --resume RUN_DIR` (or "
-                              "nature)")
+            raise ConfigError("logdir", f"{path} holds the runs of a suite ({_shown(runs)}) "
+                              f"but no {SUITE_FILE}, which records its loop, preset and run "
+                              f"flags; {_KEEP_RUNS}")
         raise ConfigError("logdir", f"{path} holds files but no {SUITE_FILE}: it is not a "
                           "suite's; give a new or empty directory")
     theirs = {key: recorded.get(key) for key in suite.identity}
@@ -220,6 +241,16 @@ def check_logdir(suite):
                           "settings to continue it")
     for run in suite.runs():
         _check_run_belongs(run, suite)
+
+
+# How to keep the runs of a suite whose suite.json is lost or damaged: a new directory would
+# train them all again.
+_KEEP_RUNS = (f"nothing was changed: put back a copy of {SUITE_FILE} to continue them, or "
+              "resume each with `fast-dqn fast --resume RUN_DIR` (or nature)")
+
+
+def _shown(runs):
+    return ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
 
 
 def suite_runs_in(path):
@@ -266,20 +297,30 @@ def _check_run_belongs(run, suite):
                           "it was moved or copied there; move it out")
 
 
-def read_suite_file(path):
-    """DIR/suite.json as a dict, None where there is none; one line where it is damaged."""
+def read_suite_file(path, runs=()):
+    """DIR/suite.json as a dict, None where there is none; one line where it is damaged,
+    which says how to keep `runs` (suite_runs_in) where there are any."""
     file = os.path.join(path, SUITE_FILE)
     if not os.path.isfile(file):
         return None
+    keep = (f", and it records the loop, preset and run flags of the runs beside it "
+            f"({_shown(runs)}); {_KEEP_RUNS}" if runs else
+            "; put back a copy of it, or give another directory")
     try:
-        with open(file) as f:
-            recorded = json.load(f)
-    except (OSError, ValueError) as error:
-        raise ConfigError("logdir", f"cannot read {file} ({error}); put back the file the "
-                          "suite wrote, or give another directory") from None
-    if not isinstance(recorded, dict) or recorded.get("format") != FORMAT:
-        raise ConfigError("logdir", f"{file} is not a suite file this fast-dqn writes; put "
-                          "back the file the suite wrote, or give another directory")
+        with open(file, "rb") as f:
+            recorded = json.loads(f.read().decode())
+    except OSError as error:
+        raise ConfigError("logdir", f"cannot read {file} ({error.strerror or error}){keep}") \
+            from None
+    except ValueError as error:  # not UTF-8, or not JSON
+        raise ConfigError("logdir", f"{file} is damaged (not JSON: {error}){keep}") from None
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("format"), int):
+        raise ConfigError("logdir", f"{file} is damaged (not a suite's record of its "
+                          f"settings){keep}")
+    if recorded["format"] != FORMAT:
+        raise ConfigError("logdir", f"{file} is in format {recorded['format']}, which this "
+                          f"fast-dqn (format {FORMAT}) does not read: continue the suite with "
+                          "the fast-dqn that wrote it")
     # Checked here, so that an edit is named as one, not described as --loop None.
     kinds = {"loop": lambda v: v in LOOPS, "preset": lambda v: v is None or isinstance(v, str),
              "run_flags": lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v)}

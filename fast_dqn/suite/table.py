@@ -11,13 +11,17 @@ import csv
 import os
 import re
 
-from fast_dqn.suite.plan import FINISHED, NEW, log_tail, run_state
+from fast_dqn.suite.plan import DAMAGED, FINISHED, NEW, log_tail, run_state
 
 _PROGRESS = re.compile(r"step (?P<step>[\d,]+)/(?P<total>[\d,]+) \([^)]*\) \| "
                        r"(?P<phase>[^|]+?) \|(?: (?P<rate>[\d,]+) steps/s \|)?"
                        r".*\| ETA (?P<eta>\S+)")
 _DURATION = re.compile(r"^(?:(?P<d>\d+)d(?P<dh>\d+)h|(?P<h>\d+)h(?P<hm>\d+)m|"
                        r"(?P<m>\d+)m(?P<ms>\d+)s)$")
+
+
+# The state of a run the suite leaves alone: its config.json is damaged (plan.DAMAGED).
+LEFT_OUT = "config.json damaged"
 
 
 class RunRow:
@@ -31,6 +35,7 @@ def read_row(run, timesteps, running):
     step and ETA its progress line gave, and the mean of its last 100 games."""
     state = run_state(run, timesteps)
     row = RunRow(run, "finished" if state == FINISHED else
+                 LEFT_OUT if state == DAMAGED else
                  "running" if run.name in running else
                  "queued" if state == NEW else "to resume")
     row.mean_100, logged_step = _mean_100(run.run_dir)
@@ -111,7 +116,7 @@ def suite_eta(rows, timesteps, parallel):
     suite cannot end before its longest running run, nor before the known work is done
     over the lanes. A warm-up's or refill's rate is not used: many times faster than
     training's, it would promise too early an end; catching up's, a little slower, is."""
-    left = [row for row in rows if row.state != "finished"]
+    left = [row for row in rows if row.state not in ("finished", LEFT_OUT)]
     if not left:
         return 0, True
     rates = [row.rate for row in rows
@@ -143,7 +148,7 @@ def render(rows, timesteps, parallel):
     for row in rows:
         mean = "-" if row.mean_100 is None else f"{row.mean_100:.2f}"
         state = row.phase if row.state == "running" and row.phase else row.state
-        eta = "" if row.state in ("finished", "queued") else format_duration(row.eta)
+        eta = "" if row.state in ("finished", "queued", LEFT_OUT) else format_duration(row.eta)
         rate = f"{row.rate:,}" if row.state == "running" and row.rate else ""
         lines.append(f"{row.run.game:<18} {row.run.seed:>4}  "
                      f"{f'{row.step:,}/{timesteps:,}':>23}  {rate:>7}  {mean:>9}  "
