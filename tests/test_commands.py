@@ -279,11 +279,12 @@ def test_a_reader_that_goes_away_is_no_traceback(argv):
 
 
 @pytest.mark.parametrize("signal_name, code, words", [
-    ("SIGINT", 130, "interrupted; no partial file is left"),
-    ("SIGTERM", 143, "stopped by SIGTERM; no partial file is left")])
+    ("SIGINT", 130, "interrupted; no file was being written, so nothing is lost"),
+    ("SIGTERM", 143, "stopped by SIGTERM; no file was being written, so nothing is lost")])
 def test_a_tool_stopped_by_a_signal_says_so_in_one_line(monkeypatch, capsys, signal_name, code,
                                                         words):
-    """Ctrl-C or SIGTERM while evaluate plays its games (or exports, or plot draws)."""
+    """Ctrl-C or SIGTERM while evaluate plays its games, writing no file: what a storage
+    error's line says ("no partial file is left") would be about a file there was none of."""
     import signal
 
     from fast_dqn.tools import evaluate
@@ -296,6 +297,28 @@ def test_a_tool_stopped_by_a_signal_says_so_in_one_line(monkeypatch, capsys, sig
     assert commands.main(["evaluate", "runs/x"]) == code
     assert capsys.readouterr().err.strip().splitlines() == [f"fast-dqn evaluate: {words}"]
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize("signal_name, code, words", [
+    ("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "stopped by SIGTERM")])
+def test_a_tool_stopped_while_writing_says_no_partial_file_of_it_is_left(
+        monkeypatch, capsys, tmp_path, signal_name, code, words):
+    """Ctrl-C or SIGTERM while evaluate writes its video (from the first game to its
+    publication): the line names the file, of which no partial one is left."""
+    import signal
+
+    from fast_dqn.tools import evaluate
+    from fast_dqn.tools.partial_file import writing
+    video = str(tmp_path / "game.mp4")
+
+    def recording(*args, **kwargs):
+        with writing(video):
+            os.kill(os.getpid(), getattr(signal, signal_name))
+            pytest.fail("the signal did not stop the tool")
+    monkeypatch.setattr(evaluate, "evaluate_run", recording)
+    assert commands.main(["evaluate", "runs/x", f"--video={video}"]) == code
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"fast-dqn evaluate: {words}; no partial file of '{video}' is left"]
 
 
 @pytest.mark.parametrize("code, advice", [

@@ -148,6 +148,36 @@ def test_a_plot_interrupted_while_writing_keeps_the_old_image_and_leaves_no_file
     assert sorted(os.listdir(tmp_path)) == ["curves.png", "r"]
 
 
+@pytest.mark.parametrize("signal_name, code, words", [
+    ("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "stopped by SIGTERM")])
+def test_a_signal_while_drawing_and_while_writing_says_which(tmp_path, monkeypatch, capsys,
+                                                             signal_name, code, words):
+    """Ctrl-C or SIGTERM under `fast-dqn plot`: in savefig, the line names the image, of
+    which no partial file is left; before it (reading the logs), no file was being written."""
+    import signal
+
+    import matplotlib.figure
+
+    from fast_dqn import commands
+    from fast_dqn.tools import plot
+    run = write_run(tmp_path / "r", "1,100,-21.0,-21.0,1.0,0.01\n")
+    output = tmp_path / "curves.png"
+
+    def stopped(*args, **kwargs):
+        os.kill(os.getpid(), getattr(signal, signal_name))
+        pytest.fail("the signal did not stop the tool")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", stopped)
+    assert commands.main(["plot", run, "-o", str(output)]) == code
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"fast-dqn plot: {words}; no partial file of '{output}' is left"]
+    monkeypatch.setattr(plot, "training_curve", stopped)
+    assert commands.main(["plot", run, "-o", str(output)]) == code
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"fast-dqn plot: {words}; no file was being written, so nothing is lost"]
+    assert sorted(os.listdir(tmp_path)) == ["r"]
+
+
 def test_glyphs_the_font_lacks_are_said_once_in_one_line(tmp_path, capsys):
     """A run named in characters the font lacks: matplotlib's warning per glyph, per layout
     and draw, each with a source line, become one note."""

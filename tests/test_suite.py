@@ -208,6 +208,45 @@ def test_a_run_whose_config_json_is_damaged_is_named_and_left_alone(tmp_path, ca
         assert f.read() == content
 
 
+@pytest.mark.parametrize("signal_name, code, words", [
+    ("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "stopped by SIGTERM")])
+def test_a_signal_before_the_runs_start_says_nothing_was_written(tmp_path, monkeypatch, capsys,
+                                                                 signal_name, code, words):
+    """Ctrl-C or SIGTERM to `fast-dqn suite` while it checks its input (seconds: the run
+    flags are checked as the training command would): stopped, and nothing lost, not a
+    storage error's "no partial file is left"."""
+    import signal
+
+    from fast_dqn import commands
+    from fast_dqn.suite import cli as suite_cli
+    s = suite(tmp_path)
+
+    def stopped(*args, **kwargs):
+        os.kill(os.getpid(), getattr(signal, signal_name))
+        pytest.fail("the signal did not stop the suite")
+    monkeypatch.setattr(suite_cli, "check_run_flags", stopped)
+    assert commands.main(["suite", *suite_argv(s)]) == code
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"fast-dqn suite: {words}; no file was being written, so nothing is lost"]
+    assert not os.path.exists(s.logdir)
+
+
+def test_a_signal_after_every_run_finished_says_so(tmp_path, capsys):
+    """The suite's own ending of a stop: what is left to finish, or that nothing is."""
+    import signal
+
+    from fast_dqn.suite.cli import _ending
+    s = finished_suite(tmp_path)
+    assert _ending("fast-dqn suite", s, s.runs(), {}, [signal.SIGTERM], False, []) == 143
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "fast-dqn suite: stopped by SIGTERM; every run had finished, so nothing is lost"]
+    shutil.rmtree(s.runs()[0].run_dir)
+    assert _ending("fast-dqn suite", s, s.runs(), {}, [signal.SIGINT], False, []) == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "fast-dqn suite: stopped by SIGINT; 1 of 4 runs to finish: the same command "
+        "continues it"]
+
+
 def test_a_run_moved_into_the_wrong_place_is_refused(tmp_path):
     s = suite(tmp_path)
     write_suite_file(s)

@@ -157,9 +157,10 @@ def test_sigterm_during_the_save_leaves_no_partial(cartpole_run, tmp_path, capsy
     directory, written = _export_in(tmp_path), []
     monkeypatch.setattr(keras.Model, "save", _save_then(Terminated(), written))
     capsys.readouterr()
-    assert run_tool(PROG, lambda: main([str(cartpole_run),
-                                        f"--export={directory / 'agent.keras'}"])) == 143
-    assert "stopped by SIGTERM" in _one_line(capsys)
+    target = directory / "agent.keras"
+    assert run_tool(PROG, lambda: main([str(cartpole_run), f"--export={target}"])) == 143
+    assert _one_line(capsys) == f"{PROG}: stopped by SIGTERM; no partial file of '{target}' " \
+        "is left"
     assert written and sorted(os.listdir(directory)) == ["notes.txt"]
 
 

@@ -430,8 +430,9 @@ def _ending(prog, suite, runs, outcomes, signals, aborted, broken):
               file=sys.stderr)
         return 130
     if signals:
-        print(f"{prog}: stopped by {signal.Signals(signals[0]).name}; {len(left)} of "
-              f"{counted(len(runs), 'run')} to finish: {again}", file=sys.stderr)
+        by = f"{prog}: stopped by {signal.Signals(signals[0]).name}"
+        print(f"{by}; {len(left)} of {counted(len(runs), 'run')} to finish: {again}" if left
+              else f"{by}; every run had finished, so nothing is lost", file=sys.stderr)
         return 128 + signals[0]
     if left:
         print(f"{prog}: {len(left)} of {counted(len(runs), 'run')} did not finish "

@@ -10,6 +10,7 @@ writes the main network instead, as a .keras file that loads without fast-dqn
 (fast_dqn.agent.export).
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -380,6 +381,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     from fast_dqn.run.components import build_evaluation_games
     from fast_dqn.run.training import build_learner, start_backend
     from fast_dqn.tools.atari_scores import human_normalized
+    from fast_dqn.tools.partial_file import writing
 
     out = out or sys.stdout
     config = _run_config(run_dir)
@@ -395,15 +397,19 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     # games, --eval-workers at once where it can. The same games either way.
     games = OneAtATime(build_eval_env(config, seed, recorder)) if recorder \
         else build_evaluation_games(config)
+    # The video is being written from the first game's first frame to its publication.
+    writes = writing(video) if recorder else contextlib.nullcontext()
     try:
-        learner = build_learner(config, games.observation_shape, games.num_actions)
-        load(learner)
-        epsilon, source = evaluation_epsilon(epsilon, config)
-        print(f"evaluating {what}: {episodes} game{'s' * (episodes != 1)} at epsilon {epsilon:g} ({source})",
-              file=out, flush=True)
-        returns = play(games, learner.q_values, game_seeds((seed,), 0, episodes), epsilon)
-        if recorder:
-            recorder.publish()
+        with writes:
+            learner = build_learner(config, games.observation_shape, games.num_actions)
+            load(learner)
+            epsilon, source = evaluation_epsilon(epsilon, config)
+            print(f"evaluating {what}: {episodes} game{'s' * (episodes != 1)} at epsilon "
+                  f"{epsilon:g} ({source})", file=out, flush=True)
+            returns = play(games, learner.q_values, game_seeds((seed,), 0, episodes),
+                           epsilon)
+            if recorder:
+                recorder.publish()
     finally:
         if recorder:
             recorder.discard()  # a stopped evaluation leaves no half-written video
@@ -440,7 +446,7 @@ def export_run(run_dir, path, best=False, out=None):
     """Write the run's main network (latest checkpoint, or best/) to `path` as a .keras
     file of built-in layers (fast_dqn.agent.export); returns the action names, or None."""
     from fast_dqn.agent.backend_setup import keras_backend
-    from fast_dqn.tools.partial_file import new_partial
+    from fast_dqn.tools.partial_file import new_partial, writing
 
     out = out or sys.stdout
     _check_export_path(path)
@@ -469,13 +475,14 @@ def export_run(run_dir, path, best=False, out=None):
     # leaves no half-written file under PATH, and the finally removes the partial.
     partial = None
     try:
-        partial = new_partial(path)
-        model.save(partial)
-        try:
-            os.link(partial, path)  # fails where PATH now exists: another export's, kept
-        except FileExistsError:
-            raise ConfigError("export", f"'{path}' was written by another process meanwhile; "
-                              "it is kept: give a new path")
+        with writing(path):
+            partial = new_partial(path)
+            model.save(partial)
+            try:
+                os.link(partial, path)  # fails where PATH now exists: another export's, kept
+            except FileExistsError:
+                raise ConfigError("export", f"'{path}' was written by another process "
+                                  "meanwhile; it is kept: give a new path")
     except OSError as error:  # Keras lets the disk's own error through, named or not
         raise _write_error(error, path) from None
     finally:

@@ -70,12 +70,13 @@ def save_figure(fig, plt, output):
     written, so an interrupted plot leaves the last image as it was and no partial file.
     An existing image there is replaced: a run's figure is drawn again as the run goes on
     (the `next:` line the training scripts print), to the path plot wrote before."""
-    from fast_dqn.tools.partial_file import new_partial
+    from fast_dqn.tools.partial_file import new_partial, writing
     partial = None
     try:
-        partial = new_partial(output)
-        fig.savefig(partial, dpi=120)
-        os.replace(partial, output)
+        with writing(output):
+            partial = new_partial(output)
+            fig.savefig(partial, dpi=120)
+            os.replace(partial, output)
     except OSError as error:
         from fast_dqn.errors import STORAGE_ERRORS
         if error.errno in STORAGE_ERRORS:  # a full disk: tool_exits's one line, status 1

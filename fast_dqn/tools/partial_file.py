@@ -1,8 +1,28 @@
 """What a tool writes appears whole or not at all: it is written to a partial file beside
-its path, then linked or renamed into place (evaluate --export, plot -o)."""
+its path, then linked or renamed into place (evaluate --export and --video, plot -o)."""
 
+import contextlib
 import os
 import secrets
+
+
+@contextlib.contextmanager
+def writing(path):
+    """The block writes `path` (whole or not at all): a Ctrl-C or SIGTERM that stops it is
+    marked with the path (`stopped_writing`), so that the tool's last line
+    (fast_dqn.tools.tool_exits) says no partial file of it is left only where one was being
+    written."""
+    try:
+        yield
+    except KeyboardInterrupt as stop:  # SIGTERM too: tool_exits.Terminated subclasses it
+        if stopped_writing(stop) is None:
+            stop.fast_dqn_writing = path
+        raise
+
+
+def stopped_writing(stop):
+    """The path a Ctrl-C or SIGTERM stopped the writing of, or None."""
+    return getattr(stop, "fast_dqn_writing", None)
 
 
 def new_partial(path):

@@ -5,6 +5,8 @@ with the training scripts (fast_dqn.run.cli):
     bad input (a ConfigError: a flag, a run file, KERAS_BACKEND)   one line, status 2
     Ctrl-C                                                          one line, status 130
     SIGTERM                                                         one line, status 143
+    (either says "no partial file of 'PATH' is left" where a file was being written, else
+    that nothing was being written: fast_dqn.tools.partial_file.writing marks the writes)
     a full, over-quota or read-only disk                            one line, status 1
     a reader that went away (`| head`, `| true`)                    output dropped, status kept
 
@@ -31,6 +33,16 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
+def _after(stop):
+    """What a stop left on disk: no partial file where one was being written (its `finally`
+    removed it), else nothing touched."""
+    from fast_dqn.tools.partial_file import stopped_writing
+    path = stopped_writing(stop)
+    if path is None:
+        return "no file was being written, so nothing is lost"
+    return f"no partial file of '{path}' is left"
+
+
 def run_tool(prog, body, then_ignore=False):
     """Call body() (returns an exit status) and turn how it ends into one line and a status.
     then_ignore: the tool is the whole process, whose last moments ignore Ctrl-C and SIGTERM
@@ -46,11 +58,11 @@ def run_tool(prog, body, then_ignore=False):
         return body()
     except ConfigError as error:
         return fail(prog, error)
-    except Terminated:
-        print(f"{prog}: stopped by SIGTERM; no partial file is left", file=sys.stderr)
+    except Terminated as stop:
+        print(f"{prog}: stopped by SIGTERM; {_after(stop)}", file=sys.stderr)
         return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; no partial file is left", file=sys.stderr)
+    except KeyboardInterrupt as stop:
+        print(f"{prog}: interrupted; {_after(stop)}", file=sys.stderr)
         return 130
     except OSError as error:
         if error.errno not in STORAGE_ERRORS:
