@@ -9,10 +9,10 @@
 #   learner  the learner alone, batch 32, float32, replay on the device: K = 1, 64 and 256;
 #            then K = 64 without XLA's deterministic kernels and with the scan's body as a
 #            command buffer (CUDA graph), to say what each would buy
-#   loops    the Nature loop; the samplers alone at W = 16, 32 and 64 (two groups), and at
-#            W = 64 with one group; the fast loop at W = 16, 32 and 64, each over 4 target
-#            periods (a window of one period holds a compile: 1,067 where the steady state
-#            was 4,337)
+#   loops    the Nature loop; the samplers alone and the fast loop at W = 16, 32 and 64,
+#            the loop over 4 target periods (a window of one period holds a compile: 1,067
+#            where the steady state was 4,337); then the samplers at W = 64 and the fast
+#            loop at W = 32 in two groups that take turns (--sampler-groups 2)
 #   suite    `fast-dqn suite` of 4 Dopamine-protocol runs sharing the GPU, 100 s: the sum of
 #            their agent steps/s
 #   pong     `pong-fastest` at W = 16 until the mean of 100 games reaches 18 (the run's own
@@ -33,7 +33,12 @@ export KERAS_BACKEND=${KERAS_BACKEND:-jax} PYTHONUNBUFFERED=1
 budget=${GPU_SESSION_SECONDS:-540}  # the whole call; the device tool allows 600
 start=$SECONDS
 left() { echo $((budget - (SECONDS - start))); }
-wants() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+# A part runs when asked for and when its own time limit still fits in what is left, so
+# the call ends inside its budget; a part skipped shows "not measured" in the table.
+wants() {
+    { [ "$part" = all ] || [ "$part" = "$1" ]; } || return 1
+    if [ "$(left)" -lt "$2" ]; then echo "== $1 skipped: $(left) s left, it needs $2"; return 1; fi
+}
 {
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
     nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
@@ -42,37 +47,37 @@ wants() { [ "$part" = all ] || [ "$part" = "$1" ]; }
     echo "Keras backend $KERAS_BACKEND"
 } | tee "$out/header.txt"
 
-if wants learner; then
+if wants learner 160; then
     echo "== learner ($(left) s left)"
     timeout 100 python3 -m benchmarks.learner --batch-sizes 32 --precisions float32 \
         --updates-per-call 1,64,256 --replay-device device --repeats 1 --seconds 1 \
         2>&1 | tee "$out/learner.txt"
     echo "-- without deterministic kernels" | tee -a "$out/learner.txt"
-    XLA_FLAGS="--xla_gpu_deterministic_ops=false" timeout 45 python3 -m benchmarks.learner \
+    XLA_FLAGS="--xla_gpu_deterministic_ops=false" timeout 30 python3 -m benchmarks.learner \
         --batch-sizes 32 --precisions float32 --updates-per-call 64 --replay-device device \
         --repeats 1 --seconds 1 2>&1 | tee -a "$out/learner.txt"
     echo "-- the scan's body as a command buffer" | tee -a "$out/learner.txt"
     XLA_FLAGS="--xla_gpu_deterministic_ops=true --xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL" \
-        timeout 45 python3 -m benchmarks.learner --batch-sizes 32 --precisions float32 \
+        timeout 30 python3 -m benchmarks.learner --batch-sizes 32 --precisions float32 \
         --updates-per-call 64 --replay-device device --repeats 1 --seconds 1 \
         2>&1 | tee -a "$out/learner.txt"
 fi
 
-if wants loops; then
+if wants loops 330; then
     echo "== loops ($(left) s left)"
     # The Nature loop is slow (about 300 agent steps/s): 10,000 measured steps.
-    timeout 60 python3 -m benchmarks.speedtest --epsilon 0.1 --steps 10000 --only nature \
+    timeout 50 python3 -m benchmarks.speedtest --epsilon 0.1 --steps 10000 --only nature \
         --csv "$out/nature.csv" 2>&1 | tee "$out/loops.txt"
-    timeout 70 python3 -m benchmarks.speedtest --workers 64 --epsilon 0.1 --steps 40000 \
-        --only samplers-64 --sampler-groups 1 --csv "$out/samplers-one-group.csv" \
-        2>&1 | tee -a "$out/loops.txt"
-    timeout 230 python3 -m benchmarks.speedtest --workers 16,32,64 --epsilon 0.1 \
+    timeout 190 python3 -m benchmarks.speedtest --workers 16,32,64 --epsilon 0.1 \
         --steps 40000 --csv "$out/speedtest.csv" \
         --only samplers-16,samplers-32,samplers-64,fast-16-on-on,fast-32-on-on,fast-64-on-on \
         2>&1 | tee -a "$out/loops.txt"
+    timeout 80 python3 -m benchmarks.speedtest --workers 32,64 --epsilon 0.1 --steps 40000 \
+        --only samplers-64,fast-32-on-on --sampler-groups 2 \
+        --csv "$out/two-groups.csv" 2>&1 | tee -a "$out/loops.txt"
 fi
 
-if wants suite; then
+if wants suite 110; then
     echo "== suite ($(left) s left)"
     rm -rf runs/gpu-suite
     timeout -s INT 100 python3 -m fast_dqn suite --games pong,breakout,qbert,seaquest \
@@ -81,7 +86,7 @@ if wants suite; then
     sleep 5  # the runs' own SIGINT checkpoints
 fi
 
-if wants pong; then
+if wants pong 100; then
     minutes=$(( ($(left) - 40) / 60 ))
     echo "== pong ($minutes min for it)"
     if [ "$minutes" -ge 1 ]; then

@@ -84,11 +84,11 @@ def pong_solved(path, threshold=18.0, window=100):
 def table(out):
     learner = learner_rows(os.path.join(out, "learner.txt"))
     loops = speedtest_rows(os.path.join(out, "nature.csv"), os.path.join(out, "speedtest.csv"))
-    one_group = speedtest_rows(os.path.join(out, "samplers-one-group.csv"))
+    two_groups = speedtest_rows(os.path.join(out, "two-groups.csv"))
     rate = lambda v: MISSING if v is None else f"{v:,.0f}"  # noqa: E731
 
-    def loop(name):
-        steps, busy = loops.get(name, (None, None))
+    def loop(name, rows=loops):
+        steps, busy = rows.get(name, (None, None))
         return rate(steps) + ("" if busy is None else f" (trainer busy {busy:.2f})")
 
     rows = [("learner, batch 32, float32, K = 1 (updates/s)", rate(learner.get((1, ""))), ""),
@@ -100,13 +100,15 @@ def table(out):
              rate(learner.get((64, "the scan's body as a command buffer"))), ""),
             ("Nature loop (agent steps/s)", loop("nature"), "")]
     for w in (16, 32, 64):
-        rows.append((f"samplers alone, W = {w}, two groups", loop(f"samplers-{w}"),
+        rows.append((f"samplers alone, W = {w}", loop(f"samplers-{w}"),
                      TARGETS["samplers"] if w == 64 else ""))
-    rows.append(("samplers alone, W = 64, one group",
-                 rate(one_group.get("samplers-64", (None,))[0]), ""))
+    rows.append(("samplers alone, W = 64, two groups (--sampler-groups 2)",
+                 loop("samplers-64", two_groups), TARGETS["samplers"]))
     for w in (16, 32, 64):
         rows.append((f"fast loop, Nature ratios, W = {w}", loop(f"fast-{w}-on-on"),
                      TARGETS["fast"] if w == 32 else ""))
+    rows.append(("fast loop, Nature ratios, W = 32, two groups",
+                 loop("fast-32-on-on", two_groups), TARGETS["fast"]))
     rows.append(("suite of 4 Dopamine runs on one GPU, in all",
                  rate(suite_rate(os.path.join(out, "suite.txt"))), TARGETS["suite"]))
     solved = pong_solved(os.path.join(out, "episodes.csv"))

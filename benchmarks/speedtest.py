@@ -303,8 +303,8 @@ def main():
                         "(0: the run's default for the device that trains)")
     parser.add_argument("--replay-device", choices=("auto", "device", "host"), default="auto",
                         help="where their trainer gathers minibatches (docs/options.md)")
-    parser.add_argument("--sampler-groups", type=int, default=0,
-                        help="the fast loop's sampler groups (--sampler-groups: 0 picks, 1 or 2)")
+    parser.add_argument("--sampler-groups", type=int, default=1,
+                        help="the fast loop's sampler groups (--sampler-groups: 1 or 2)")
     parser.add_argument("--repeats", type=int, default=1, help="times to run the whole list")
     parser.add_argument("--only", help="comma-separated case names (see the table)")
     parser.add_argument("--csv", default=None, help="CSV path (default benchmarks/results/)")

@@ -150,15 +150,26 @@ def test_groups_of_different_sizes_are_refused():
         OverlappedBackend([FakeSamplers(2), FakeSamplers(3)], 96)
 
 
-def test_the_groups_are_picked_where_they_can_play_and_refused_where_they_cannot():
+def test_two_groups_are_built_where_asked_and_refused_where_they_cannot_play():
     from fast_dqn.errors import ConfigError
+    from fast_dqn.run.components import build_local_backend
     from fast_dqn.run.settings.validation import resolve
-    pick = lambda **flags: resolve(FastConfig(**{"game": "pong", **flags})).sampler_groups  # noqa
-    assert pick() == 2  # the vector env, batched acting, 8 games: config.json records 2
-    assert pick(workers=7) == pick(synchronize=False) == pick(sampler_groups=1) == 1
-    assert pick(env_backend="python") == 1
-    assert pick(env="CartPole-v1", game=None, history_length=1) == 1
+    config = lambda **flags: resolve(FastConfig(**{"game": "pong", **flags}))  # noqa: E731
+    assert config().sampler_groups == 1  # the default: the paper's one call per round
+    backend = build_local_backend(config(workers=4, sampler_groups=2))
+    try:
+        assert isinstance(backend, OverlappedBackend)
+        assert backend.round_size == 2 and backend.num_shards == 4
+        assert [g.num_samplers for g in backend.groups] == [2, 2]
+        # Game i is seeded seed + i, as with one group.
+        assert [g.seed for g in backend.groups] == [0, 2]
+    finally:
+        backend.close()
+    for flags in ({"workers": 7}, {"synchronize": False}, {"env_backend": "python"}):
+        with pytest.raises(ConfigError, match="2 takes an even --workers"):
+            config(sampler_groups=2, **flags)
     with pytest.raises(ConfigError, match="2 takes an even --workers.*--workers 7"):
-        pick(workers=7, sampler_groups=2)
-    with pytest.raises(ConfigError, match="3 is not 0, 1 or 2"):
-        pick(sampler_groups=3)
+        config(workers=7, sampler_groups=2)
+    for wrong in (0, 3):
+        with pytest.raises(ConfigError):
+            config(sampler_groups=wrong)

@@ -16,7 +16,7 @@ from fast_dqn.envs.environment import game_seed, make_env
 from fast_dqn.envs.settings import EnvSettings
 from fast_dqn.loops.settings import LoopSettings, RaySettings
 from fast_dqn.run.settings import hyperparameters as hp
-from fast_dqn.run.settings.validation import ResolvedConfig, sampler_groups
+from fast_dqn.run.settings.validation import ResolvedConfig
 
 # Streams keep every random stream of a run distinct yet derived from the one --seed (the
 # evaluation's games each take a stream of their own below EVAL_RNG_STREAM).
@@ -105,10 +105,10 @@ def build_samplers(config, count=None, seed=None):
 
 def build_local_backend(config):
     """The fast loop's samplers in this process (--backend threads): in two groups that take
-    turns where --sampler-groups resolves to 2 (fast_dqn.loops.overlapped_backend), else all
-    W in each round (fast_dqn.loops.experience.LocalBackend)."""
+    turns with --sampler-groups 2 (fast_dqn.loops.overlapped_backend), else all W in each
+    round (fast_dqn.loops.experience.LocalBackend)."""
     from fast_dqn.loops.experience import LocalBackend
-    if sampler_groups(config) != 2:
+    if config.sampler_groups != 2:
         return LocalBackend(build_samplers(config), batched=config.synchronize)
     from fast_dqn.envs.samplers import VectorSamplers
     from fast_dqn.loops.overlapped_backend import OverlappedBackend

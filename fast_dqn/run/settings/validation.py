@@ -85,8 +85,6 @@ def resolve(config, replay=True):
     if isinstance(config, ResolvedConfig):
         return config
     validate(config)
-    if config.LOOP == "fast" and not config.sampler_groups:
-        config = dataclasses.replace(config, sampler_groups=sampler_groups(config))
     chosen = config.precision == "auto" and not config.mixed_precision
     return ResolvedConfig(resolve_environment(resolve_precision(resolve_optimizer(config)),
                                               replay), precision_chosen=chosen)
@@ -138,15 +136,14 @@ def validate_fast(config):
         raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
                           f"multiple of --train-freq {config.train_freq}; each training period "
                           "must hold whole minibatches")
-    if config.sampler_groups not in (0, 1, 2):
-        raise ConfigError("sampler_groups", f"{config.sampler_groups} is not 0, 1 or 2 (0 "
-                          "picks 2 where it can, else 1)")
-    if sampler_groups(config) is None:
+    if config.sampler_groups not in (1, 2):
+        raise ConfigError("sampler_groups", f"{config.sampler_groups} is not 1 or 2")
+    if config.sampler_groups == 2 and not groups_can_play(config):
         raise ConfigError("sampler_groups", "2 takes an even --workers, --synchronize, "
                           "--env-backend vector and --backend threads (this run: --workers "
                           f"{config.workers}, --env-backend {config.env_backend}, --backend "
                           f"{config.backend}{', --no-synchronize' if not config.synchronize else ''}"
-                          "); give 1, or 0 to pick")
+                          "); give 1")
     if config.backend == "ray":
         validate_ray(config)
         games, flags = config.num_samplers * config.envs_per_sampler, \
@@ -167,14 +164,13 @@ def validate_fast(config):
                           "(--history-length + --n-step)) so the first minibatch can be drawn")
 
 
-def sampler_groups(config):
-    """How many groups of local samplers take turns (fast_dqn.loops.overlapped_backend): 2
-    where the vector env, batched acting and an even --workers allow it, unless --sampler-groups
-    says 1; None where --sampler-groups asks what cannot be."""
-    fits = (config.backend == "threads" and config.env_backend == "vector"
+def groups_can_play(config):
+    """Whether the local samplers can play in two groups that take turns
+    (fast_dqn.loops.overlapped_backend): the vector env, batched acting, an even --workers.
+    One group stays the default: on 2 CPU cores two measured 0.83 to 1.03 times one
+    (docs/benchmarks.md), and no GPU has measured them yet."""
+    return (config.backend == "threads" and config.env_backend == "vector"
             and config.env is None and config.synchronize and config.workers % 2 == 0)
-    groups = config.sampler_groups or (2 if fits else 1)
-    return groups if groups == 1 or (groups == 2 and fits) else None
 
 
 def validate_ray(config):
