@@ -121,8 +121,11 @@ class ToolsBeside:
             # Exit 0 with its result printed: the signal came once its work was done, when a
             # tool ignores it (a loaded machine can be that slow to send it).
             finished = code == 0 and ("mean " in out or "exported " in out)
+            # Its one line says what the stop left: no partial file of what it was writing,
+            # or that it was writing nothing (fast_dqn.tools.tool_exits).
+            ends = ("is left", "no file was being written, so nothing is lost")
             if not finished and (code != stop_code or not lines or not lines[-1].endswith(
-                    "no partial file is left")):
+                    ends)):
                 problems.append(f"{name} stopped by {sent} exited {code}, not {stop_code} "
                                 "with its one line")
         elif code not in (0, 2) or (code == 2 and len(lines) != 1):
