@@ -2,6 +2,7 @@ r"""Crash fuzzer: tiny runs stopped at random moments, resumed until done, then 
 
     python -m benchmarks.crash_fuzzer [--trials 100] [--seed 0] [--keep DIR] [--json FILE]
     python -m benchmarks.crash_fuzzer --fixed [--keep DIR] [--json FILE]
+    python -m benchmarks.crash_fuzzer --suites [--trials 100] [--seed 0] [--keep DIR] [--json FILE]
 
 --fixed runs the eight fixed trials of FIXED instead of drawn ones, each built by hand for
 one case (the test suite used to run all eight; tests/test_crash_fuzzer.py keeps two).
@@ -65,6 +66,13 @@ relies on:
 - python backend with replay saved: the same logs as the same run uninterrupted, with the
   final budget.
 A fixed trial must also show, in its line, that it did what it is there for (FIXED_SIGNS).
+--suites draws SuiteTrial instead, from a random stream of its own (a seed's trials above
+draw what they always drew): a tiny suite (pong, 1-2 seeds, --parallel 1) and one attack:
+SIGINT or SIGTERM to the suite, kill -9 to its running child, or after a signal suite.json
+or a run's config.json damaged before a rerun (that must exit 2 with one line, changing no
+file, or 1 naming the run); then the same command finishes it, a rerun starts nothing, and
+each run is checked as above. One in six is the checkout path: a CartPole run trial from a
+copy of the checkout under a non-UTF-8 name (b"caf\xe9co"), stopped once by SIGINT.
 It prints a line per trial and exits 1 if any trial failed.
 """
 
@@ -147,6 +155,9 @@ class Trial:
     # hidden (attacks.HIDES: checkpoints/ moved away, or its step-* folders renamed): that
     # resume must refuse in one line and change nothing; they are then put back.
     hide: tuple = None
+    # The run's script is a copy of the checkout's under a directory whose name is not UTF-8
+    # (attacks.copy_checkout): drawn by --suites only.
+    checkout: bool = False
 
     @classmethod
     def draw(cls, seed):
@@ -232,6 +243,8 @@ class Trial:
             text += f" replace-value:{self.edit[1]}@{self.edit[0]}"
         if self.hide:
             text += f" checkpoints-{self.hide[1]}@{self.hide[0]}"
+        if self.checkout:
+            text += " checkout-non-utf8"
         return text
 
 
@@ -510,7 +523,8 @@ class Segments:
     def __init__(self, trial, workdir):
         self.trial, self.game = trial, GAMES[trial.game]
         self.logdir = os.path.join(workdir, "run")
-        self.script = os.path.join(ROOT, trial.script)
+        self.script = os.path.join(attacks.copy_checkout(workdir) if trial.checkout else ROOT,
+                                   trial.script)
         self.command = [self.script, *trial.args(self.logdir)]
         self.budget, self.cut_to = self.game["budget"], None  # cut_to: the cut --timesteps
         self.start = 0  # the step the coming segment starts from: its checkpoint's
@@ -715,6 +729,194 @@ def run_trial(trial, workdir):
     return passed, line
 
 
+# --- suites and the checkout path (--suites): trials drawn from a stream of their own, so
+# that a seed's run trials above draw what they always drew.
+
+SUITE_ATTACKS = ("SIGINT", "SIGTERM", "kill-child", "suite.json", "config.json", "checkout")
+SUITE_GAME = "pong"  # the suite runs Atari games by name; GAMES["pong"]'s flags after --
+
+
+@dataclasses.dataclass
+class SuiteTrial:
+    """A tiny suite (pong, 1-2 seeds, --parallel 1) and one attack, or ("checkout") a
+    CartPole run from a copy of the checkout under a non-UTF-8 name, stopped by SIGINT."""
+    seed: int
+    attack: str = "SIGINT"
+    seeds: int = 1
+    at: float = 0.5        # the stop: this fraction of the runs' time after the first starts
+    stop: str = "SIGINT"   # the signal that stops the suite before a damage attack
+    damage: str = None     # suite.json, config.json: how (attacks.JSON_DAMAGES)
+    loop: str = "fast"     # checkout: the run's loop
+
+    @classmethod
+    def draw(cls, seed):
+        rng = random.Random(f"suite-trial-{seed}")  # not Trial.draw's stream
+        attack = rng.choice(SUITE_ATTACKS)
+        seeds = rng.randint(1, 2)
+        at = round(rng.uniform(0.1, 0.9), 2)
+        stop = attack if attack in ("SIGINT", "SIGTERM") else rng.choice(["SIGINT", "SIGTERM"])
+        damage = rng.choice(attacks.JSON_DAMAGES) if attack.endswith(".json") else None
+        loop = rng.choice(["fast", "nature"])
+        return cls(seed, attack, seeds, at, stop, damage, loop)
+
+    def run_trial(self):
+        """checkout: the run trial it is."""
+        return Trial(self.seed, "cartpole", self.loop, stops=[("SIGINT", self.at)],
+                     checkout=True)
+
+    def describe(self):
+        if self.attack == "checkout":
+            return f"checkout {self.run_trial().describe()} SIGINT@{self.at:g}"
+        text = f"suite {SUITE_GAME}x{self.seeds} {self.attack}"
+        if self.attack.endswith(".json"):
+            text += f"-{self.damage} after {self.stop}"
+        return text + f"@{self.at:g}"
+
+    def command(self, logdir):
+        game = GAMES[SUITE_GAME]
+        return ["-m", "fast_dqn", "suite", f"--games={SUITE_GAME}", f"--seeds={self.seeds}",
+                f"--timesteps={game['budget']}", "--parallel=1", "--plain",
+                f"--logdir={logdir}", "--",
+                *[flag for flag in game["flags"] if not flag.startswith("--game=")],
+                f"--prepopulate={game['prepopulate']}", f"--train-freq={game['train_freq']}",
+                f"--evaluate={game['evaluate']}", f"--target-update-freq={game['periods'][0]}",
+                f"--checkpoint-freq={CHECKPOINT_FREQS[0]}", f"--workers={game['workers']}",
+                "--env-backend=python"]
+
+
+def suite_segment(command, stop=None, at=0.0, seconds=0.0):
+    """Run the suite `command`; with `stop`, send it (SIGKILL: to its running child) `at` of
+    `seconds` after its first run starts. Returns (exit code or None for a hang, signal sent
+    or None, output, stderr)."""
+    process, sent = Process(command), None
+    if stop:
+        deadline = None
+        while process.popen.poll() is None and (deadline is None or
+                                                time.monotonic() < deadline):
+            if deadline is None and any(": started" in line or ": resumed" in line
+                                        for line in list(process.out)):
+                deadline = time.monotonic() + at * seconds
+            time.sleep(0.05)
+        while process.popen.poll() is None and sent is None:
+            targets = attacks.children(process.popen.pid) if stop == "SIGKILL" \
+                else [process.popen.pid]
+            for pid in targets[:1]:
+                os.kill(pid, SIGNALS[stop])
+                sent = stop if stop != "SIGKILL" else "SIGKILL-child"
+            time.sleep(0.05)
+    code = process.wait(RUN_TIMEOUT)
+    return code, sent, process.text, "".join(process.err)
+
+
+def suite_runs(trial, logdir):
+    return [os.path.join(logdir, SUITE_GAME, f"seed-{s}") for s in range(trial.seeds)]
+
+
+def check_suite_run(run_dir):
+    """check_run for a suite's run, and no traceback in its log."""
+    seed = int(run_dir.rpartition("-")[2])
+    problems = check_run(Trial(seed, SUITE_GAME, "fast", period=GAMES[SUITE_GAME]["periods"][0]),
+                         run_dir)
+    if "Traceback" in (read_bytes(run_dir + ".log") or b"").decode(errors="replace"):
+        problems.append(f"a traceback in {run_dir}.log")
+    return [f"{os.path.basename(run_dir)}: {problem}" for problem in problems]
+
+
+def refused_damage(trial, logdir, events):
+    """Damage suite.json or a run's config.json, run the suite again and check it refuses
+    (suite.json: exit 2, one line, nothing changed) or names the run and leaves it alone
+    (config.json: exit 1, the other runs finished); then put the file back."""
+    if trial.attack == "suite.json":
+        path = os.path.join(logdir, "suite.json")
+    else:
+        path = next((os.path.join(run, "config.json") for run in suite_runs(trial, logdir)
+                     if os.path.isfile(os.path.join(run, "config.json"))), None)
+    if path is None or not os.path.isfile(path):
+        events.append(f"[no {trial.attack} yet]")
+        return []
+    original = attacks.damage_json(path, trial.damage)
+    run_dir = os.path.dirname(path)
+    events.append(f"[{trial.damage}:{os.path.relpath(path, logdir)}]")
+    before = attacks.suite_snapshot(run_dir)
+    code, _, text, err = suite_segment(trial.command(logdir))
+    events.append(f"refused->{code}")
+    problems = [f"a traceback:\n{text[-2000:]}"] if "Traceback" in text else []
+    if trial.attack == "suite.json":
+        lines = [line for line in err.splitlines() if line.strip()]
+        if code != 2 or len(lines) != 1:
+            problems.append(f"a damaged suite.json gave exit {code} and {len(lines)} lines, "
+                            f"not 2 with one line:\n{err[-2000:]}")
+    else:
+        name = f"{SUITE_GAME}/{os.path.basename(run_dir)}"
+        if code != 1 or f"{name} is left out" not in err:
+            problems.append(f"a damaged config.json gave exit {code}, not 1 naming {name}:"
+                            f"\n{err[-2000:]}")
+        for other in suite_runs(trial, logdir):
+            if other != run_dir:
+                problems += check_suite_run(other)
+    if attacks.suite_snapshot(run_dir) != before:
+        changed = attacks.suite_snapshot(run_dir)
+        problems.append("the refused suite changed " + str(sorted(
+            p for p in set(before) | set(changed) if before.get(p) != changed.get(p))))
+    with open(path, "wb") as f:
+        f.write(original)
+    return problems
+
+
+def suite_attack(trial, logdir, events):
+    """The drawn attack on the suite, up to the rerun that must finish it."""
+    command = trial.command(logdir)
+    stop = {"kill-child": "SIGKILL"}.get(trial.attack, trial.stop)
+    code, sent, text, err = suite_segment(command, stop, trial.at,
+                                          trial.seeds * GAMES[SUITE_GAME]["seconds"])
+    events.append(f"{sent or 'suite'}->{code}" + (" (retried)" if "retrying once" in text
+                                                   else ""))
+    if code is None:
+        return [f"the suite hung:\n{text[-2000:]}"]
+    if "Traceback" in text:
+        return [f"a traceback ({sent}):\n{text[-2000:]}"]
+    if sent == "SIGKILL-child":
+        expected = (0, 1)
+    elif sent:
+        expected = (128 + SIGNALS[sent], 0)
+        if code != 0 and f"stopped by {sent}" not in err:
+            return [f"{sent} to the suite did not say 'stopped by {sent}':\n{err[-2000:]}"]
+    else:
+        expected = (0,)
+    if code not in expected:
+        return [f"the suite gave exit {code} after {sent}, not one of {expected}:"
+                f"\n{text[-2000:]}"]
+    return refused_damage(trial, logdir, events) if trial.attack.endswith(".json") else []
+
+
+def run_suite_trial(trial, workdir):
+    """Run one SuiteTrial in `workdir`; returns (passed, summary line)."""
+    if trial.attack == "checkout":
+        passed, line = run_trial(trial.run_trial(), workdir)
+        return passed, line.replace(trial.run_trial().describe(), trial.describe(), 1)
+    started, events = time.monotonic(), []
+    logdir = os.path.join(workdir, "suite")
+    problems = suite_attack(trial, logdir, events)
+    for again in ("finish", "nothing"):  # the same command finishes it, then starts nothing
+        if problems:
+            break
+        code, _, text, _ = suite_segment(trial.command(logdir))
+        events.append(f"{'again' if again == 'finish' else 'rerun'}->{code}")
+        if code != 0 or "Traceback" in text:
+            problems.append(f"the same command again gave exit {code}:\n{text[-2000:]}")
+        elif again == "nothing" and (": started" in text or ": resumed" in text):
+            problems.append(f"a finished suite's rerun started a run:\n{text[-2000:]}")
+    if not problems:
+        for run_dir in suite_runs(trial, logdir):
+            problems += check_suite_run(run_dir)
+    passed = not problems
+    line = (f"trial {trial.seed}: {trial.describe()} | {' '.join(events)} | "
+            f"{'ok' if passed else 'FAILED'} ({time.monotonic() - started:.0f} s)")
+    for problem in problems:
+        line += "\n    " + problem.replace("\n", "\n    ")
+    return passed, line
+
+
 # The fixed trials, each built by hand for one case (python -m benchmarks.crash_fuzzer
 # --fixed). Their seeds are their names: 1 to 9, none drawn. tests/test_crash_fuzzer.py runs
 # trials 1 and 9, each of which reproduces a defect that was fixed (that file names them);
@@ -785,14 +987,23 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, help="trial i uses seed + i (default 0)")
     parser.add_argument("--fixed", action="store_true",
                         help=f"run the {len(FIXED)} fixed trials (FIXED), not drawn ones")
+    parser.add_argument("--suites", action="store_true",
+                        help="draw suite trials and the checkout path's (SuiteTrial), not runs")
     parser.add_argument("--keep", help="keep each trial's runs under this directory")
     parser.add_argument("--json", help="write the results here as JSON")
     args = parser.parse_args(argv)
     if args.fixed and (args.trials is not None or args.seed is not None):
         parser.error("--fixed runs the fixed trials, which are not drawn: drop --trials and "
                      "--seed")
+    if args.fixed and args.suites:
+        parser.error("--fixed and --suites are two kinds of trial: give one")
     if args.fixed:
         trials, run = FIXED, run_fixed_trial
+    elif args.suites:
+        first = 0 if args.seed is None else args.seed
+        count = 100 if args.trials is None else args.trials
+        trials = [SuiteTrial.draw(seed) for seed in range(first, first + count)]
+        run = run_suite_trial
     else:
         first = 0 if args.seed is None else args.seed
         count = 100 if args.trials is None else args.trials

@@ -273,3 +273,59 @@ def refusal_problems(what, code, stderr, before, after):
     if changed:
         problems.append(f"the refused resume changed {changed}")
     return problems
+
+
+# --- suites and the checkout path (python -m benchmarks.crash_fuzzer --suites)
+
+# How a suite's suite.json or a run's config.json is damaged: cut in half, emptied, or
+# overwritten by bytes that are not text. Each leaves no JSON object to read.
+JSON_DAMAGES = ("cut", "empty", "binary")
+# A directory name that is not UTF-8: os.fsencode gives b"caf\xe9co".
+NON_UTF8 = os.fsdecode(b"caf\xe9co")
+
+
+def damage_json(path, how):
+    """Damage the JSON file at `path` (JSON_DAMAGES); returns its bytes, to put back."""
+    with open(path, "rb") as f:
+        original = f.read()
+    damaged = {"cut": original[:len(original) // 2], "empty": b"",
+               "binary": b"\x00\xff\xfe not json \x80"}[how]
+    with open(path, "wb") as f:
+        f.write(damaged)
+    return original
+
+
+def copy_checkout(workdir):
+    """A copy of the checkout's package and scripts under workdir/caf\\xe9co (not UTF-8);
+    returns its directory. Its scripts import the copy's package (a script's directory comes
+    first on sys.path)."""
+    checkout = os.path.join(workdir, NON_UTF8, "checkout")
+    if not os.path.isdir(checkout):
+        shutil.copytree(os.path.join(ROOT, "fast_dqn"), os.path.join(checkout, "fast_dqn"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for script in ("run_dqn.py", "run_fast_dqn.py"):
+            shutil.copy(os.path.join(ROOT, script), checkout)
+    return checkout
+
+
+def children(pid):
+    """The processes whose parent is `pid` (a suite's runs), from /proc."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            found.append(int(name))
+    return found
+
+
+def suite_snapshot(logdir):
+    """snapshot of a suite's directory, less its lock (rewritten by every suite that holds
+    it)."""
+    return {path: data for path, data in snapshot(logdir).items()
+            if os.path.basename(path) != "suite.lock"}

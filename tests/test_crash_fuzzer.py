@@ -154,3 +154,64 @@ def test_the_edits_the_fuzzer_makes_and_how_it_judges_a_refusal(tmp_path):
     (tmp_path / "checkpoints" / ".partial-step-000000000400-1").mkdir(parents=True)
     assert attacks.appeared(str(tmp_path), ".partial-") and \
         attacks.appeared(str(tmp_path), "config.json")
+
+
+def test_the_suite_trials_are_drawn_apart_from_the_run_trials(monkeypatch, tmp_path, capsys):
+    # A seed draws the run trial it always drew: the suite trials take a stream of their own.
+    assert fuzzer.Trial.draw(0) == fuzzer.Trial(
+        0, "pong", "nature", "python", True, 800, [("SIGKILL", 1.0568311079523967)], 400,
+        None, [], "episodes.csv", False, None, None, False)
+    assert not any(fuzzer.Trial.draw(seed).checkout for seed in range(200))
+    # Each suite trial is reproducible by seed, and 200 draw every attack and damage.
+    draws = [fuzzer.SuiteTrial.draw(seed) for seed in range(200)]
+    assert draws == [fuzzer.SuiteTrial.draw(seed) for seed in range(200)]
+    assert {t.attack for t in draws} == set(fuzzer.SUITE_ATTACKS)
+    assert {t.damage for t in draws if t.attack.endswith(".json")} == \
+        set(fuzzer.attacks.JSON_DAMAGES)
+    assert {t.seeds for t in draws} == {1, 2} and all(0.1 <= t.at <= 0.9 for t in draws)
+    assert all(t.stop == t.attack for t in draws if t.attack in ("SIGINT", "SIGTERM"))
+    assert fuzzer.SuiteTrial.draw(6) == fuzzer.SuiteTrial(6, "config.json", 2, 0.39,
+                                                          "SIGTERM", "cut", "nature")
+    # The suite's command: pong by name, its flags after --, none the suite owns.
+    command = draws[0].command("/s")
+    assert command[:3] == ["-m", "fast_dqn", "suite"] and "--parallel=1" in command
+    assert "--plain" in command and not any(f.startswith("--game=")
+                                            for f in command[command.index("--"):])
+    # The checkout trial is a CartPole run trial stopped once by SIGINT, from a copy.
+    checkout = next(t for t in draws if t.attack == "checkout").run_trial()
+    assert checkout.game == "cartpole" and checkout.checkout and len(checkout.stops) == 1
+    assert checkout.stops[0][0] == "SIGINT"
+    copy = fuzzer.attacks.copy_checkout(str(tmp_path))
+    assert os.fsencode(copy).endswith(b"/caf\xe9co/checkout")
+    assert os.path.isfile(os.path.join(copy, "fast_dqn", "__main__.py"))
+    # --suites runs drawn suite trials by seed; it and --fixed exclude each other.
+    ran = []
+    monkeypatch.setattr(fuzzer, "run_suite_trial",
+                        lambda trial, workdir: (ran.append(trial) or True, "ok"))
+    assert fuzzer.main(["--suites", "--seed=5", "--trials=3", f"--keep={tmp_path}"]) == 0
+    assert ran == [fuzzer.SuiteTrial.draw(seed) for seed in (5, 6, 7)]
+    with pytest.raises(SystemExit):
+        fuzzer.main(["--fixed", "--suites"])
+    assert "--fixed and --suites" in capsys.readouterr().err
+
+
+def test_a_suites_damaged_json_and_its_runs_processes(tmp_path):
+    from benchmarks import fuzz_attacks as attacks
+    path = tmp_path / "suite.json"
+    original = b'{"loop": "fast", "runs": []}'
+    for how in attacks.JSON_DAMAGES:
+        path.write_bytes(original)
+        assert attacks.damage_json(str(path), how) == original
+        with pytest.raises(ValueError):
+            import json
+            json.loads(path.read_bytes().decode())
+    (tmp_path / "suite.lock").write_text("process 1")
+    assert list(attacks.suite_snapshot(str(tmp_path))) == ["suite.json"]
+    import subprocess
+    import sys
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in attacks.children(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
