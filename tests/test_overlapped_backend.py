@@ -173,3 +173,50 @@ def test_two_groups_are_built_where_asked_and_refused_where_they_cannot_play():
     for wrong in (0, 3):
         with pytest.raises(ConfigError):
             config(sampler_groups=wrong)
+
+
+@pytest.mark.slow  # the real Pong ROM in ale-py's vector env
+def test_two_groups_of_real_games_repeat_themselves_chunk_for_chunk():
+    """On the real ROM, two groups driven by the same seed and the same network play the
+    same chunks, and the groups' games are those of one group's: game i seeded seed + i."""
+    from fast_dqn.run.components import build_local_backend
+    from fast_dqn.run.settings.validation import resolve
+    config = resolve(FastConfig(game="pong", workers=4, sampler_groups=2, seed=3,
+                                env_threads=1, target_update_freq=100))
+    epsilon = lambda steps: np.full(len(steps), 0.5)  # noqa: E731
+
+    def network(states):  # depends on the states, so a wrong frame changes the actions
+        return np.stack([states.reshape(len(states), -1)[:, j::6].sum(1) % 7
+                         for j in range(6)], axis=1).astype(np.float32)
+
+    def play():
+        backend = build_local_backend(config)
+        try:
+            backend.start(np.random.default_rng(0))
+            backend.act_through(network, None)
+            step, chunks = 0, []
+            while step < 600:
+                chunk = backend.next_chunk(step, epsilon)
+                chunks.append((chunk.frames.copy(), chunk.actions, chunk.rewards,
+                               chunk.episode_ends, tuple(chunk.shards)))
+                step += chunk.steps
+                if step % 100 == 0:
+                    backend.target_updated()  # a sync point every 100 steps
+            return chunks
+        finally:
+            backend.close()
+
+    a, b = play(), play()
+    assert len(a) == 300 and [c[4] for c in a[:2]] == [(0, 1), (2, 3)]
+    # The first states: game i of the two groups is game i of one group of 4.
+    one, two = (build_local_backend(config.replace(sampler_groups=g)) for g in (1, 2))
+    try:
+        one.start(np.random.default_rng(0))
+        two.start(np.random.default_rng(0))
+        assert np.array_equal(one.obs, np.concatenate(two.obs))
+    finally:
+        one.close()
+        two.close()
+    for x, y in zip(a, b):
+        assert all(np.array_equal(p, q) for p, q in zip(x, y))
+    assert any(c[0].any() for c in a)  # real frames were played
