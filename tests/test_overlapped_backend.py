@@ -153,13 +153,16 @@ def test_groups_of_different_sizes_are_refused():
 def test_two_groups_are_built_where_asked_and_refused_where_they_cannot_play():
     from fast_dqn.errors import ConfigError
     from fast_dqn.run.components import build_local_backend
-    from fast_dqn.run.settings.validation import resolve
+    from fast_dqn.run.settings.validation import chunk_size, resolve
     config = lambda **flags: resolve(FastConfig(**{"game": "pong", **flags}))  # noqa: E731
     assert config().sampler_groups == 1  # the default: the paper's one call per round
     backend = build_local_backend(config(workers=4, sampler_groups=2))
     try:
         assert isinstance(backend, OverlappedBackend)
         assert backend.round_size == 2 and backend.num_shards == 4
+        # A resume judges a run finished by the budget rounded up to these chunks.
+        assert chunk_size(config(workers=4, sampler_groups=2)) == 2
+        assert chunk_size(config(workers=4)) == 4
         assert [g.num_samplers for g in backend.groups] == [2, 2]
         # Game i is seeded seed + i, as with one group.
         assert [g.seed for g in backend.groups] == [0, 2]

@@ -362,7 +362,8 @@ def chunk_size(config):
         return 1
     if config.backend == "ray":
         return config.envs_per_sampler * config.rollout_steps
-    return config.workers
+    # Two sampler groups hand out one group's step at a time (OverlappedBackend.round_size).
+    return config.workers // config.sampler_groups
 
 
 def run_is_finished(config, checkpoint):
