@@ -1,13 +1,15 @@
 """The fast loop's samplers in two groups that take turns: one group's games step in C++
 while the main thread acts for the other.
 
-With one group (fast_dqn.loops.experience.LocalBackend) a round is four steps in sequence,
-and while the main thread does the first three the emulators wait: act (epsilon-greedy, one
-batched call of the target network), step every game, record the chunk. Here the W games are
+With one group (fast_dqn.loops.experience.LocalBackend) a round is three steps in sequence:
+act (epsilon-greedy, one batched call of the target network), step every game, record the
+chunk; while the main thread acts and records, the emulators wait. Here the W games are
 two fixed groups of W/2, each its own ale-py vector env. Group A's step is sent to its C++
 threads, and the main thread returns to receive group B's last step and act for B while A
 plays. So the network's latency (a GPU call) and the emulators' time overlap instead of
-adding up.
+adding up; but each group pays its own call, so it pays only where a call costs less than
+the emulators' time (docs/fast-loop.md has the model and the measurements, and why one
+group stays the default).
 
 The paper's rules hold:
 - Every action goes through the target network, in one batched call per group per round.
