@@ -721,12 +721,7 @@ def run_trial(trial, workdir):
         elif logs(straight) != logs(logdir):
             problems.append(f"the logs differ from the same run uninterrupted "
                             f"(--timesteps={budget})")
-    passed = not problems
-    line = (f"trial {trial.seed}: {trial.describe()} | {' '.join(events)} | "
-            f"{'ok' if passed else 'FAILED'} ({time.monotonic() - started:.0f} s)")
-    for problem in problems:
-        line += "\n    " + problem.replace("\n", "\n    ")
-    return passed, line
+    return trial_result(trial, events, problems, started)
 
 
 # --- suites and the checkout path (--suites): trials drawn from a stream of their own, so
@@ -909,6 +904,11 @@ def run_suite_trial(trial, workdir):
     if not problems:
         for run_dir in suite_runs(trial, logdir):
             problems += check_suite_run(run_dir)
+    return trial_result(trial, events, problems, started)
+
+
+def trial_result(trial, events, problems, started):
+    """(passed, the trial's line): what it did, ok or FAILED, its time, then each problem."""
     passed = not problems
     line = (f"trial {trial.seed}: {trial.describe()} | {' '.join(events)} | "
             f"{'ok' if passed else 'FAILED'} ({time.monotonic() - started:.0f} s)")

@@ -321,17 +321,26 @@ def read_suite_file(path, runs=()):
         raise ConfigError("logdir", f"{file} is in format {recorded['format']}, which this "
                           f"fast-dqn (format {FORMAT}) does not read: continue the suite with "
                           "the fast-dqn that wrote it")
-    # Checked here, so that an edit is named as one, not described as --loop None.
-    kinds = {"loop": lambda v: v in LOOPS, "preset": lambda v: v is None or isinstance(v, str),
-             "run_flags": lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v)}
-    for key, fits in kinds.items():
+    _check_recorded_settings(file, recorded)
+    return recorded
+
+
+# What suite.json's settings may hold: (fits, what the refusal says it should be).
+_RECORDED_KINDS = {
+    "loop": (lambda v: v in LOOPS, f"one of {', '.join(LOOPS)}"),
+    "preset": (lambda v: v is None or isinstance(v, str), "a preset's name or null"),
+    "run_flags": (lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v),
+                  "a list of flags"),
+}
+
+
+def _check_recorded_settings(file, recorded):
+    """Checked on reading, so that an edit is named as one, not described as --loop None."""
+    for key, (fits, expected) in _RECORDED_KINDS.items():
         if not fits(recorded.get(key)):
-            expected = (f"one of {', '.join(LOOPS)}" if key == "loop" else
-                        "a preset's name or null" if key == "preset" else "a list of flags")
             raise ConfigError("logdir", f"{file} has \"{key}\": "
                               f"{json.dumps(recorded.get(key))}, which is not {expected}: it "
                               "was edited; put back the value the suite was started with")
-    return recorded
 
 
 def write_suite_file(suite):

@@ -119,10 +119,7 @@ def suite_eta(rows, timesteps, parallel):
     left = [row for row in rows if row.state not in ("finished", LEFT_OUT)]
     if not left:
         return 0, True
-    rates = [row.rate for row in rows
-             if row.rate and (row.phase == "training" or
-                              (row.phase or "").startswith("catching up"))]
-    rate = sum(rates) / len(rates) if rates else None
+    rate = _training_rate(rows)
     known = [row.eta for row in left if row.state == "running" and row.eta is not None]
     unknown = [row for row in left if row.state != "running" or row.eta is None]
     if not known and rate is None:
@@ -132,6 +129,14 @@ def suite_eta(rows, timesteps, parallel):
         work += sum((timesteps - row.step) / rate for row in unknown)
     seconds = max(work / max(1, min(parallel, len(left))), max(known, default=0))
     return seconds, rate is not None or not unknown
+
+
+def _training_rate(rows):
+    """The mean agent steps/s of the rows training or catching up, or None."""
+    rates = [row.rate for row in rows
+             if row.rate and (row.phase == "training" or
+                              (row.phase or "").startswith("catching up"))]
+    return sum(rates) / len(rates) if rates else None
 
 
 def suite_rate(rows):
