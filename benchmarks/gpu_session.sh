@@ -19,8 +19,9 @@
 #            clock), in whole minutes of what is left; resumed if runs/gpu-pong exists from
 #            an earlier call on the same warm machine
 #
-# Outputs go to $OUT (the device tool's folder; ./gpu-out elsewhere). The header names the
-# GPU, the cores, the backend and the commit: give every figure with them.
+# Outputs go to $OUT (the device tool's folder, packed there as table.md and gpu-session.tgz;
+# ./gpu-out elsewhere). The header names the GPU, the cores, the backend and the commit: give
+# every figure with them.
 set -uo pipefail
 part=${1:-all}
 case $part in all|learner|loops|suite|pong) ;; *)
@@ -104,3 +105,8 @@ fi
 
 echo "== the table"
 python3 -m benchmarks.gpu_table "$out" | tee "$out/table.md"
+if [ -n "${OUT:-}" ]; then
+    # The device tool brings back at most 8 files: the table, and the rest in one archive.
+    (cd "$out" && tar czf ../gpu-session.tgz --exclude=table.md . && find . -mindepth 1 \
+        ! -name table.md -delete && mv ../gpu-session.tgz .)
+fi
