@@ -70,7 +70,6 @@ NOT_YET = {
     "run.logs.progress",
     "run.logs.tensorboard_log",
     "run.resume",
-    "run.settings.validation",
     "run.storage.best_weights",
     "run.storage.checkpoint",
     "run.storage.run_directory",
