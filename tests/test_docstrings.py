@@ -72,7 +72,6 @@ NOT_YET = {
     "run.resume",
     "run.storage.best_weights",
     "run.storage.checkpoint",
-    "run.storage.run_directory",
     "run.training",
     "state_schema",
     "suite.cli",
