@@ -71,7 +71,6 @@ NOT_YET = {
     "run.logs.tensorboard_log",
     "run.resume",
     "run.storage.best_weights",
-    "run.storage.checkpoint",
     "run.training",
     "state_schema",
     "suite.cli",
