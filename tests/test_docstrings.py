@@ -67,8 +67,6 @@ NOT_YET = {
     "run.cli",
     "run.components",
     "run.logs.monitor",
-    "run.logs.progress",
-    "run.logs.tensorboard_log",
     "run.resume",
     "run.storage.best_weights",
     "run.training",
