@@ -66,7 +66,6 @@ NOT_YET = {
     "loops.settings",
     "run.cli",
     "run.components",
-    "run.logs.monitor",
     "run.resume",
     "run.storage.best_weights",
     "run.training",
