@@ -64,7 +64,6 @@ NOT_YET = {
     "loops.overlapped_backend",
     "loops.ray_backend",
     "loops.settings",
-    "run.cli",
     "run.components",
     "run.resume",
     "run.storage.best_weights",
