@@ -35,9 +35,21 @@ from fast_dqn.run.storage.run_directory import (
 
 def validate_and_resolve(config):
     """A new run's settings resolved (see `resolve`), its run directory chosen and checked.
+
     Creates nothing: the caller makes the run directory afterwards. The directory is chosen
     first, so that the config train_* receives is the very one resolved, and is not resolved
-    again (see `resolve`)."""
+    again (see `resolve`).
+
+    Args:
+        config: the Config or FastConfig the command line built.
+
+    Returns:
+        A ResolvedConfig whose logdir is set.
+
+    Raises:
+        ConfigError: a setting breaks a rule, the run would not train, or the run directory
+            cannot be used.
+    """
     if not config.logdir:
         from fast_dqn.envs.games import resolve_game
         game = config.env.replace("/", "_") if config.env else resolve_game(config.game)
@@ -50,8 +62,14 @@ def validate_and_resolve(config):
 
 
 def check_trains(config):
-    """A new run must train: its budget must reach past the warm-up and its first
-    minibatch."""
+    """Check a new run trains: its budget must reach past the warm-up and its first minibatch.
+
+    Args:
+        config: the new run's Config or FastConfig.
+
+    Raises:
+        ConfigError: on "timesteps", the budget ends before the first minibatch.
+    """
     if config.timesteps <= config.prepopulate:
         # Valid for the library (a resume may cut a budget there), but as a new run it would
         # only play random games and evaluate an untrained network, silently.
@@ -67,7 +85,14 @@ def check_trains(config):
 
 
 def check_applies(explicit):
-    """A setting of the Atari protocol typed beside --env would be ignored: refused."""
+    """Refuse a setting of the Atari protocol typed beside --env, which would be ignored.
+
+    Args:
+        explicit: the settings the user typed, {setting: value}.
+
+    Raises:
+        ConfigError: naming the Atari setting.
+    """
     if explicit.get("env") is None:
         return
     for name in hp.ATARI_ONLY:
@@ -77,14 +102,29 @@ def check_applies(explicit):
 
 
 def resume_command(prog, run_dir):
-    """The command that resumes a run, as the user can paste it: prog is a script
-    (run_dqn.py) or an installed command (fast-dqn fast)."""
+    """The command that resumes a run, as the user can paste it.
+
+    Args:
+        prog: a script (run_dqn.py) or an installed command (fast-dqn fast).
+        run_dir: the run directory.
+
+    Returns:
+        The command line, its run directory quoted for the shell.
+    """
     command = f"python {prog}" if prog.endswith(".py") else prog
     return f"{command} --resume {shlex.quote(run_dir)}"
 
 
 def tool_command(prog, tool):
-    """The command of a tool (evaluate, plot) as the user would type it beside `prog`."""
+    """The command of a tool (evaluate, plot) as the user would type it beside `prog`.
+
+    Args:
+        prog: the training command's name: a script or an installed command.
+        tool: the tool's name, a module of fast_dqn.tools.
+
+    Returns:
+        The tool's command, without its arguments.
+    """
     words = prog.split()
     if len(words) > 1:  # fast-dqn fast, python -m fast_dqn fast: the same command's tool
         return " ".join(words[:-1] + [tool])
@@ -100,7 +140,16 @@ def _count(n):
 
 
 def next_commands(prog, config, best):
-    """What a finished run's owner does next, as commands to paste."""
+    """What a finished run's owner does next, as commands to paste.
+
+    Args:
+        prog: the training command's name: a script or an installed command.
+        config: the run's config, whose logdir and timesteps the commands name.
+        best: whether the run saved a best evaluation's weights.
+
+    Returns:
+        Lines: "next:", then one command a line, each with a comment.
+    """
     run_dir = shlex.quote(config.logdir)
     which = " --best" if best else ""
     return "\n".join([
@@ -123,9 +172,12 @@ def _last_checkpoint(prog, run_dir):
 
 
 def _last_good_checkpoint(prog, run_dir):
-    """What a diverged run leaves to go on from. Its newest checkpoint is a good one: the
-    learner checks every weight and optimizer slot finite before a checkpoint is written,
-    and before a resume loads one; nothing after the divergence was saved."""
+    """What a diverged run leaves to go on from.
+
+    Its newest checkpoint is a good one: the learner checks every weight and optimizer slot
+    finite before a checkpoint is written, and before a resume loads one; nothing after the
+    divergence was saved.
+    """
     from fast_dqn.run.storage.checkpoint import CheckpointStore
     fix = "a new run with a lower --lr (or, for --env, smaller rewards) is the fix"
     newest = CheckpointStore(run_dir).newest()
@@ -138,18 +190,26 @@ def _last_good_checkpoint(prog, run_dir):
 
 
 def main(kind, argv=None, train=None, script=False, prog=None):
-    """Parse, validate, create (or reopen) and lock the run directory, then train a run of
-    `kind` (a RunKind; `train(config, resume=, stop=)` in its place if given); the lock is
-    held until training returns.
+    """Run a training command: parse, validate, make or reopen the run directory, and train.
 
-    script: true when main is the whole process, whose last moments then ignore Ctrl-C and
-    SIGTERM (see StopSignals); false in-process, which gets its own handlers back.
-    prog: the command's name in its messages (`fast-dqn fast`); the kind's script by default.
-    Returns the process exit status: 0 when the budget is done, 2 for bad input or a run
-    directory another process holds, 128 + the
-    signal number when a signal stopped the run after a checkpoint, 130 when a second Ctrl-C
-    aborted it, 1 when the run failed: a thread's exception (its traceback is printed),
-    divergence to NaN/Inf, or a checkpoint that could not be written.
+    The run directory is locked until training returns.
+
+    Args:
+        kind: the RunKind to train.
+        argv: the command line's arguments, without the program's name; None for sys.argv's.
+        train: a function `train(config, resume=, stop=)` to call in place of the kind's;
+            None for the kind's own.
+        script: true when main is the whole process, whose last moments then ignore Ctrl-C
+            and SIGTERM (see StopSignals); false in-process, which gets its own handlers back.
+        prog: the command's name in its messages (`fast-dqn fast`); None for the kind's
+            script.
+
+    Returns:
+        The process exit status: 0 when the budget is done, 2 for bad input or a run
+        directory another process holds, 128 + the signal number when a signal stopped the
+        run after a checkpoint, 130 when a second Ctrl-C aborted it, 1 when the run failed:
+        a thread's exception (its traceback is printed), divergence to NaN/Inf, or a
+        checkpoint that could not be written.
     """
     prog, config_class, train = prog or kind.script, kind.config_class, train or kind.train
     if script:

@@ -21,11 +21,19 @@ SAME_REQUEST_SECONDS = 1.0
 
 
 class StopSignals:
+    """A context that turns Ctrl-C and SIGTERM into a stop request; calling it asks if one came.
+
+    `then_ignore` is for a script whose run is over and saved: a signal in its last moments
+    (TensorFlow's teardown takes a while) must not turn a finished run into a traceback.
+
+    Args:
+        then_ignore: on leaving, ignore SIGINT and SIGTERM instead of putting the previous
+            handlers back.
+        clock: a function that returns seconds, to tell a repeated signal from a second
+            Ctrl-C (a test gives a fake).
+    """
+
     def __init__(self, then_ignore=False, clock=time.monotonic):
-        """then_ignore: on leaving, ignore SIGINT and SIGTERM instead of putting the previous
-        handlers back. For a script whose run is over and saved: a signal in its last moments
-        (TensorFlow's teardown takes a while) must not turn a finished run into a traceback.
-        clock: seconds, to tell a repeated signal from a second Ctrl-C (a test's fake)."""
         self.then_ignore = then_ignore
         self.clock = clock
         self.requested = False

@@ -8,6 +8,8 @@ from fast_dqn.run.settings.hyperparameters import Config, FastConfig
 
 @dataclass(frozen=True)
 class RunKind:
+    """One kind of run: the loop config.json names, its script, command, Config and trainer."""
+
     loop: str           # what config.json's "loop" says, and the run directory's name part
     script: str         # the script that starts and resumes such runs
     command: str        # its name as an installed command: fast-dqn COMMAND
@@ -16,6 +18,15 @@ class RunKind:
     train_name: str     # its train function in fast_dqn.run.training
 
     def train(self, config, **kwargs):
+        """Train a run of this kind with its train function in fast_dqn.run.training.
+
+        Args:
+            config: a `config_class`.
+            **kwargs: the train function's other arguments (resume, stop).
+
+        Returns:
+            What the train function returns: the agent step the run reached.
+        """
         # Imported on use: training loads TensorFlow, which --help and bad input never need.
         from fast_dqn.run import training
         return getattr(training, self.train_name)(config, **kwargs)
@@ -32,11 +43,26 @@ RUN_KINDS = {kind.loop: kind for kind in (NATURE, FAST)}
 
 
 def kind_of(config):
-    """The kind of run a Config (or a resolved one) describes: a FastConfig is the fast
-    loop's."""
+    """The kind of run a Config, or a resolved one, describes.
+
+    A FastConfig is the fast loop's.
+
+    Args:
+        config: a Config, FastConfig or ResolvedConfig.
+
+    Returns:
+        Its RunKind, from RUN_KINDS.
+    """
     return RUN_KINDS[config.LOOP]
 
 
 def kind_of_saved(saved):
-    """The kind of run a config.json (as a dict) records; None for an unknown loop."""
+    """The kind of run a config.json records.
+
+    Args:
+        saved: config.json's settings, as a dict.
+
+    Returns:
+        Its RunKind, or None where its "loop" names no loop this package has.
+    """
     return RUN_KINDS.get(saved.get("loop"))

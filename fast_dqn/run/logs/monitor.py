@@ -30,11 +30,16 @@ class CsvLog:
     again from that copy, and a checkpoint stores the copy up to its step, so a resume can
     rebuild the file exactly. A file found damaged is never overwritten: it is kept aside as
     NAME.damaged (or .damaged.1, ...), and the user is told in one line.
+
+    Args:
+        path: the log file's path.
+        columns: the header row's column names.
+        warn: a function that prints a warning line; None says nothing.
+        contents: the bytes the file must hold (a resume's); None starts a new log, or goes
+            on with the file as it is.
     """
 
     def __init__(self, path, columns, warn=None, contents=None):
-        """contents: the bytes the file must hold (a resume's); None starts a new log, or goes
-        on with the file as it is."""
         self.path, self.name = path, os.path.basename(path)
         self.warn = warn or (lambda message: None)
         found = _read(path) if os.path.exists(path) else None
@@ -50,6 +55,14 @@ class CsvLog:
         self.identity = _identity(os.fstat(self.file.fileno()))
 
     def write(self, row):
+        """Append one row, flushed, first putting the file back if another program changed it.
+
+        Args:
+            row: the row's values, in the columns' order.
+
+        Raises:
+            OSError: the file cannot be written, naming its path.
+        """
         try:
             self.check()
             line = _csv_line(row)
@@ -60,13 +73,21 @@ class CsvLog:
         self.data += line
 
     def contents(self):
-        """Everything written so far, as bytes: what a checkpoint keeps."""
+        """Everything written so far, checked against the file: what a checkpoint keeps.
+
+        Returns:
+            The log's bytes, header included.
+        """
         self.check(compare=True)
         return bytes(self.data)
 
     def check(self, compare=False):
-        """Put the file back if another program deleted, replaced or resized it (compare:
-        also if it changed in place, which reads it back: done at checkpoints only)."""
+        """Put the file back if another program deleted, replaced or resized it.
+
+        Args:
+            compare: also if it changed in place, which reads it back: done at checkpoints
+                only.
+        """
         try:
             found = os.stat(self.path)
         except FileNotFoundError:
@@ -86,6 +107,7 @@ class CsvLog:
                   "the run's own copy")
 
     def close(self):
+        """Close the file, put back first if another program changed it."""
         try:
             self.check(compare=True)
         except OSError:
@@ -94,9 +116,20 @@ class CsvLog:
 
 
 def restore_log(path, columns, contents, step):
-    """The log of a run resumed at `step`: the checkpoint's copy (`contents`), kept in the
-    file, or rebuilt from the copy when the file is missing or differs from it. Returns
-    (CsvLog, message or None)."""
+    """The log of a run resumed at `step`, cut back or rebuilt to the checkpoint's copy.
+
+    The checkpoint's copy is kept in the file, or the file is rebuilt from it when missing
+    or different (kept aside as NAME.damaged).
+
+    Args:
+        path: the log file's path.
+        columns: the header row's column names.
+        contents: the log's bytes as the checkpoint keeps them.
+        step: the checkpoint's agent step, which the message names.
+
+    Returns:
+        (the CsvLog, a console line saying what was cut or rebuilt, or None).
+    """
     name = os.path.basename(path)
     found = _read(path) if os.path.exists(path) else None
     if found is not None and found[:len(contents)] == contents:
@@ -131,7 +164,10 @@ def _identity(stat):
 
 
 def _write_whole(path, data):
-    """Replace `path` by a file holding `data`, atomically: a crash leaves the old or the new."""
+    """Replace `path` by a file holding `data`, atomically.
+
+    A crash leaves the old or the new.
+    """
     temporary = f"{path}.writing"
     with open(temporary, "wb") as f:
         f.write(data)
@@ -155,12 +191,23 @@ class Monitor:
 
     Called from the loop's main thread, except record_train, which the fast loop's trainer
     thread calls; it only accumulates, under a lock, and the main thread reads at tick().
+
+    Args:
+        run_dir: the run directory, where episodes.csv and eval.csv are.
+        total_steps: the run's budget, in agent steps.
+        interval: the seconds between two TensorBoard points (and, without a `console`,
+            between two status lines).
+        clock: a function that returns seconds, for rates and hours.
+        console: a ProgressLines or ProgressBar; None for status lines every `interval`.
+        scalars: a TensorBoardLog, or None for no TensorBoard scalars.
+        resume: the state_dict of the checkpoint a run resumes from, or None.
+        replay_fill: a function that returns the replay's fill in [0, 1], read only when
+            the scalars are due; or None.
+        progress: a RunProgress, for the console's phase and ETA (None: neither is shown).
     """
 
     def __init__(self, run_dir, total_steps, interval=10.0, clock=time.monotonic, console=None,
                  scalars=None, resume=None, replay_fill=None, progress=None):
-        """replay_fill(): the replay's fill in [0, 1], read only when the scalars are due.
-        progress: a RunProgress, for the console's phase and ETA (None: neither is shown)."""
         from fast_dqn.run.logs.progress import PeriodRate, ProgressLines
         self.run_dir = run_dir
         self.total_steps = total_steps
@@ -201,8 +248,10 @@ class Monitor:
             self.console.message(note)
 
     def _open_log(self, run_dir, name, columns, resume, notes):
-        """A log, new, or (resumed) cut back to the checkpoint: the rows after it are of steps
-        the resumed run does again."""
+        """A log, new, or (resumed) cut back to the checkpoint.
+
+        The rows after the checkpoint are of steps the resumed run does again.
+        """
         path = os.path.join(run_dir, name)
         if not resume:
             return CsvLog(path, columns, warn=self.message)
@@ -214,13 +263,23 @@ class Monitor:
 
     @property
     def mean_100(self):
+        """The mean score of the last 100 training games; NaN before the first."""
         return float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
 
     @property
     def hours(self):
+        """Wall-clock hours of training, summed over the sessions of a resumed run."""
         return (self.elapsed_before + self.clock() - self.start) / 3600
 
     def record_game(self, step, length, game_return, epsilon):
+        """Log a finished training game (all its lives) in episodes.csv and the scalars.
+
+        Args:
+            step: the agent step it ended at.
+            length: its length, in agent steps.
+            game_return: its unclipped score.
+            epsilon: the exploration epsilon at its end.
+        """
         self.recent_returns.append(game_return)
         self.num_games += 1
         self.episodes.write([self.num_games, step, length, game_return, round(self.mean_100, 3),
@@ -230,6 +289,12 @@ class Monitor:
                                         "train/mean_100": self.mean_100})
 
     def record_train(self, loss, mean_q=None):
+        """Add a minibatch's loss to the next TensorBoard point; the trainer's thread calls it.
+
+        Args:
+            loss: the minibatch's loss.
+            mean_q: its mean Q-value, or None.
+        """
         with self._lock:
             self._loss_sum += loss
             self._q_sum += mean_q if mean_q is not None else 0.0
@@ -239,13 +304,22 @@ class Monitor:
                 self.progress.trained()
 
     def follow(self, schedule):
-        """The loop's MinibatchSchedule, from which the console reads the run's phase."""
+        """Follow the loop's MinibatchSchedule, from which the console reads the run's phase.
+
+        Args:
+            schedule: the loop's MinibatchSchedule.
+        """
         if self.progress:
             self.progress.follow(schedule)
 
     def sync_point(self, step):
-        """The fast loop's period ended at `step` (its trainer is done): the console's
-        steps/s is measured between such ends."""
+        """Mark the end of a fast-loop period: its trainer is done.
+
+        The console's steps/s is measured between such ends.
+
+        Args:
+            step: the sync point, in agent steps.
+        """
         if not self.loop_marks_periods:  # the console's own marks were samples, not ends
             self.period_rate.ends.clear()
             self.loop_marks_periods = True
@@ -258,7 +332,12 @@ class Monitor:
         return now - self.start - self.evaluation_seconds - evaluating
 
     def evaluation_game(self, game, games):
-        """An evaluation starts its game `game` of `games` (game > games: it ended)."""
+        """Mark that an evaluation starts its game `game` of `games`.
+
+        Args:
+            game: the game about to play, 1-based; game > games: the evaluation ended.
+            games: the games the evaluation plays.
+        """
         now = self.clock()
         if game == 1 and self.evaluation_began is None:
             self.evaluation_began = now
@@ -279,6 +358,12 @@ class Monitor:
             self._show(self.last_step, None, now)
 
     def record_eval(self, step, returns):
+        """Log an evaluation in eval.csv, the scalars and the console.
+
+        Args:
+            step: the agent step it evaluated.
+            returns: each game's unclipped score.
+        """
         mean, std = float(np.mean(returns)), float(np.std(returns))
         self.evals.write([step, round(mean, 3), round(std, 3), len(returns),
                           round(self.hours, 5)])
@@ -290,11 +375,22 @@ class Monitor:
                              f"{counted(len(returns), 'game')}")
 
     def message(self, line):
+        """Print `line` on the console, above a bar if there is one.
+
+        Args:
+            line: the line, without its newline.
+        """
         self.console.message(line)
 
     def tick(self, step, epsilon):
-        """Called every step (and while the last minibatches train): updates the console
-        and the scalars when they are due."""
+        """Update the console and the scalars when they are due; the loop calls it every step.
+
+        It is called while the last minibatches train too.
+
+        Args:
+            step: agent steps taken so far.
+            epsilon: the exploration epsilon at `step`.
+        """
         now = self.clock()
         self.last_step, self.last_epsilon = step, epsilon
         # The rate counts from the first tick: a run's start (a restore, the backend's start,
@@ -312,8 +408,11 @@ class Monitor:
             self._write_scalars(step, epsilon, now)
 
     def _follow_phase(self, step, now=None):
-        """Measure steps/s afresh when the run enters another phase: the warm-up plays many
-        times faster than training, and its rate must not be shown as training's."""
+        """Measure steps/s afresh when the run enters another phase.
+
+        The warm-up plays many times faster than training, and its rate must not be shown
+        as training's.
+        """
         if not self.progress:
             return
         phase = self.progress.phase(step)
@@ -340,8 +439,10 @@ class Monitor:
         self.last_scalars, self.last_scalars_step = now, step
 
     def _show(self, step, epsilon, now):
-        """The console's status: the phase, steps/s (not while evaluating: no step is
-        played), the agent's figures and the ETA."""
+        """Show the console's status: the phase, steps/s, the agent's figures and the ETA.
+
+        No steps/s while evaluating: no step is played.
+        """
         fields = {}
         phase = eta = None
         untimed_games = 0
@@ -366,7 +467,14 @@ class Monitor:
         self.last_console = now
 
     def summary(self, best):
-        """The line that ends a finished run: its steps, hours, games, best evaluation."""
+        """The line that ends a finished run: its steps, hours, games, best evaluation.
+
+        Args:
+            best: the best evaluation's {"step", "mean"}, or None.
+
+        Returns:
+            The line, without its newline.
+        """
         from fast_dqn.run.logs.progress import counted
         games = (f"{counted(self.num_games, 'game')}, the last {len(self.recent_returns)} averaging "
                  f"{self.mean_100:.2f}" if self.num_games else "no game finished")
@@ -379,7 +487,15 @@ class Monitor:
         return f"finished: {self.last_step:,} agent steps in {took}; {games}; {evaluation}"
 
     def state_dict(self, step):
-        """What a checkpoint at agent step `step` needs to continue these logs."""
+        """What a checkpoint at agent step `step` needs to continue these logs.
+
+        Args:
+            step: the checkpoint's agent step.
+
+        Returns:
+            A tree of data: counts, the last 100 scores, elapsed seconds, each CSV's bytes
+            and the TensorBoard files' sizes.
+        """
         return {"step": step, "num_games": self.num_games,
                 "recent_returns": list(self.recent_returns), "elapsed": self.hours * 3600,
                 "logs": {"episodes.csv": self.episodes.contents(),
@@ -387,8 +503,12 @@ class Monitor:
                 "tensorboard": self.scalars.state_dict() if self.scalars else None}
 
     def close(self, finished=False, best=None):
-        """finished: the run is done, which the console says, with a summary line; best:
-        the best evaluation's {"step", "mean"}, or None."""
+        """Close the console, the scalars and the CSV logs.
+
+        Args:
+            finished: the run is done, which the console says, with a summary line.
+            best: the best evaluation's {"step", "mean"}, or None.
+        """
         if finished:
             if self.progress:
                 self.progress.finished = True

@@ -20,10 +20,15 @@ from fast_dqn.loops.minibatch_schedule import minibatches_due
 
 
 class OutlivesConsole:
-    """A console stream that drops what it cannot write once its reader is gone (`run | head`,
-    a closed terminal or ssh session): the run goes on, since its logs, not its console, are
-    its record. The stream's descriptor then points at /dev/null, so that Python's own flush
-    at exit finds nothing to complain about."""
+    """A console stream that drops what it cannot write once its reader is gone.
+
+    The reader goes with `run | head`, a closed terminal or ssh session: the run goes on,
+    since its logs, not its console, are its record. The stream's descriptor then points at
+    /dev/null, so that Python's own flush at exit finds nothing to complain about.
+
+    Args:
+        stream: the console stream it wraps (sys.stdout).
+    """
 
     def __init__(self, stream):
         self.stream, self.gone = stream, False
@@ -44,10 +49,19 @@ class OutlivesConsole:
             return None
 
     def write(self, text):
+        """Write `text` to the stream, or drop it once the reader is gone.
+
+        Args:
+            text: what to write.
+
+        Returns:
+            len(text), as a stream's write returns, written or dropped.
+        """
         self._guarded(self.stream.write, text)
         return len(text)
 
     def flush(self):
+        """Flush the stream, or do nothing once the reader is gone."""
         self._guarded(self.stream.flush)
 
     def __getattr__(self, name):
@@ -55,7 +69,15 @@ class OutlivesConsole:
 
 
 def counted(n, noun):
-    """`n noun` in good grammar: 1 game, 2 games, 1,000 minibatches."""
+    """`n noun` in good grammar: 1 game, 2 games, 1,000 minibatches.
+
+    Args:
+        n: the count.
+        noun: the thing counted, singular.
+
+    Returns:
+        The count with thousands' commas and the noun, plural unless n is 1.
+    """
     plural = noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
     return f"{n:,} {noun if n == 1 else plural}"
 
@@ -69,7 +91,8 @@ class _Rate:
     near zero (an ETA of thousands of days) and back. So the rate runs from an arrival at
     least `window` seconds before the latest (or from the first sample) to the latest
     arrival: whole lumps over the time they took. Only a silence longer than that whole span
-    (a stall, not a wait between lumps) counts, up to now."""
+    (a stall, not a wait between lumps) counts, up to now.
+    """
 
     def __init__(self, window=60.0):
         self.window = window
@@ -105,15 +128,21 @@ class _Rate:
 
 
 class PeriodRate:
-    """Agent steps per second over whole periods: from the period end at least `window`
-    seconds before the latest one (or the oldest kept, or while there is one end or none,
-    the first sample) to the latest period end. Time spent evaluating is not counted (the caller's clock leaves it out).
+    """Agent steps per second over whole periods, measured apart in each phase.
+
+    The rate runs from the period end at least `window` seconds before the latest one (or
+    the oldest kept, or while there is one end or none, the first sample) to the latest
+    period end. Time spent evaluating is not counted (the caller's clock leaves it out).
     Before the first period end, the rate since the first sample: the only one measured.
 
     A loop without periods (the Nature loop's steps are even) marks each sample as one.
 
     Each phase (warm-up, training, ...) is measured apart: `restart` at a phase's start
-    forgets the last one's ends, so the rate shown is always the rate of the phase named."""
+    forgets the last one's ends, so the rate shown is always the rate of the phase named.
+
+    Args:
+        window: the seconds of period ends the rate spans, at least.
+    """
 
     def __init__(self, window=60.0):
         self.window = window
@@ -122,13 +151,20 @@ class PeriodRate:
         self.await_end = False  # no rate before the phase's first period end
 
     def restart(self, seconds, step, await_end):
-        """A new phase from (seconds, step). await_end: the loop plays in bursts (the fast
-        loop), so a rate before the phase's first period end would be a burst's; its
-        phases change at a period end, which is where the new one's time starts."""
+        """Start measuring a new phase, which begins at (seconds, step).
+
+        Args:
+            seconds: the caller's clock, in seconds.
+            step: agent steps taken so far.
+            await_end: the loop plays in bursts (the fast loop), so a rate before the
+                phase's first period end would be a burst's; its phases change at a period
+                end, which is where the new one's time starts.
+        """
         start = self.ends[-1] if await_end and self.ends else (seconds, step)
         self.ends, self.first, self.await_end = [], start, await_end
 
     def period_end(self, seconds, step):
+        """Mark a period's end at `seconds` (the caller's clock) and agent step `step`."""
         if self.first is None or step <= self.first[1]:
             return  # no step played since the first sample (a resume at a sync point)
         if self.ends and step < self.ends[-1][1]:
@@ -138,11 +174,21 @@ class PeriodRate:
             self.ends.pop(0)
 
     def sample(self, seconds, step):
+        """Take a sample at `seconds` and agent step `step`; the first starts the measure."""
         if self.first is None:
             self.first = (seconds, step)
 
     def rate(self, seconds, step):
-        """Steps/s, or None before any time has passed."""
+        """The phase's rate at `seconds` and agent step `step`.
+
+        Args:
+            seconds: the caller's clock, in seconds.
+            step: agent steps taken so far.
+
+        Returns:
+            Agent steps per second, or None before any time has passed (or, for a loop
+            that plays in bursts, before the phase's first period end).
+        """
         if self.first is None or self.await_end and not self.ends:
             return None
         end = self.ends[-1] if self.ends else (seconds, step)
@@ -164,6 +210,13 @@ class RunProgress:
     the minibatches/s measured while training, and the evaluations left at the seconds per
     game measured in evaluations; a part whose rate is not measured yet makes it unknown,
     but for the evaluation games, which estimate() counts apart until one has been timed.
+
+    Args:
+        total_steps: the run's budget, in agent steps.
+        train_freq: agent steps per minibatch trained.
+        prepopulate: the warm-up, in agent steps.
+        eval_every: the evaluation period, in agent steps; 0 for no evaluation.
+        eval_games: the games each evaluation plays.
     """
 
     def __init__(self, total_steps, train_freq, prepopulate, eval_every=0, eval_games=0):
@@ -181,10 +234,23 @@ class RunProgress:
         self.finished = False     # the run is done: its last checkpoint is written
 
     def follow(self, schedule):
-        """The loop's MinibatchSchedule, read for the warm-up, refill and deferred counts."""
+        """Follow the loop's MinibatchSchedule for the warm-up, refill and deferred counts.
+
+        Args:
+            schedule: the loop's MinibatchSchedule.
+        """
         self.schedule = schedule
 
     def phase(self, step):
+        """The run's phase at agent step `step`, as a short name.
+
+        Args:
+            step: agent steps taken so far.
+
+        Returns:
+            "warm-up", "refill", "training", "catching up", "last minibatches",
+            "evaluating game k of N" or "finished".
+        """
         if self.finished:
             return "finished"
         if self.evaluating is not None:
@@ -204,12 +270,26 @@ class RunProgress:
         return "training"
 
     def minibatches_left(self):
+        """The minibatches the run has yet to train.
+
+        Returns:
+            A count of minibatches, 0 or more.
+        """
         return max(0, self.minibatches_total - self.minibatches_done)
 
     def describe(self, step):
-        """The phase as the console shows it: what catching up and the last minibatches do,
-        with how many are left, and catching up's own ETA (a resume without replay holds
-        the steps and epsilon back while it repays the minibatches its refill deferred)."""
+        """The phase as the console shows it, with what catching up and the last minibatches do.
+
+        Both say how many minibatches are left, and catching up gives its own ETA (a resume
+        without replay holds the steps and epsilon back while it repays the minibatches its
+        refill deferred).
+
+        Args:
+            step: agent steps taken so far.
+
+        Returns:
+            The phase's words for the console.
+        """
         phase = self.phase(step)
         if phase == "catching up":
             deferred = self.schedule.deferred
@@ -224,15 +304,32 @@ class RunProgress:
         return phase
 
     def plays_steps(self, step):
-        """Whether the phase plays agent steps (a steps/s means something)."""
+        """Whether the phase plays agent steps (a steps/s means something).
+
+        Args:
+            step: agent steps taken so far.
+
+        Returns:
+            False while the last minibatches train, an evaluation plays, or once finished.
+        """
         phase = self.phase(step)
         return not (phase in ("last minibatches", "finished") or phase.startswith("evaluating"))
 
     def trained(self, count=1):
+        """Count `count` minibatches as trained.
+
+        Args:
+            count: minibatches trained since the last call.
+        """
         self.minibatches_done += count
 
     def sample(self, now, step):
-        """Measure the rates over the time since the last sample, in its phase."""
+        """Measure the rates over the time since the last sample, in its phase.
+
+        Args:
+            now: the caller's clock, in seconds (evaluations left out).
+            step: agent steps taken so far.
+        """
         phase = self.phase(step)
         if self.last is not None and self.evaluating is None:
             then, then_step, then_done, then_phase = self.last
@@ -243,7 +340,13 @@ class RunProgress:
         self.last = (now, step, self.minibatches_done, phase)
 
     def evaluation_game(self, now, game, games):
-        """An evaluation is at game `game` (1-based) of `games`; game > games ends it."""
+        """Mark an evaluation at game `game` of `games`, timing the game before it.
+
+        Args:
+            now: the caller's clock, in seconds.
+            game: the game about to play, 1-based; game > games ends the evaluation.
+            games: the games the evaluation plays.
+        """
         if self.game_started is not None:
             self.game_seconds.add(now - self.game_started, 1)  # seconds per game
         self.evaluating = (game, games) if game <= games else None
@@ -251,6 +354,14 @@ class RunProgress:
         self.last = None  # the evaluation's time is no training time
 
     def evaluations_left(self, step):
+        """The evaluations still to come after agent step `step`.
+
+        Args:
+            step: agent steps taken so far.
+
+        Returns:
+            A count of evaluations; 0 where evaluation is off.
+        """
         every = self.eval_every
         if not every:
             return 0
@@ -259,17 +370,31 @@ class RunProgress:
         return max(0, left + (1 if self.total % every and step < self.total else 0))
 
     def eta(self, step):
-        """Seconds to the run's end, or None while a rate it needs is unmeasured."""
+        """The seconds to the run's end, at the rates measured so far.
+
+        Args:
+            step: agent steps taken so far.
+
+        Returns:
+            Seconds, or None while a rate it needs is unmeasured.
+        """
         seconds, untimed_games = self.estimate(step)
         return None if untimed_games else seconds
 
     def estimate(self, step):
-        """(seconds, untimed games): the time left at the rates measured so far, and the
-        evaluation games left while no game has been timed yet (their seconds are not in
-        it). seconds is None while a rate of the steps or minibatches is unmeasured.
+        """The time left at the rates measured so far, and the evaluation games not timed yet.
 
         Split so that the console can give the training's ETA from the start: with the
-        default settings, the first evaluation game is timed only after 250k agent steps."""
+        default settings, the first evaluation game is timed only after 250k agent steps.
+
+        Args:
+            step: agent steps taken so far.
+
+        Returns:
+            (seconds, untimed games): the seconds left, None while a rate of the steps or
+            minibatches is unmeasured; and the evaluation games left while no game has been
+            timed yet, whose seconds are not in the first.
+        """
         if self.finished:
             return 0.0, 0
         seconds = 0.0
@@ -326,7 +451,14 @@ def _status(phase, rate, fields, eta, separator, untimed_games=0):
 
 
 class ProgressLines:
-    """A full status line every `interval` seconds."""
+    """A full status line every `interval` seconds.
+
+    Args:
+        total: the run's budget, in agent steps.
+        initial: the step the run starts from (unused: each line is whole).
+        out: the stream written to; None for sys.stdout.
+        interval: the seconds between lines, which the monitor keeps.
+    """
 
     def __init__(self, total, initial=0, out=None, interval=10.0):
         self.total = total
@@ -334,24 +466,42 @@ class ProgressLines:
         self.interval = interval
 
     def update(self, step, rate, fields, phase=None, eta=None, untimed_games=0):
-        """eta: seconds left, None when unknown, and besides them `untimed_games` evaluation
-        games whose time is not measured yet; without a phase (no RunProgress) the ETA is
-        the steps left at `rate`."""
+        """Print the status line of agent step `step`.
+
+        Args:
+            step: agent steps taken so far.
+            rate: agent steps per second, or None while unmeasured.
+            fields: {name: formatted value} of the agent's figures.
+            phase: the phase's words, or None without a RunProgress: the ETA is then the
+                steps left at `rate`.
+            eta: seconds left, None when unknown.
+            untimed_games: evaluation games besides `eta` whose time is not measured yet.
+        """
         if phase is None and rate:
             eta = (self.total - step) / rate
         self.message(f"step {step:,}/{self.total:,} ({100 * step / self.total:.1f}%) | "
                      + _status(phase, rate, fields, eta, " | ", untimed_games))
 
     def message(self, line):
+        """Print `line` on the console."""
         print(line, file=self.out, flush=True)
 
     def close(self, step=None):
+        """Nothing to close: each line is whole."""
         pass
 
 
 class ProgressBar:
-    """tqdm's bar of agent steps, with the phase, steps/s, the agent's figures and the ETA
-    after it; tqdm's own ETA, from one overall rate, is left out (see the top)."""
+    """tqdm's bar of agent steps, with the phase, steps/s, the agent's figures and the ETA.
+
+    tqdm's own ETA, from one overall rate, is left out (see the top).
+
+    Args:
+        total: the run's budget, in agent steps.
+        initial: the step the run starts from, in agent steps.
+        out: the terminal's stream; None for sys.stdout.
+        interval: the seconds between updates, which the monitor keeps.
+    """
 
     def __init__(self, total, initial=0, out=None, interval=0.5):
         from tqdm import tqdm
@@ -362,6 +512,7 @@ class ProgressBar:
                         bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
 
     def update(self, step, rate, fields, phase=None, eta=None, untimed_games=0):
+        """Move the bar to agent step `step` and show the status after it (as ProgressLines)."""
         if phase is None and rate:
             eta = (self.bar.total - step) / rate
         self.bar.set_postfix_str(_status(phase, rate, fields, eta, ", ", untimed_games),
@@ -374,18 +525,33 @@ class ProgressBar:
             self.bar.refresh()
 
     def message(self, line):
+        """Print `line` above the bar."""
         self.bar.write(line, file=self.out)
 
     def close(self, step=None):
-        """step: the run's last step, shown before the bar closes (a run that ends between
-        two updates would otherwise stay at the last one)."""
+        """Close the bar, first moved to the run's last step.
+
+        Args:
+            step: the run's last step, in agent steps, shown before the bar closes (a run
+                that ends between two updates would otherwise stay at the last one); or None.
+        """
         if step is not None and step != self.bar.n:
             self.bar.update(step - self.bar.n)
         self.bar.close()
 
 
 def make_console(total, initial=0, out=None, interval=10.0):
-    """A bar when `out` is a terminal, lines every `interval` seconds when it is not."""
+    """A bar when `out` is a terminal, lines every `interval` seconds when it is not.
+
+    Args:
+        total: the run's budget, in agent steps.
+        initial: the step the run starts from, in agent steps.
+        out: the console's stream; None for sys.stdout.
+        interval: the seconds between lines; a bar updates every half second.
+
+    Returns:
+        A ProgressBar or a ProgressLines.
+    """
     out = out or sys.stdout
     if hasattr(out, "isatty") and out.isatty():
         return ProgressBar(total, initial, out)

@@ -27,10 +27,20 @@ _MARK = "tfevents"  # how TensorBoard recognises an events file
 
 
 class TensorBoardLog:
+    """A run's TensorBoard scalars: this session's events file, the earlier ones cut back.
+
+    Args:
+        run_dir: the run directory; the files go in its tensorboard/ folder.
+        resume: the state_dict of the checkpoint a run resumes from; the events files are
+            cut back to it before this session's file is opened. None for a run that starts.
+        clock: a function that returns the wall time, in seconds since the epoch.
+        resumed_at: that checkpoint's agent step (0 for a run that starts).
+
+    Raises:
+        OSError: the folder or file cannot be written, naming its path.
+    """
+
     def __init__(self, run_dir, resume=None, clock=time.time, resumed_at=0):
-        """resume: the state_dict of the checkpoint a run resumes from; the events files are
-        cut back to it before this session's file is opened. resumed_at: that checkpoint's
-        agent step (0 for a run that starts)."""
         from tensorboard.compat.proto import event_pb2, summary_pb2
         from tensorboard.summary.writer.record_writer import RecordWriter
         self._event, self._summary = event_pb2.Event, summary_pb2.Summary
@@ -55,7 +65,12 @@ class TensorBoardLog:
                                     status=event_pb2.SessionLog.START)))
 
     def scalars(self, step, values):
-        """Write {tag: value} at agent step `step`; None values are skipped."""
+        """Write the scalars of one agent step, flushed at once.
+
+        Args:
+            step: the agent step they are of.
+            values: {tag: value}; None values are skipped.
+        """
         values = [self._summary.Value(tag=tag, simple_value=float(value))
                   for tag, value in values.items() if value is not None]
         if values:
@@ -63,16 +78,22 @@ class TensorBoardLog:
                                     summary=self._summary(value=values)))
 
     def flush(self):
+        """Flush this session's events file to the operating system."""
         with self._named_errors(self.file_name):
             self._file.flush()
 
     def state_dict(self):
-        """The size of every events file of the run, as a checkpoint records it."""
+        """The size of every events file of the run, as a checkpoint records it.
+
+        Returns:
+            {"files": {file name: its size in bytes}}, this session's flushed first.
+        """
         self.flush()
         return {"files": {name: os.path.getsize(os.path.join(self.path, name))
                           for name in self._event_files()}}
 
     def close(self):
+        """Close this session's events file."""
         with self._named_errors(self.file_name):
             self._file.close()
 
@@ -99,7 +120,10 @@ class TensorBoardLog:
 
 
 class _NamedErrors:
-    """A buffered write's OSError names no file; the run's one-line error should (run/cli.py)."""
+    """A context that names the file in an OSError of a buffered write, which names none.
+
+    The run's one-line error should name it (run/cli.py).
+    """
 
     def __init__(self, path):
         self.path = path

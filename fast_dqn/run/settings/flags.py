@@ -15,15 +15,22 @@ FALSE_WORDS = ("0", "false", "no", "off")
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse prints its usage block before errors; ours are one line that names the flag."""
+    """An argparse parser whose errors are one line that names the flag, with no usage block."""
 
     def error(self, message):
+        """Print `message` as one line on stderr and exit with status 2.
+
+        Args:
+            message: argparse's words for what is wrong, naming the flag.
+        """
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 class _PrintVersion(argparse.Action):
-    """--version: the version, and the commit where the code is a checkout (found only when
-    asked, so --help spends no time on git)."""
+    """--version: print the version, and the commit where the code is a checkout.
+
+    The commit is found only when asked, so --help spends no time on git.
+    """
 
     def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
         super().__init__(option_strings, dest=dest, nargs=0,
@@ -40,6 +47,11 @@ class _PrintVersion(argparse.Action):
 
 
 def add_version_flag(parser):
+    """Add --version, which prints the version (and git commit) and exits.
+
+    Args:
+        parser: an argparse parser or argument group.
+    """
     parser.add_argument("--version", action=_PrintVersion)
 
 
@@ -49,7 +61,17 @@ _LONGEST_COUNT = 40  # characters: 1_000_000_000_000 is 17
 
 
 def parse_count(text):
-    """An integer, also written 50_000_000, 5e7, 50M or 100k."""
+    """An integer, also written 50_000_000, 5e7, 50M or 100k: argparse's type for counts.
+
+    Args:
+        text: the count as typed.
+
+    Returns:
+        The count, an int.
+
+    Raises:
+        argparse.ArgumentTypeError: `text` is no whole number, or too long or large to be one.
+    """
     if len(text) > _LONGEST_COUNT:
         # Parsing is not linear in the text: a thousand digits or an exponent of a hundred
         # million would take minutes. No count anyone means is this long.
@@ -74,6 +96,17 @@ def parse_count(text):
 
 
 def parse_real(text):
+    """A finite float: argparse's type for real-valued settings.
+
+    Args:
+        text: the number as typed.
+
+    Returns:
+        The number, a float.
+
+    Raises:
+        argparse.ArgumentTypeError: `text` is no number, or not a finite one.
+    """
     try:
         value = float(text)
     except ValueError:
@@ -108,15 +141,28 @@ class BoolFlag(argparse.Action):
 
 
 def flag_name(setting):
-    """The flag of a Config field; a tool's own argument names ("-o", "RUN_DIR") stay."""
+    """The flag of a Config field; a tool's own argument names ("-o", "RUN_DIR") stay.
+
+    Args:
+        setting: a Config field's name, or a tool's argument name.
+
+    Returns:
+        The flag as the command line writes it: "--replay-capacity" for replay_capacity.
+    """
     if setting.startswith("-") or setting.isupper():
         return setting
     return "--" + setting.replace("_", "-")
 
 
 def help_topics(config_class=hp.FastConfig):
-    """{topic: its fields' names}, topics in --help order, fields in declaration order: read
-    from each field's declaration (fast_dqn.run.settings.hyperparameters)."""
+    """The settings under each --help topic, read from each field's declaration.
+
+    Args:
+        config_class: the Config class whose fields are read.
+
+    Returns:
+        {topic: its fields' names}, topics in --help order, fields in declaration order.
+    """
     topics = {title: [] for title in hp.TOPICS}
     for f in dataclasses.fields(config_class):
         topics[f.metadata["topic"]].append(f.name)
@@ -127,7 +173,15 @@ HELP_TOPICS = help_topics()
 
 
 def add_config_flags(parser, config_class=hp.Config):
-    """One flag per Config field, grouped by topic, its help ending in the default and unit."""
+    """Add one flag per Config field, grouped by topic, its help ending in the default and unit.
+
+    Args:
+        parser: the argparse parser.
+        config_class: the Config class whose fields become flags.
+
+    Returns:
+        {setting: the argument group its flag is in}.
+    """
     defaults = config_class()
     fields = {f.name: f for f in dataclasses.fields(config_class)}
     groups = {}
@@ -160,12 +214,21 @@ BACKEND_HELP = ("Counts may be written 50_000_000, 5e7, 50M or 100k. "
 
 
 def build_parser(prog, description, config_class=hp.Config, help_flags=True):
-    """Every default is SUPPRESS, so parse_args returns only what the user typed.
+    """The parser of a training command, whose parse_args returns only what the user typed.
 
-    The defaults are shown in each flag's help instead; knowing the explicit flags is what
-    lets a preset sit between the defaults and the command line, and --resume spot conflicts.
-    help_flags=False leaves out --help and --version: the suite checks run flags with this
-    parser, and they would print under a name that is no program, then exit 0.
+    Every default is SUPPRESS; the defaults are shown in each flag's help instead. Knowing the
+    explicit flags is what lets a preset sit between the defaults and the command line, and
+    --resume spot conflicts. help_flags=False is for the suite, which checks run flags with
+    this parser: --help and --version would print under a name that is no program, then exit 0.
+
+    Args:
+        prog: the program's name, as errors and --help show it.
+        description: what --help says first.
+        config_class: the Config class whose fields become flags.
+        help_flags: whether to add --help and --version.
+
+    Returns:
+        A OneLineParser with every Config flag, --resume and --list-games.
     """
     parser = OneLineParser(prog=prog, description=description, usage="%(prog)s [options]",
                            argument_default=argparse.SUPPRESS, epilog=BACKEND_HELP,
@@ -185,11 +248,28 @@ def build_parser(prog, description, config_class=hp.Config, help_flags=True):
 
 
 def explicit_values(args, config_class=hp.Config):
+    """The settings the user typed, from build_parser's parsed arguments.
+
+    Args:
+        args: argparse's namespace.
+        config_class: the Config class whose fields count as settings.
+
+    Returns:
+        {setting: value} for each field of `config_class` given on the command line.
+    """
     names = {f.name for f in dataclasses.fields(config_class)}
     return {k: v for k, v in vars(args).items() if k in names}
 
 
 def fail(prog, error):
-    """Print a ConfigError as one line in the command line's words (its flags); exit status 2."""
+    """Print a ConfigError as one line in the command line's words (its flags).
+
+    Args:
+        prog: the program's name, which starts the line.
+        error: the ConfigError.
+
+    Returns:
+        2, the exit status of bad input.
+    """
     print(f"{prog}: error: {error.worded(flag_name)}", file=sys.stderr)
     return 2

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 
 
 class _Topic:
-    """A topic of --help. Calling it declares a setting under it: its default, help and unit,
-    its limit (checked by fast_dqn.run.settings.validation: "positive", "non_negative" or
-    "probability"), and argparse's own arguments (choices). Everything about an option is
-    in its one declaration."""
+    """A topic of --help, whose calls declare the settings under it.
+
+    A call declares one setting: its default, help and unit, its limit (checked by
+    fast_dqn.run.settings.validation: "positive", "non_negative" or "probability"), and
+    argparse's own arguments (choices). Everything about an option is in its one declaration.
+    """
 
     def __init__(self, title):
         self.title = title
@@ -45,6 +47,12 @@ _run = _Topic("run: directory, checkpoints, resources")
 
 @dataclass
 class Config:
+    """The Nature loop's settings, each declared with its default, help text, unit and limit.
+
+    Step counts are in agent steps unless a name says frames. Each field's metadata (see
+    dataclasses.fields) holds what --help and validation read.
+    """
+
     # --- what to play
     preset: str = _protocol("nature", "protocol whose values replace the defaults below; explicit "
                             "flags still win (see docs/protocol.md)",
@@ -174,6 +182,11 @@ class Config:
     LOOP = "dqn"  # the loop config.json's "loop" names (fast_dqn.run.run_kinds)
 
     def to_dict(self):
+        """The settings as a dict.
+
+        Returns:
+            {setting: value}, every field of the dataclass.
+        """
         return dataclasses.asdict(self)
 
 
@@ -192,7 +205,14 @@ ATARI_ONLY = ("episodic_life", "sticky_actions", "full_action_space", "interp",
 
 
 def recorded(config):
-    """The settings as config.json records them: those that do not apply are null."""
+    """The settings as config.json records them: those that do not apply are null.
+
+    Args:
+        config: a Config or FastConfig.
+
+    Returns:
+        {setting: value}, with the Atari settings None in an --env run.
+    """
     values = config.to_dict()
     if config.env is not None:
         values.update(dict.fromkeys(ATARI_ONLY))
@@ -206,12 +226,26 @@ RUN_PLAN = ("timesteps", "checkpoint_freq", "save_replay")
 
 
 def evaluation_cap(config):
-    """The agent steps an evaluation game may last: its own limit, or training's."""
+    """The agent steps an evaluation game may last: its own limit, or training's.
+
+    Args:
+        config: a Config or FastConfig.
+
+    Returns:
+        The time limit of one evaluation game, in agent steps.
+    """
     return config.eval_max_episode_steps or config.max_episode_steps
 
 
 def learning_settings(config):
-    """The settings a checkpoint's training depends on: all but RESUME_OVERRIDES and logdir."""
+    """The settings a checkpoint's training depends on: all but RESUME_OVERRIDES and logdir.
+
+    Args:
+        config: a Config or FastConfig.
+
+    Returns:
+        {setting: value} of the settings a resume may not change.
+    """
     return {name: value for name, value in config.to_dict().items()
             if name not in RESUME_OVERRIDES and name != "logdir"}
 

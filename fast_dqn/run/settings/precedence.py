@@ -8,7 +8,19 @@ from fast_dqn.run.settings.flags import explicit_values
 
 
 def build_config(explicit, config_class=hp.Config):
-    """Defaults, then the preset, then the explicit flags."""
+    """The Config a command line asks for: the defaults, then the preset, then its flags.
+
+    Args:
+        explicit: the settings the user typed, {setting: value} (explicit_values' answer).
+        config_class: the Config class to build, Config or FastConfig.
+
+    Returns:
+        A `config_class` whose values are the preset's where the user typed none.
+
+    Raises:
+        ConfigError: the flags contradict each other or the preset (--env with --game, --env
+            with an Atari preset, --workers with --backend ray).
+    """
     from fast_dqn.run.settings.presets import ATARI_PRESETS, preset_values
     if explicit.get("env") is not None and "game" in explicit:
         raise ConfigError("env", "--env and --game are exclusive; give only one of them")
@@ -39,6 +51,15 @@ def build_config(explicit, config_class=hp.Config):
 
 
 def config_from_args(args, config_class=hp.Config):
+    """The Config parsed command-line arguments ask for (see build_config).
+
+    Args:
+        args: argparse's namespace, from build_parser's parser.
+        config_class: the Config class to build, Config or FastConfig.
+
+    Returns:
+        A `config_class`.
+    """
     return build_config(explicit_values(args, config_class), config_class)
 
 

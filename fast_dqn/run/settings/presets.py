@@ -124,4 +124,5 @@ ATARI_PRESETS = ("machado", "dopamine", "pong-quick", "pong-fastest")
 
 
 def preset_values(name):
+    """The Config values preset `name` sets, as a dict of its own the caller may change."""
     return dict(PRESETS[name])

@@ -22,27 +22,36 @@ from fast_dqn.run.settings import hyperparameters as hp
 
 
 def validate(config):
-    """All the rules of a Config (and of a FastConfig, the fast loop's own on top); raises
-    ConfigError naming the first setting that breaks one."""
+    """Check a Config against all its rules, and a FastConfig against the fast loop's too.
+
+    Args:
+        config: a Config or FastConfig.
+
+    Raises:
+        ConfigError: naming the first setting that breaks a rule.
+    """
     validate_numbers(config)
     if isinstance(config, hp.FastConfig):
         validate_fast(config)
 
 
 class ResolvedConfig:
-    """A Config that passed `validate`, with every setting the run uses made explicit: what
-    the parts are built from (fast_dqn.run.components refuses anything else).
+    """A Config that passed `validate`, with every setting the run uses made explicit.
 
-    It reads as the Config it holds (`resolved.game`, `resolved.to_dict()`) and cannot be
+    It is what the parts are built from (fast_dqn.run.components refuses anything else). It
+    reads as the Config it holds (`resolved.game`, `resolved.to_dict()`) and cannot be
     changed: a changed setting makes a new Config, resolved again (`replace`). So a
     Config changed after it was resolved can never pass for a resolved one.
+
+    Args:
+        config: the resolved Config or FastConfig; a copy is held.
+        precision_chosen: --precision auto picked the compute type (the start-up line says
+            so).
     """
 
     __slots__ = ("_config", "precision_chosen")
 
     def __init__(self, config, precision_chosen=False):
-        """precision_chosen: --precision auto picked the compute type (the start-up line
-        says so)."""
         # A private copy: the caller's Config stays theirs to change.
         object.__setattr__(self, "_config", dataclasses.replace(config))
         object.__setattr__(self, "precision_chosen", precision_chosen)
@@ -66,22 +75,45 @@ class ResolvedConfig:
         return f"ResolvedConfig({self._config!r})"
 
     def as_config(self):
-        """A copy of the Config it holds, free to change (and to resolve again)."""
+        """A copy of the Config it holds, free to change (and to resolve again).
+
+        Returns:
+            A Config or FastConfig of its own.
+        """
         return dataclasses.replace(self._config)
 
     def replace(self, **changes):
-        """The Config with `changes`, resolved."""
+        """The Config with `changes`, resolved.
+
+        Args:
+            **changes: {setting: new value}.
+
+        Returns:
+            A new ResolvedConfig; this one is unchanged.
+        """
         return resolve(dataclasses.replace(self._config, **changes))
 
 
 def resolve(config, replay=True):
-    """The validated config with every setting the run uses made explicit, as a ResolvedConfig.
-    replay: False where no replay is built (evaluate), which need not fit this machine's RAM.
+    """The validated config with every setting the run uses made explicit.
 
     Each setting is resolved here and nowhere else; the parts are built from the result. A
     ResolvedConfig is returned as it is: the command line resolves before it creates the run
     directory, the train_* entry points resolve what they are given, and the checks that
-    probe (a Ray address, a gymnasium env, the hardware's compute types) run once."""
+    probe (a Ray address, a gymnasium env, the hardware's compute types) run once.
+
+    Args:
+        config: a Config, FastConfig or ResolvedConfig.
+        replay: False where no replay is built (evaluate), which need not fit this
+            machine's RAM.
+
+    Returns:
+        A ResolvedConfig.
+
+    Raises:
+        ConfigError: a setting breaks a rule, or the machine cannot run it (no such game
+            or env, a compute type the hardware lacks, a replay larger than RAM).
+    """
     if isinstance(config, ResolvedConfig):
         return config
     validate(config)
@@ -91,10 +123,22 @@ def resolve(config, replay=True):
 
 
 def resolve_replay_device(config, shape, dtype):
-    """--replay-device auto made device or host (fast_dqn.agent.replay_mirror), and
-    --updates-per-call 0 the K of the device that trains; returns the config with the copies
-    of replay that RAM holds. Only the fast loop's background trainer gathers
-    on the device: lockstep training and the Nature loop keep replay on the host."""
+    """Make --replay-device auto device or host, and --updates-per-call 0 the device's K.
+
+    See fast_dqn.agent.replay_mirror. Only the fast loop's background trainer gathers on the
+    device: lockstep training and the Nature loop keep replay on the host.
+
+    Args:
+        config: a validated Config or FastConfig.
+        shape: one observation's shape (84, 84 for Atari).
+        dtype: the observations' numpy dtype.
+
+    Returns:
+        (the config with both made explicit, the copies of replay that RAM holds: 1 or 2).
+
+    Raises:
+        ConfigError: --replay-device device, and the accelerator has no room for replay.
+    """
     from fast_dqn.agent.backend_setup import accelerator_memory
     from fast_dqn.agent.replay_memory import estimate_bytes
     if config.LOOP != "fast":
@@ -165,10 +209,18 @@ def validate_fast(config):
 
 
 def groups_can_play(config):
-    """Whether the local samplers can play in two groups that take turns
-    (fast_dqn.loops.overlapped_backend): the vector env, batched acting, an even --workers.
-    One group stays the default: on 2 CPU cores two measured 0.83 to 1.03 times one
-    (docs/benchmarks.md), and no GPU has measured them yet."""
+    """Whether the local samplers can play in two groups that take turns.
+
+    See fast_dqn.loops.overlapped_backend: the groups need the vector env, batched acting and
+    an even --workers. One group stays the default: on 2 CPU cores two measured 0.83 to 1.03
+    times one (docs/benchmarks.md), and no GPU has measured them yet.
+
+    Args:
+        config: a FastConfig.
+
+    Returns:
+        True where --sampler-groups 2 can play.
+    """
     return (config.backend == "threads" and config.env_backend == "vector"
             and config.env is None and config.synchronize and config.workers % 2 == 0)
 
@@ -245,8 +297,16 @@ def validate_numbers(config):
 
 # Each optimizer's epsilon and loss reduction as in the code it comes from.
 def resolve_optimizer(config):
-    """The config with an unset optimizer epsilon and loss reduction made explicit, so
-    config.json records the values the run really used."""
+    """The config with an unset optimizer epsilon and loss reduction made explicit.
+
+    So config.json records the values the run really used.
+
+    Args:
+        config: a Config or FastConfig.
+
+    Returns:
+        A copy with optimizer_epsilon and loss_reduction set.
+    """
     defaults = OPTIMIZER_DEFAULTS[config.optimizer]
     return dataclasses.replace(
         config,
@@ -256,10 +316,23 @@ def resolve_optimizer(config):
 
 
 def resolve_precision(config):
-    """--mixed-precision is the older name of --precision float16, and wins over a preset's
+    """The config with the compute type the run uses, checked against the hardware.
+
+    --mixed-precision is the older name of --precision float16, and wins over a preset's
     auto; auto becomes the type the hardware computes fastest, and config.json records that;
     bfloat16 and float16 only where the hardware computes them (elsewhere they are emulated,
-    slower than float32)."""
+    slower than float32).
+
+    Args:
+        config: a Config or FastConfig.
+
+    Returns:
+        A config whose precision is float32, bfloat16 or float16, and not auto.
+
+    Raises:
+        ConfigError: the hardware does not compute the type asked for, or --mixed-precision
+            contradicts --precision.
+    """
     if config.mixed_precision:
         if config.precision not in ("float32", "float16", "auto"):
             raise ConfigError("mixed_precision", f"means --precision float16, which conflicts "
@@ -287,8 +360,18 @@ def resolve_precision(config):
 
 
 def resolve_environment(config, replay=True):
-    """Check the game or env exists and (with `replay`) decide where its replay is gathered
-    and check that it fits in RAM; returns the resolved config."""
+    """Check the game or env exists, and with `replay` place replay and check it fits RAM.
+
+    Args:
+        config: a Config or FastConfig.
+        replay: whether the run builds a replay, whose place and size are then resolved.
+
+    Returns:
+        The config with the game's canonical name and replay's device made explicit.
+
+    Raises:
+        ConfigError: no such game or env, or a replay larger than RAM or the accelerator.
+    """
     from fast_dqn.agent.replay_memory import check_fits_in_memory
     from fast_dqn.envs.environment import check_gym_env
     from fast_dqn.envs.games import resolve_game
@@ -308,6 +391,15 @@ _KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: 
 
 
 def has_type(value, kind):
+    """Whether a value read from JSON is of a setting's type (a bool is no int, nor a float).
+
+    Args:
+        value: the value config.json gives.
+        kind: the field's type: bool, int, float or str.
+
+    Returns:
+        True where `value` is a `kind` (a float also finite).
+    """
     if kind is bool:
         return isinstance(value, bool)
     if kind is int:
@@ -319,9 +411,19 @@ def has_type(value, kind):
 
 
 def check_saved_types(saved, run_dir, config_class=hp.Config):
-    """config.json is edited by hand at times: each saved setting must have its field's type
-    (or be null where the default is), and a choice must be one of its choices. Its numbers
-    are then checked by the same validation as the command line's."""
+    """Check each setting config.json saved has its field's type, and a choice its choices.
+
+    config.json is edited by hand at times. A setting may be null where its default is. Its
+    numbers are then checked by the same validation as the command line's.
+
+    Args:
+        saved: config.json's settings, as a dict.
+        run_dir: the run directory, which the message names.
+        config_class: the Config class whose fields give the types.
+
+    Raises:
+        ConfigError: on "resume", naming the first setting of the wrong type.
+    """
     defaults = config_class()
     # Unset: a field whose default is None, or the game of a run of a gymnasium --env.
     may_be_none = {f.name for f in dataclasses.fields(config_class)
@@ -344,8 +446,21 @@ def check_saved_types(saved, run_dir, config_class=hp.Config):
 
 
 def saved_value_error(error, saved, run_dir, typed=(), setting="resume"):
-    """A ConfigError about a value config.json gave, not a flag typed now, reworded to name
-    config.json: nobody typed the flag the check names. Others come back as they are."""
+    """A ConfigError about a value config.json gave, reworded to name config.json.
+
+    Nobody typed the flag the check names. An error about a flag typed now, or a setting
+    config.json lacks, comes back as it is.
+
+    Args:
+        error: the ConfigError a check raised.
+        saved: config.json's settings, as a dict.
+        run_dir: the run directory, which the message names.
+        typed: the settings given on this command line.
+        setting: the setting the reworded error names ("resume").
+
+    Returns:
+        A ConfigError: the reworded one, or `error` itself.
+    """
     from fast_dqn.run.settings.flags import flag_name
     name = error.setting
     if name in typed or not isinstance(saved, dict) or name not in saved:
@@ -357,7 +472,14 @@ def saved_value_error(error, saved, run_dir, typed=(), setting="resume"):
 
 
 def chunk_size(config):
-    """The agent steps a loop plays at once; a run ends at --timesteps rounded up to them."""
+    """The agent steps a loop plays at once; a run ends at --timesteps rounded up to them.
+
+    Args:
+        config: a Config or FastConfig.
+
+    Returns:
+        The round's size, in agent steps: 1 for the Nature loop.
+    """
     if config.LOOP != "fast":
         return 1
     if config.backend == "ray":
@@ -367,14 +489,30 @@ def chunk_size(config):
 
 
 def run_is_finished(config, checkpoint):
-    """The checkpoint ended its run, and the budget asks for no step past it."""
+    """Whether the checkpoint ended its run, and the budget asks for no step past it.
+
+    Args:
+        config: the run's Config or FastConfig, with the budget to run to.
+        checkpoint: the run's latest Checkpoint, or None.
+
+    Returns:
+        True where resuming would train no further.
+    """
     return (checkpoint is not None and checkpoint.finished
             and budget_end(config.timesteps, chunk_size(config)) <= checkpoint.step)
 
 
 def check_budget(config, checkpoint, typed=True):
-    """A resume's --timesteps must reach the step its checkpoint was written at; typed: the
-    budget was given on this command line, not read from the run."""
+    """Check a resume's --timesteps reaches the step its checkpoint was written at.
+
+    Args:
+        config: the run's Config or FastConfig, with the budget to run to.
+        checkpoint: the run's latest Checkpoint, or None.
+        typed: the budget was given on this command line, not read from the run.
+
+    Raises:
+        ConfigError: on "timesteps", the budget ends before the checkpoint's step.
+    """
     if checkpoint is not None and budget_end(config.timesteps, chunk_size(config)) \
             < checkpoint.step:
         raise ConfigError("timesteps", f"{config.timesteps:,}"

@@ -79,7 +79,13 @@ def _fsync_dir(path):
 
 
 class Checkpoint:
-    """One complete, verified checkpoint on disk."""
+    """One complete, verified checkpoint on disk.
+
+    Args:
+        path: its directory, checkpoints/step-*.
+        step: the agent step it was written at.
+        manifest: its manifest.json, verified.
+    """
 
     def __init__(self, path, step, manifest):
         self.path = path
@@ -88,6 +94,7 @@ class Checkpoint:
 
     @property
     def has_replay(self):
+        """Whether it holds the replay memory (written with --save-replay)."""
         return REPLAY_FILE in self.manifest["files"]
 
     @property
@@ -97,14 +104,26 @@ class Checkpoint:
 
     @property
     def plan(self):
-        """The RUN_PLAN settings the run had when it wrote this checkpoint ({} before they
-        were recorded)."""
+        """The RUN_PLAN settings the run had when it wrote this checkpoint, as a dict.
+
+        {} for a checkpoint written before they were recorded.
+        """
         plan = self.manifest.get("plan")
         return plan if isinstance(plan, dict) else {}
 
     def load_state(self, schema=None):
-        """The state tree; schema (fast_dqn.state_schema): what it must hold, else
-        StateMismatch."""
+        """The state tree state.json and arrays.zst hold, checked against `schema`.
+
+        Args:
+            schema: what the state must hold (fast_dqn.state_schema), or None to check
+                nothing but that its arrays are there.
+
+        Returns:
+            The state tree: dicts, lists, numbers, strings and numpy arrays.
+
+        Raises:
+            StateMismatch: the state refers to arrays it lacks, or does not fit `schema`.
+        """
         with open(os.path.join(self.path, STATE_FILE)) as f:
             document = json.load(f)
         with open(os.path.join(self.path, ARRAYS_FILE), "rb") as f:
@@ -118,8 +137,15 @@ class Checkpoint:
         return state
 
     def unfit_state(self, error):
-        """The line that says this checkpoint's state cannot be read (`error`, from the
-        schema or from the component that loaded it), and what to do."""
+        """The line that says this checkpoint's state cannot be read, and what to do.
+
+        Args:
+            error: the exception the schema or the component that loaded the state raised.
+
+        Returns:
+            One line naming state.json, what is wrong, and the earlier checkpoint to fall
+            back on, if any.
+        """
         if isinstance(error, StateMismatch):
             detail = str(error)
         elif isinstance(error, KeyError):
@@ -136,14 +162,28 @@ class Checkpoint:
                 f"it was edited, or written by another program; {fix}")
 
     def load_replay(self, arrays):
-        """Fill the given {name: array} in place from replay.zst."""
+        """Fill the given arrays in place from replay.zst.
+
+        Args:
+            arrays: {name: ndarray} of replay, each of the saved shape and dtype.
+        """
         with open(os.path.join(self.path, REPLAY_FILE), "rb") as f:
             read_arrays(f, into=arrays)
 
 
 class CheckpointStore:
+    """A run's checkpoints folder: writes checkpoints atomically, keeps the newest, reads them.
+
+    Args:
+        run_dir: the run directory.
+        keep: how many checkpoints to keep, the newest.
+        warn: a function that prints a warning line; None prints it on stderr.
+        folder: the folder's name inside `run_dir`.
+        on_saved: a function called with the step, in agent steps, as each checkpoint takes
+            its final name; or None.
+    """
+
     def __init__(self, run_dir, keep=2, warn=None, folder="checkpoints", on_saved=None):
-        """on_saved(step): called as each checkpoint takes its final name."""
         self.dir = os.path.join(run_dir, folder)
         self.keep = keep
         self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
@@ -152,13 +192,23 @@ class CheckpointStore:
     # --- writing
 
     def save(self, step, state, replay_arrays=None, finished=False, plan=None):
-        """Write a checkpoint for agent step `step`; returns its path.
+        """Write a checkpoint for agent step `step`, then delete all but the newest `keep`.
 
-        state: a tree of data (see fast_dqn.run.storage.state_tree); replay_arrays: {name: ndarray}
-        or None; finished: the run ended at this checkpoint (kept in the manifest, so that a
-        resume can tell without loading the state); plan: the run's RUN_PLAN settings, kept
-        in the manifest too, for --resume to read before it loads anything. Raises
-        CheckpointError (disk full, unwritable path); older checkpoints stay intact.
+        Args:
+            step: the agent step the state is of.
+            state: a tree of data (see fast_dqn.run.storage.state_tree).
+            replay_arrays: replay's {name: ndarray}, or None to save no replay.
+            finished: the run ended at this checkpoint (kept in the manifest, so that a
+                resume can tell without loading the state).
+            plan: the run's RUN_PLAN settings, kept in the manifest too, for --resume to
+                read before it loads anything; or None.
+
+        Returns:
+            The checkpoint's path.
+
+        Raises:
+            CheckpointError: it could not be written (disk full, unwritable path); older
+                checkpoints stay intact.
         """
         # Before any file exists: a state that is not data is a bug, and must not leave a
         # half-written directory behind.
@@ -226,7 +276,11 @@ class CheckpointStore:
                 shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
 
     def discard_after(self, step):
-        """Delete the checkpoints of steps after `step` (steps a resume plays again)."""
+        """Delete the checkpoints of steps after `step` (steps a resume plays again).
+
+        Args:
+            step: the step the resume starts from, in agent steps.
+        """
         for later, _, name in self._complete():
             if later > step:
                 shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
@@ -246,10 +300,19 @@ class CheckpointStore:
         return sorted(found)
 
     def steps(self):
+        """The agent steps of the finished checkpoints, not verified.
+
+        Returns:
+            A list of agent steps, oldest first.
+        """
         return [step for step, _, _ in self._complete()]
 
     def newest(self):
-        """(step, path) of the newest finished checkpoint (not verified), or None."""
+        """The newest finished checkpoint, not verified.
+
+        Returns:
+            (its step in agent steps, its path), or None where there is none.
+        """
         complete = self._complete()
         if not complete:
             return None
@@ -257,8 +320,13 @@ class CheckpointStore:
         return step, os.path.join(self.dir, name)
 
     def newest_is_finished(self):
-        """Whether the newest checkpoint's manifest says the run ended there (read, not
-        verified: for what the command line says at the end, not for resuming)."""
+        """Whether the newest checkpoint's manifest says the run ended there.
+
+        Read, not verified: for what the command line says at the end, not for resuming.
+
+        Returns:
+            True where it does; False where there is none, or it cannot be read.
+        """
         complete = self._complete()
         if not complete:
             return False
@@ -271,9 +339,13 @@ class CheckpointStore:
     def latest(self):
         """The newest checkpoint that verifies, warning about each damaged newer one.
 
-        Returns None when there is no checkpoint at all; raises CorruptFile when there are
-        some but none is usable, and UnsupportedFormat when the newest complete one is of
-        another format version (older ones would be too, and must not silently replace it).
+        Returns:
+            A Checkpoint, or None when there is no checkpoint at all.
+
+        Raises:
+            CorruptFile: there are checkpoints, but none is usable.
+            UnsupportedFormat: the newest complete one is of another format version (older
+                ones would be too, and must not silently replace it).
         """
         problems = []
         for step, _, name in reversed(self._complete()):
@@ -334,9 +406,12 @@ def _check_format(manifest):
 
 
 def _manifest_files(manifest, path):
-    """The manifest's {name: {"size", "crc32"}}, or CorruptFile: a manifest is all that
-    vouches for a checkpoint, so one that parses as JSON but would not vouch for the state
-    this directory's step loads (hand-edited, or from another checkpoint) is damage too."""
+    """The manifest's {name: {"size", "crc32"}}, or CorruptFile where it cannot vouch.
+
+    A manifest is all that vouches for a checkpoint, so one that parses as JSON but would
+    not vouch for the state this directory's step loads (hand-edited, or from another
+    checkpoint) is damage too.
+    """
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise CorruptFile(f"{MANIFEST_FILE} has no table of files")
     files = manifest["files"]
@@ -358,11 +433,25 @@ def _manifest_files(manifest, path):
 
 
 class Checkpointer:
-    """When a loop checkpoints, and what goes in: the loop calls due(), save() and
-    stop_requested(); collect(step) gathers the state of every component but the loop.
+    """When a loop checkpoints, and what goes in a checkpoint.
 
-    Periodic checkpoints come at the first opportunity at or after each multiple of `freq`
-    agent steps (0: none); the loops also save at the end and when a stop is requested.
+    The loop calls due(), save() and stop_requested(); `collect` gathers the state of every
+    part but the loop. Periodic checkpoints come at the first opportunity at or after each
+    multiple of `freq` agent steps (0: none); the loops also save at the end and when a stop
+    is requested.
+
+    Args:
+        store: the CheckpointStore that writes them.
+        freq: the checkpoint period, in agent steps; 0 for none but the last and a stop's.
+        collect: a function of the step that returns the state of every part but the loop,
+            a dict.
+        replay: the replay memory, whose arrays() are saved; None to save no replay.
+        stop: a function that returns true once a stop is asked for; or None.
+        message: a function that prints a console line; None for print.
+        last_saved: the agent step of the checkpoint the run resumed from; None for a new
+            run.
+        clock: a function that returns seconds, to time each save.
+        plan: the run's RUN_PLAN settings, kept in each manifest; or None.
     """
 
     def __init__(self, store, freq, collect, replay=None, stop=None, message=None,
@@ -379,16 +468,40 @@ class Checkpointer:
         self.finished = False  # the last save ended the run
 
     def stop_requested(self):
+        """Whether a stop was asked for (Ctrl-C, SIGTERM), so the loop saves and returns.
+
+        Returns:
+            True once `stop` says so; False without a `stop`.
+        """
         return bool(self.stop and self.stop())
 
     def due(self, step):
+        """Whether a periodic checkpoint is due: `step` passed a multiple of `freq` unsaved.
+
+        Args:
+            step: agent steps taken so far.
+
+        Returns:
+            True where the loop should save at this step.
+        """
         last = self.last_saved or 0
         return bool(self.freq) and step // self.freq > last // self.freq
 
     def save(self, step, loop_state, final=False, finished=False):
-        """final: the run's last checkpoint, written even at the step it resumed from, since
-        the resumed run may have finished work there (a sync point, an evaluation);
-        finished: the run is done (final, and no evaluation left pending by a stop)."""
+        """Write the checkpoint of `step`: every part's state, the loop's, and replay's.
+
+        A save at the step the run resumed from is skipped unless `final`.
+
+        Args:
+            step: agent steps taken so far.
+            loop_state: the loop's own state, a tree of data.
+            final: the run's last checkpoint, written even at the step it resumed from, since
+                the resumed run may have finished work there (a sync point, an evaluation).
+            finished: the run is done (final, and no evaluation left pending by a stop).
+
+        Raises:
+            CheckpointError: it could not be written; older checkpoints stay intact.
+        """
         if step == self.last_saved and not final:
             # A stop at the step the run resumed from: what is on disk resumes just as well
             # (work done since at this step is done again, its log rows trimmed).
@@ -405,8 +518,22 @@ class Checkpointer:
 
 
 def latest_checkpoint(run_dir, setting, warn=None, missing_ok=False):
-    """The newest usable checkpoint of a run, or a ConfigError about `setting` saying why
-    not; None for a run with no checkpoint at all when `missing_ok`."""
+    """The newest usable checkpoint of a run, or a ConfigError about `setting` saying why not.
+
+    Args:
+        run_dir: the run directory.
+        setting: the setting an error names ("resume", or a tool's "RUN_DIR").
+        warn: a function that prints a warning line (a damaged checkpoint skipped); None
+            prints it on stderr.
+        missing_ok: answer None, not an error, for a run with no checkpoint at all.
+
+    Returns:
+        A verified Checkpoint, or None (only with `missing_ok`).
+
+    Raises:
+        ConfigError: on `setting`: no checkpoint is usable, or the newest is of another
+            format.
+    """
     from fast_dqn.errors import ConfigError
     try:
         checkpoint = CheckpointStore(run_dir, warn=warn).latest()

@@ -19,16 +19,35 @@ _NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL}
 
 
 def run_name(game, loop, preset):
-    """What a run directory is named after: the game and the loop, or under a preset other
-    than the defaults, the preset (with the game first where the preset does not name it), so
-    that `runs/pong-fastest-*` finds the runs of --preset pong-fastest."""
+    """What a run directory is named after: the game and the loop, or a preset of its own.
+
+    Under a preset other than the defaults, the name is the preset's (with the game first
+    where the preset does not name it), so that `runs/pong-fastest-*` finds the runs of
+    --preset pong-fastest.
+
+    Args:
+        game: the game's snake_case name, or a gymnasium env id.
+        loop: the loop config.json names: "dqn" or "fast".
+        preset: the --preset the run uses.
+
+    Returns:
+        The name's first part, such as "pong-fast" or "pong-fastest".
+    """
     if preset in ("nature", "classic"):
         return f"{game}-{loop}"
     return preset if preset.startswith(f"{game}-") else f"{game}-{preset}"
 
 
 def default_logdir(name, now=None):
-    """runs/<name>-<YYYYmmdd-HHMMSS>, with a numeric suffix if that name is taken."""
+    """runs/<name>-<YYYYmmdd-HHMMSS>, with a numeric suffix if that name is taken.
+
+    Args:
+        name: run_name's answer.
+        now: the time to stamp, in seconds since the epoch; None for now.
+
+    Returns:
+        A path, relative to the working directory, that does not exist yet.
+    """
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     base = os.path.join("runs", f"{name}-{stamp}")
     path, n = base, 1
@@ -38,7 +57,14 @@ def default_logdir(name, now=None):
 
 
 def check_logdir(path):
-    """Raise ConfigError unless `path` can become a fresh run directory. Creates nothing."""
+    """Raise ConfigError unless `path` can become a fresh run directory. Creates nothing.
+
+    Args:
+        path: the --logdir asked for.
+
+    Raises:
+        ConfigError: on "logdir": `path` is a file, holds files, or cannot be written in.
+    """
     if os.path.exists(path):
         if not os.path.isdir(path):
             raise ConfigError("logdir", f"'{path}' is a file, not a directory; "
@@ -62,10 +88,18 @@ _CONFIG_TEMPORARY = ".config.json.partial-"
 
 
 def is_unborn_run(path):
-    """A directory a run may be started in: empty, or holding only what a run stopped while
-    it was being created leaves (a run.lock, a config.json being written, or an empty
-    config.json that older versions could leave). It has no settings and no checkpoint, so
-    nothing in it is lost."""
+    """Whether a directory holds nothing but what a run stopped while being created leaves.
+
+    That is a run.lock, a config.json being written, or an empty config.json that older
+    versions could leave. It has no settings and no checkpoint, so nothing in it is lost
+    when a run is started there.
+
+    Args:
+        path: an existing directory.
+
+    Returns:
+        True where a run may be started in it.
+    """
     for name in os.listdir(path):
         full = os.path.join(path, name)
         if name == LOCK_FILE or name.startswith(_CONFIG_TEMPORARY):
@@ -77,7 +111,17 @@ def is_unborn_run(path):
 
 
 def check_writable(directory, setting):
-    """A real write, not os.access: root passes access checks on read-only mounts and /proc."""
+    """Check a file can be made in `directory` by making one, and removing it.
+
+    A real write, not os.access: root passes access checks on read-only mounts and /proc.
+
+    Args:
+        directory: an existing directory.
+        setting: the setting the error names ("logdir", "resume").
+
+    Raises:
+        ConfigError: on `setting`, nothing can be written there.
+    """
     try:
         with tempfile.TemporaryFile(dir=directory):
             pass
@@ -96,6 +140,15 @@ class RunLock:
     descriptors are opened close-on-exec, so no child process keeps a lock alive. Linux's NFS
     client turns flock into NFS byte-range locks, so two machines sharing the run see each
     other. A filesystem without locks gets a warning, and no protection.
+
+    Args:
+        run_dir: the run directory, which exists.
+        setting: the setting an error names ("logdir" for a new run, "resume").
+        warn: a function that prints a warning line; None prints it on stderr.
+
+    Raises:
+        ConfigError: on `setting`: another process holds the lock, or run.lock cannot be
+            opened as a plain file.
     """
 
     def __init__(self, run_dir, setting, warn=None):
@@ -141,8 +194,14 @@ class RunLock:
                            "device); remove it (the run recreates it) and try again")
 
     def sign(self):
-        """Name this process as the holder; apart from making the file, taking the lock
-        changes nothing on disk, so a run refused for another reason is left as it was."""
+        """Write this process's name into run.lock as the holder.
+
+        Apart from making the file, taking the lock changes nothing on disk, so a run refused
+        for another reason is left as it was; only a signed lock writes.
+
+        Raises:
+            ConfigError: on the lock's setting, run.lock cannot be written.
+        """
         try:
             os.ftruncate(self.fd, 0)
             os.pwrite(self.fd, f"process {os.getpid()} on {socket.gethostname()}, since "
@@ -154,6 +213,7 @@ class RunLock:
                                                 "write to")
 
     def release(self):
+        """Let the lock go by closing its file; a second call does nothing."""
         if self.fd is not None:
             os.close(self.fd)  # releases the lock
             self.fd = None
@@ -168,10 +228,21 @@ class RunLock:
 
 
 def create_run_directory(path, config_dict):
-    """Make the directory, lock it, and write config.json; returns the held RunLock.
+    """Make the directory, lock it, and write config.json.
 
-    The lock comes first, so a --resume racing this sees no config and touches nothing; 'x'
-    mode then refuses to clobber a run that was made in the meantime.
+    The lock comes first, so a --resume racing this sees no config and touches nothing;
+    config.json is then written only where none exists, never over a run made meanwhile.
+
+    Args:
+        path: the run directory, checked by check_logdir.
+        config_dict: the settings config.json records.
+
+    Returns:
+        The held RunLock, which the caller releases when the run ends.
+
+    Raises:
+        ConfigError: on "logdir": the directory cannot be made or written, or another run
+            took it in the meantime.
     """
     try:
         os.makedirs(path, exist_ok=True)
@@ -194,9 +265,12 @@ def create_run_directory(path, config_dict):
 
 
 def _write_config_once(path, config_dict):
-    """config.json appears whole or not at all, and never replaces one: a stop at any
-    instant leaves no empty config.json. It is written under a temporary name, then linked
-    to its own (a link fails where the name exists), then the temporary is removed."""
+    """Write config.json whole or not at all, and never over one.
+
+    A stop at any instant leaves no empty config.json. It is written under a temporary
+    name, then linked to its own (a link fails where the name exists), then the temporary is
+    removed.
+    """
     final = os.path.join(path, CONFIG_FILE)
     temporary = os.path.join(path, f"{_CONFIG_TEMPORARY}{os.getpid()}")
     with open(temporary, "w") as f:
@@ -223,8 +297,19 @@ def _write_config_once(path, config_dict):
 
 
 def load_run_config(run_dir, setting):
-    """The saved config.json of a run, as a dict; a ConfigError about `setting` if it is no
-    run."""
+    """The saved config.json of a run, as a dict.
+
+    Args:
+        run_dir: the run directory.
+        setting: the setting an error names ("resume", or a tool's "RUN_DIR").
+
+    Returns:
+        config.json's settings, a dict with at least "loop".
+
+    Raises:
+        ConfigError: on `setting`, `run_dir` is no run, an unborn one, or its config.json
+            cannot be read.
+    """
     path = os.path.join(run_dir, CONFIG_FILE)
     if os.path.isdir(run_dir) and os.listdir(run_dir) and is_unborn_run(run_dir):
         raise ConfigError(setting, f"'{run_dir}' holds no run: one was stopped while it was "
@@ -264,13 +349,19 @@ def _write_record(run_dir, text):
 
 
 def record_no_checkpoint_yet(run_dir):
+    """Write first-checkpoint.txt as a new run's: it has had no checkpoint yet."""
     _write_record(run_dir, f"{_NONE_YET} fast-dqn writes here the step of the run's first "
                   "checkpoint once it is complete. Until then, --resume starts the run again "
                   "from step 0 (its logs are of steps played again); after, it never does.\n")
 
 
 def mark_checkpointed(run_dir, step):
-    """Record, once, that the run has had a checkpoint (of agent step `step`)."""
+    """Record, once, that the run has had a checkpoint; a disk's error is let pass.
+
+    Args:
+        run_dir: the run directory.
+        step: the checkpoint's step, in agent steps.
+    """
     if checkpoint_record(run_dir)[0] == "written":
         return
     try:
@@ -285,9 +376,16 @@ def mark_checkpointed(run_dir, step):
 
 
 def checkpoint_record(run_dir):
-    """(what first-checkpoint.txt says, the step it names): ("written", step, or None where
-    the file was edited past reading), ("none yet", None), or ("unrecorded", None) for a
-    run made before the file was, or whose file was deleted."""
+    """What first-checkpoint.txt says of the run's first checkpoint, and the step it names.
+
+    Args:
+        run_dir: the run directory.
+
+    Returns:
+        ("written", the step in agent steps, or None where the file was edited past
+        reading), ("none yet", None), or ("unrecorded", None) for a run made before the
+        file was, or whose file was deleted.
+    """
     path = os.path.join(run_dir, CHECKPOINT_RECORD)
     if not os.path.lexists(path):
         return "unrecorded", None
@@ -310,8 +408,14 @@ DEAD_START_LOGS = ("episodes.csv", "eval.csv", "tensorboard", "best")
 
 
 def discard_dead_start(run_dir):
-    """Remove the logs of a run that stopped before its first checkpoint, which starts again
-    at step 0: their rows are of steps it plays again. Its config.json and lock stay."""
+    """Remove the logs of a run that stopped before its first checkpoint.
+
+    Such a run starts again at step 0: the logs' rows are of steps it plays again. Its
+    config.json and lock stay.
+
+    Args:
+        run_dir: the run directory, locked by this process.
+    """
     import shutil
     for name in os.listdir(run_dir):
         # A stop between linking config.json and removing its temporary, or while the
