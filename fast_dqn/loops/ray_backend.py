@@ -40,11 +40,11 @@ import ray
 from fast_dqn.agent.backend_setup import keras_backend
 from fast_dqn.envs.environment import game_seed
 from fast_dqn.loops.experience import STEP_FIELDS, LocalBackend, join_chunks
+from fast_dqn.rng_streams import SAMPLER_RNG_STREAM, rng_for
 
 POLL_SECONDS = 0.2
 STALL_SECONDS = 600.0  # a TF actor takes ~6 s to start alone, much longer on a busy machine
 MAX_DEATHS = 3
-SAMPLER_RNG_STREAM = 3
 # What a lost process or machine looks like to the driver.
 LOST = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
         ray.exceptions.ObjectLostError, ray.exceptions.NodeDiedError)
@@ -219,7 +219,7 @@ class SamplerActor:
         self._start(seed)
 
     def _start(self, seed):
-        self.local.start(np.random.default_rng([seed, SAMPLER_RNG_STREAM]))
+        self.local.start(rng_for(seed, SAMPLER_RNG_STREAM))
         self.local.act_through(self._q, None)
 
     def spec(self):
