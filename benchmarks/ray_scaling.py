@@ -129,7 +129,8 @@ def main():
 
     from fast_dqn.agent.backend_setup import configure_backend
     from fast_dqn.loops.experience import LocalBackend
-    from fast_dqn.loops.ray_backend import RayBackend, start_private_cluster
+    from fast_dqn.loops.ray_backend import RayBackend
+    from fast_dqn.loops.ray_cluster import start_private_cluster
     from fast_dqn.run import components
     from fast_dqn.run.settings.hyperparameters import FastConfig
     from fast_dqn.run.settings.validation import resolve

@@ -29,7 +29,7 @@ CONFIG = resolve(precedence.build_config({"env": "CartPole-v1", "workers": 4, "n
 @pytest.fixture(scope="module")
 def ray_cluster():
     ray = pytest.importorskip("ray")
-    from fast_dqn.loops.ray_backend import start_private_cluster
+    from fast_dqn.loops.ray_cluster import start_private_cluster
     before = ray_processes()
     with pytest.MonkeyPatch.context() as patch:  # undoes the cluster's own token too
         for name in RAY_SETTINGS:
@@ -263,6 +263,6 @@ def test_ray_ships_the_whole_package_to_joined_machines():
     """A joined machine imports fast_dqn.run.components and fast_dqn.envs from what the driver
     ships: the package root, not the folder of the module that ships it."""
     pytest.importorskip("ray")
-    from fast_dqn.loops.ray_backend import package_dir
+    from fast_dqn.loops.ray_cluster import package_dir
     assert os.path.basename(package_dir()) == "fast_dqn"
     assert {"envs", "agent", "loops", "run"} <= set(os.listdir(package_dir()))

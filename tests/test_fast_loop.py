@@ -130,7 +130,7 @@ def test_replay_stacks_match_what_the_samplers_showed():
     for j in range(2):
         n = int(replay.sizes[j])
         for t in range(K - 1, n - 1):
-            states, *_ = replay.gather(np.array([t]), np.array([j]))
+            states, *_ = replay.gather(np.array([j]), np.array([t]))
             assert np.array_equal(states[0], seen[t][j])
 
 

@@ -10,7 +10,7 @@ import pytest
 from fast_dqn.errors import ConfigError
 
 pytest.importorskip("ray")
-from fast_dqn.loops.ray_backend import check_reachable  # noqa: E402  (after the skip)
+from fast_dqn.loops.ray_cluster import check_reachable  # noqa: E402  (after the skip)
 
 SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # an empty HTTP/2 SETTINGS frame
 

@@ -47,7 +47,7 @@ def check_all_valid(replay, records):
         if live[p][2] and not live[p][1]:
             continue  # time-limit cut: never sampled
         idx = np.array([(oldest + p) % replay.capacity])
-        states, actions, rewards, next_states, dones, _ = replay.gather(idx)
+        states, actions, rewards, next_states, dones, _ = replay.gather(None, idx)
         assert list(states[0, :, 0]) == reference_stack(live, p)
         assert rewards[0] == live[p][0] and actions[0] == live[p][0] % 3
         assert dones[0] == float(live[p][1])
@@ -60,7 +60,7 @@ def test_stacks_at_episode_boundaries_are_zero_padded():
     records = fill(replay, [5, 1, 2, 6, 3])
     check_all_valid(replay, records)
     # Spot-check by hand: the 2nd frame of the 4th episode (frames 9..14) is frame 10.
-    states, *_ = replay.gather(np.array([9]))
+    states, *_ = replay.gather(None, np.array([9]))
     assert list(states[0, :, 0]) == [0, 0, 9, 10]
 
 
@@ -137,7 +137,7 @@ def test_replay_rebuilds_exactly_the_states_the_env_showed():
     live = seen[-replay.sizes[0]:]
     oldest = (replay.pointers[0] - replay.sizes[0]) % replay.capacity
     for p in range(K - 1, len(live) - 1):
-        states, _, _, next_states, dones, _ = replay.gather(np.array([(oldest + p) % 40]))
+        states, _, _, next_states, dones, _ = replay.gather(None, np.array([(oldest + p) % 40]))
         assert np.array_equal(states[0], live[p][0])
         if not live[p][2]:
             assert np.array_equal(next_states[0], live[p][1])
@@ -202,7 +202,7 @@ def test_shards_keep_each_samplers_trajectory_contiguous_and_sample_uniformly():
     for shard in range(3):
         live = records[shard]
         for p in range(K - 1, len(live) - 1):
-            states, *_ = replay.gather(np.array([p]), np.array([shard]))
+            states, *_ = replay.gather(np.array([shard]), np.array([p]))
             assert list(states[0, :, 0]) == reference_stack(live, p)
     shards, idx = replay.sample_indices(60_000)
     counts = np.bincount(shards, minlength=3)
@@ -252,7 +252,7 @@ def test_replay_returns_what_the_agent_saw_on_a_real_rom(env_backend):
         for r in range(oldest_round + K - 1, rounds - 1):
             position = (int(replay.pointers[shard]) - (rounds - r)) % per_shard
             states, actions, rewards, next_states, dones, _ = replay.gather(
-                np.array([position]), np.array([shard]))
+                np.array([shard]), np.array([position]))
             c = chunks[r]
             np.testing.assert_array_equal(states[0], seen[r][shard])
             assert actions[0] == c.actions[0, shard] and rewards[0] == c.rewards[0, shard]
@@ -278,7 +278,7 @@ def test_n_step_returns_by_hand_at_a_terminal_and_at_a_cut():
         replay.add([t], t % 3, float(t), terminal=t == 6, episode_end=t in (6, 9))
     idx = np.arange(1, 9)
     states, actions, returns, next_states, dones, discounts = replay.gather_n_step(
-        idx, np.zeros_like(idx))
+        np.zeros_like(idx), idx)
     np.testing.assert_allclose(returns, [
         1 + 0.5 * 2 + 0.25 * 3,   # 1: three full steps
         2 + 0.5 * 3 + 0.25 * 4,
@@ -348,16 +348,16 @@ def test_n_step_transitions_equal_the_reference_after_many_wrap_arounds(n, capac
         for p in range(K - 1, len(live) - n):
             if live[p][2] and not live[p][1]:
                 continue  # a cut is never a sample's first step
-            idx, shards = np.array([(oldest + p) % capacity]), np.array([shard])
+            shards, idx = np.array([shard]), np.array([(oldest + p) % capacity])
             states, actions, returns, next_states, dones, discounts = replay.gather_n_step(
-                idx, shards)
+                shards, idx)
             ret, next_stack, done, discount = n_step_reference(live, p, n, gamma)
             assert list(states[0, :, 0]) == reference_stack(live, p)
             assert returns[0] == pytest.approx(ret, rel=1e-6)
             assert list(next_states[0, :, 0]) == next_stack
             assert dones[0] == float(done) and discounts[0] == pytest.approx(discount)
             if n == 1:
-                one = replay.gather(idx, shards)
+                one = replay.gather(shards, idx)
                 for a, b in zip(one, (states, actions, returns, next_states, dones,
                                       discounts)):
                     np.testing.assert_array_equal(a, b)

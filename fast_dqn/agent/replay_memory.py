@@ -24,7 +24,9 @@ Frames are still stored once; the n-step sums are computed at sample time.
 
 The memory is split into `num_shards` equal rings, one per sampler, so every sampler's
 trajectory stays contiguous and stacks never mix two games. Sampling is uniform over the valid
-transitions of all shards together. The Nature loop uses one shard.
+transitions of all shards together. The Nature loop uses one shard. A record is addressed as
+(shards, idx), shard first, in every function here and in those that gather on the device
+(fast_dqn.agent.replay_gather, the train steps): the order of the arrays' own axes.
 
 Not thread-safe. The loops write only while nothing samples (see fast_dqn.loops.nature_loop and
 fast_dqn.loops.background_trainer).
@@ -251,7 +253,7 @@ class ReplayMemory:
         """The minibatches at (K, B) indices, stacked as a Batch of (K, B, ...) arrays: one
         gather of all K * B transitions, the same bytes as K gathers."""
         k, b = idx.shape
-        flat = (idx.ravel(), shards.ravel())
+        flat = (shards.ravel(), idx.ravel())
         batch = self.gather_n_step(*flat) if self.n_step > 1 else self.gather(*flat)
         return Batch(*(np.reshape(a, (k, b, *a.shape[1:])) for a in batch))
 
@@ -260,10 +262,10 @@ class ReplayMemory:
         discount: gamma for one-step returns, gamma^m for n-step ones (see the top)."""
         shards, idx = self.sample_indices(batch_size)
         if self.n_step > 1:
-            return self.gather_n_step(idx, shards)
-        return self.gather(idx, shards)
+            return self.gather_n_step(shards, idx)
+        return self.gather(shards, idx)
 
-    def stacks(self, idx, shards):
+    def stacks(self, shards, idx):
         """The states of records `idx`: each record's frame and the k-1 before it, those from
         before the record's episode began (an episode end at any record in [j, i-1]) zeroed."""
         k = self.history_length
@@ -275,7 +277,7 @@ class ReplayMemory:
             frames[:, :k - 1][blank] = 0
         return frames
 
-    def n_step_returns(self, idx, shards):
+    def n_step_returns(self, shards, idx):
         """(returns, steps m, terminal) of the n-step transitions starting at records `idx`."""
         n = self.n_step
         cols = (idx[:, None] + np.arange(n)) % self.shard_capacity       # (B, n)
@@ -292,17 +294,17 @@ class ReplayMemory:
         returns = (self.rewards[rows, cols].astype(np.float64) * weights).sum(axis=1)
         return returns.astype(np.float32), steps, terminal
 
-    def gather_n_step(self, idx, shards):
-        returns, steps, terminal = self.n_step_returns(idx, shards)
-        next_states = self.stacks((idx + steps) % self.shard_capacity, shards)
+    def gather_n_step(self, shards, idx):
+        returns, steps, terminal = self.n_step_returns(shards, idx)
+        next_states = self.stacks(shards, (idx + steps) % self.shard_capacity)
         if terminal.any():
             next_states[terminal] = 0
         discounts = (self.discount ** steps).astype(np.float32)
-        return Batch(self.stacks(idx, shards), self.actions[shards, idx], returns, next_states,
+        return Batch(self.stacks(shards, idx), self.actions[shards, idx], returns, next_states,
                      terminal.astype(np.float32), discounts)
 
-    def gather(self, idx, shards=None):
-        """The one-step transitions of records `idx` (of shard 0 unless `shards`)."""
+    def gather(self, shards, idx):
+        """The one-step transitions of records `idx` of `shards` (None: all of shard 0)."""
         k = self.history_length
         shards = np.zeros_like(idx) if shards is None else shards
         cols = (idx[:, None] + self._offsets) % self.shard_capacity   # (B, k + 1)

@@ -1,5 +1,5 @@
 """The parts of a run, each built from a Config: the Q-network, the learner, replay and the
-samplers, with the seeds that keep their random streams apart; and the settings the layers
+samplers, each seeded from its stream (fast_dqn.rng_streams); and the settings the layers
 below run/ are given instead of the Config (EnvSettings, LoopSettings, RaySettings).
 
 Both the run builder (fast_dqn.run.training) and the Ray sampler actors (fast_dqn.loops.ray_backend)
@@ -15,16 +15,9 @@ from fast_dqn.agent.schedules import LinearSchedule
 from fast_dqn.envs.environment import game_seed, make_env
 from fast_dqn.envs.settings import EnvSettings
 from fast_dqn.loops.settings import LoopSettings, RaySettings
+from fast_dqn.rng_streams import REPLAY_RNG_STREAM, rng_for
 from fast_dqn.run.settings import hyperparameters as hp
 from fast_dqn.run.settings.validation import ResolvedConfig
-
-# Streams keep every random stream of a run distinct yet derived from the one --seed (the
-# evaluation's games each take a stream of their own below EVAL_RNG_STREAM).
-ACTION_RNG_STREAM, EVAL_RNG_STREAM, REPLAY_RNG_STREAM = 0, 1, 2
-
-
-def rng_for(seed, stream):
-    return np.random.default_rng([seed, stream])
 
 
 def env_settings(config, evaluation=False):

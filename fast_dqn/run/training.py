@@ -16,9 +16,8 @@ from fast_dqn.envs.environment import (
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.evaluation import Evaluator
 from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.rng_streams import ACTION_RNG_STREAM, EVAL_RNG_STREAM, rng_for
 from fast_dqn.run.components import (
-    ACTION_RNG_STREAM,
-    EVAL_RNG_STREAM,
     build_evaluation_games,
     build_learner,
     build_local_backend,
@@ -27,7 +26,6 @@ from fast_dqn.run.components import (
     loop_settings,
     ray_sampler_builders,
     ray_settings,
-    rng_for,
 )
 from fast_dqn.run.logs.monitor import Monitor
 from fast_dqn.run.logs.progress import RunProgress, make_console

@@ -199,7 +199,7 @@ def _checked(args, run_flags):
         if importlib.util.find_spec("ray") is None:
             raise ConfigError("backend", "ray is not installed; pip install -e \".[ray]\" "
                               "(or use --backend local)")
-        from fast_dqn.loops.ray_backend import check_reachable
+        from fast_dqn.loops.ray_cluster import check_reachable
         if args.ray_address:
             check_reachable(args.ray_address)
     return suite, runs, config

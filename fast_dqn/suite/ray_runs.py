@@ -187,7 +187,7 @@ class RayTasks:
         import ray
 
         from fast_dqn.agent.backend_setup import keras_backend
-        from fast_dqn.loops.ray_backend import package_dir, start_private_cluster
+        from fast_dqn.loops.ray_cluster import package_dir, start_private_cluster
         if ray.is_initialized():
             return
         runtime_env = {"py_modules": [package_dir()],

@@ -235,7 +235,7 @@ def validate_ray(config):
         if not config.ray_address.strip():
             raise ConfigError("ray_address", "is empty; give 'auto', HOST:PORT, or drop it "
                               "to start a private cluster")
-        from fast_dqn.loops.ray_backend import check_reachable
+        from fast_dqn.loops.ray_cluster import check_reachable
         check_reachable(config.ray_address)
 
 

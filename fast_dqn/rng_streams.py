@@ -1,0 +1,33 @@
+"""Every random stream of a run, derived from its one --seed.
+
+Each part that draws at random takes a stream of its own, numbered here, so no two parts
+share draws and adding draws to one never moves another's. The numbers are part of what a
+seeded run repeats: changing one changes every run's trajectory, so they are pinned by a
+test. They live at the package's root, importing nothing of it, because loops/ (the Ray
+actors) and run/ (the run's builders) both draw from them.
+"""
+
+import numpy as np
+
+# The ε-greedy actions of the run's own games (the Nature loop, the fast loop's samplers).
+ACTION_RNG_STREAM = 0
+# The evaluation's key: each evaluation game takes a stream of its own below it
+# (fast_dqn.loops.evaluation.game_seeds).
+EVAL_RNG_STREAM = 1
+# The seed of replay's sampling RNG.
+REPLAY_RNG_STREAM = 2
+# The actions of a Ray sampler actor's games, one stream per actor's seed.
+SAMPLER_RNG_STREAM = 3
+
+
+def rng_for(seed, stream):
+    """A numpy Generator for one stream of a run.
+
+    Args:
+        seed: the run's --seed (or a Ray actor's own seed).
+        stream: one of the *_RNG_STREAM numbers above.
+
+    Returns:
+        np.random.Generator, the same draws for the same (seed, stream).
+    """
+    return np.random.default_rng([seed, stream])
