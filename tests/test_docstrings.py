@@ -60,6 +60,7 @@ NOT_YET = {
     "loops.fast_loop_state",
     "loops.fast_loop_stops",
     "loops.minibatch_schedule",
+    "loops.ray_cluster",
     "loops.nature_loop",
     "loops.overlapped_backend",
     "loops.ray_backend",
