@@ -45,6 +45,14 @@ MOST_SEEDS = 1_000
 
 
 def build_parser(prog):
+    """The suite's argument parser, which refuses bad flags in one line, with exit status 2.
+
+    Args:
+        prog: the command's name, for its usage line and messages.
+
+    Returns:
+        The argparse.ArgumentParser.
+    """
     parser = argparse.ArgumentParser(
         prog=prog, usage=f"{prog} --games GAMES --timesteps T --logdir DIR [options] "
         "[-- RUN FLAGS...]", description="Run games × seeds of one protocol, each an "
@@ -116,6 +124,18 @@ def _count(text):
 
 
 def main(argv=None, prog="fast-dqn suite"):
+    """Run `fast-dqn suite`: check everything, then run or resume each game × seed to its end.
+
+    Args:
+        argv: the suite's flags, then after "--" the flags every run gets; None reads
+            sys.argv, as the whole process.
+        prog: the command's name, for its usage line and messages.
+
+    Returns:
+        The exit status: 0 when every run finished, 1 when some did not, 2 for bad input,
+        128 + the signal's number when a signal stopped the suite, 130 when a second Ctrl-C
+        aborted it.
+    """
     if argv is None:  # the whole process: a closed terminal must not end the suite
         from fast_dqn.run.logs.progress import OutlivesConsole
         sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
@@ -244,7 +264,11 @@ def _available_memory():
 
 
 def gpus():
-    """The NVIDIA GPUs `nvidia-smi -L` lists; none where it is missing."""
+    """The NVIDIA GPUs `nvidia-smi -L` lists; none where it is missing.
+
+    Returns:
+        nvidia-smi's line for each GPU ("GPU 0: ..."); [] where it is missing or fails.
+    """
     if not shutil.which("nvidia-smi"):
         return []
     try:
@@ -256,7 +280,15 @@ def gpus():
 
 
 def local_plan(parallel):
-    """(threads per run, environment of the runs, the start-up line's words on sharing)."""
+    """How `parallel` runs share this machine's cores and its GPU.
+
+    Args:
+        parallel: how many runs go at a time (--parallel).
+
+    Returns:
+        (threads, env, words): each run's --threads, the environment the runs start in, and
+        the start-up line's words on how they share the machine.
+    """
     cores = _cores()
     threads = max(1, cores // parallel)
     env = dict(os.environ)
