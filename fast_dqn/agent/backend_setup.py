@@ -112,8 +112,11 @@ TENSORFLOW_ADDRESS_SPACE = 3 << 30
 
 
 def _configured_backend(typed):
-    """The backend Keras will load, found without importing it: KERAS_BACKEND, else the
-    "backend" of keras.json in KERAS_HOME (~/.keras by default), else TensorFlow."""
+    """The backend Keras will load, found without importing it.
+
+    That is KERAS_BACKEND, else the "backend" of keras.json in KERAS_HOME (~/.keras by
+    default), else TensorFlow.
+    """
     if typed:
         return typed
     home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
@@ -139,10 +142,13 @@ def _check_address_space(typed):
 
 
 def _tell_xla():
-    """XLA reads these when its first client starts, which the first question to JAX does
+    """Set XLA's flags: no preallocation of GPU memory, and deterministic kernels.
+
+    XLA reads these when its first client starts, which the first question to JAX does
     (even `jax.devices()`, as --precision auto asks): so here, where every path asks for the
     backend first. Preallocation off is JAX's counterpart of TF's memory growth (by default
-    it takes 75% of the GPU at start); deterministic kernels match TF's op determinism."""
+    it takes 75% of the GPU at start); deterministic kernels match TF's op determinism.
+    """
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
@@ -150,11 +156,14 @@ def _tell_xla():
 
 
 def _source_names_xla_can_take():
-    """JAX hands XLA the name of each op's Python source file, and a name that is not UTF-8
+    """Have JAX drop source file names that are not UTF-8 before they reach XLA.
+
+    JAX hands XLA the name of each op's Python source file, and a name that is not UTF-8
     (a checkout under such a path: its bytes come back as lone surrogates) cannot cross into
     C++: every compile, the first array included, fails there with a bad cast. JAX deletes
     from those names what this pattern matches: such a name, whole; UTF-8 names keep theirs.
-    A pattern the user set stays. (TensorFlow's counterpart: fast_dqn.agent.train_step_tf.)"""
+    A pattern the user set stays. (TensorFlow's counterpart: fast_dqn.agent.train_step_tf.)
+    """
     import jax
 
     if not jax.config.jax_hlo_source_file_canonicalization_regex:
@@ -188,7 +197,9 @@ def configure_backend(seed, threads=0, deterministic=True):
 
 
 def _configure_tensorflow(seed, threads, deterministic):
-    """Memory growth keeps TF from grabbing the whole GPU at start-up, so two runs (or a run
+    """configure_backend under TensorFlow; returns the devices that will train.
+
+    Memory growth keeps TF from grabbing the whole GPU at start-up, so two runs (or a run
     and a notebook) can share one card. `threads` bounds intra-op threads: the learner shares
     the CPU with the env samplers, and TF's default of one thread per core oversubscribes it.
     """
@@ -211,8 +222,11 @@ def _configure_tensorflow(seed, threads, deterministic):
 
 
 def _configure_jax(seed):
-    """XLA's flags are already set (keras_backend). XLA's CPU client sizes its own thread
-    pool: --threads has nothing to bound under JAX."""
+    """configure_backend under JAX; returns the devices that will train.
+
+    XLA's flags are already set (keras_backend). XLA's CPU client sizes its own thread
+    pool: --threads has nothing to bound under JAX.
+    """
     import jax
     import keras
 

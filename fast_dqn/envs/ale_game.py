@@ -29,6 +29,7 @@ SCREEN_SHAPE = (210, 160)
 
 
 def new_emulator():
+    """A new ALE emulator, with no game loaded and its logging down to errors."""
     import ale_py
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stdout
     return ale_py.ALEInterface()

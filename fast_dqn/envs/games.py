@@ -14,6 +14,7 @@ def snake_case(name):
 
 
 def camel_case(snake):
+    """'space_invaders' -> 'SpaceInvaders', as ale-py's ids spell the game."""
     return "".join(part.capitalize() for part in snake.split("_"))
 
 
