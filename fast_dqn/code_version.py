@@ -29,13 +29,18 @@ def _git(*args):
 
 @functools.lru_cache(maxsize=1)
 def commit():
-    """The checkout's commit, with "-dirty" where tracked files differ from it (as `git
-    describe --dirty` marks it) and "-unknown" where git could not say; None for an installed
-    wheel or a copy without .git. Cached: the code a process runs is the code it loaded, so
-    a run asks once, at its start.
+    """The commit of the checkout the package runs from, or None where it is not one.
+
+    Cached: the code a process runs is the code it loaded, so a run asks once, at its start.
 
     Only a checkout whose top is the package's parent counts: a wheel installed inside some
-    other repository (a virtual environment in a project) must not record that project."""
+    other repository (a virtual environment in a project) must not record that project.
+
+    Returns:
+        The commit id, with "-dirty" where tracked files differ from it (as `git describe
+        --dirty` marks it) and "-unknown" where git could not say; None for an installed
+        wheel or a copy without .git.
+    """
     top = _git("rev-parse", "--show-toplevel")
     if top is None or os.path.realpath(top) != os.path.realpath(_PACKAGE_ROOT):
         return None
@@ -49,11 +54,22 @@ def commit():
 
 
 def code_record():
-    """What config.json and each checkpoint's manifest record of the code."""
+    """What config.json and each checkpoint's manifest record of the code.
+
+    Returns:
+        {"version": the package version, "commit": `commit()`, which may be None}.
+    """
     return {"version": __version__, "commit": commit()}
 
 
 def version_line(prog):
-    """What `--version` prints."""
+    """What `--version` prints.
+
+    Args:
+        prog: the command's name, as its usage line gives it.
+
+    Returns:
+        "prog version", with " (commit id)" where the package is a git checkout.
+    """
     found = commit()
     return f"{prog} {__version__}" + (f" (commit {found})" if found else "")

@@ -13,16 +13,29 @@ _OTHER_SETTING = re.compile(r"\$\{(\w+)\}")
 
 
 class ConfigError(ValueError):
-    """`setting`: the Config field (or a tool's argument) to change. `message` says why, and
-    what would work; it names other settings as ${field}, which `worded` renders."""
+    """A setting that cannot work, with what would: bad input, not a bug.
+
+    Args:
+        setting: the Config field (or a tool's argument) to change, or None where no one
+            setting is at fault.
+        message: why it cannot work, and what would; it names other settings as ${field},
+            which `worded` renders.
+    """
 
     def __init__(self, setting, message):
         self.setting, self.message = setting, message
         super().__init__(self.worded())
 
     def worded(self, name_of=lambda setting: setting):
-        """"setting: message", each setting named by name_of: a Config field name by
-        default, a flag on the command line."""
+        """The error as one line, "setting: message", each setting named by `name_of`.
+
+        Args:
+            name_of: renders a Config field's name as the reader knows it: the field name
+                itself by default, the flag (`--replay-capacity`) on the command line.
+
+        Returns:
+            The line, without the program's name.
+        """
         text = _OTHER_SETTING.sub(lambda match: name_of(match.group(1)), self.message)
         return f"{name_of(self.setting)}: {text}" if self.setting else text
 
@@ -33,8 +46,16 @@ STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
 
 
 def storage_advice(code):
-    """What to do about a storage error of errno `code`: each its own fix (space frees
-    nothing on a read-only file system)."""
+    """What to do about a storage error, as a clause the caller appends to its own line.
+
+    Each error has its own fix: space frees nothing on a read-only file system.
+
+    Args:
+        code: the error's errno, one of STORAGE_ERRORS.
+
+    Returns:
+        The advice, lower case, without a final full stop.
+    """
     if code in (errno.ENOSPC, errno.EDQUOT):
         return "free some space, or give a path on another disk"
     if code == errno.EROFS:

@@ -17,7 +17,12 @@ class StateMismatch(Exception):
 
 
 class Kind:
-    """One kind of value: its name, for the message, and its test."""
+    """One kind of value: its name, for the message, and its test.
+
+    Args:
+        name: how a message names the kind ("a whole number").
+        test: a function of one value, true where the value is of the kind.
+    """
 
     def __init__(self, name, test):
         self.name, self.test = name, test
@@ -67,13 +72,24 @@ SHAPE = Kind("a tuple of whole numbers", lambda value: isinstance(value, tuple)
 
 
 def optional(kind):
+    """The schema that allows null or what `kind` allows.
+
+    Args:
+        kind: a Kind, or {key: schema} for an object.
+
+    Returns:
+        A Kind for a Kind; for an object's schema, the marker ("optional", schema), which
+        `check_state` reads.
+    """
     return Kind(f"null or {kind.name}", lambda value: value is None or kind.test(value)) \
         if isinstance(kind, Kind) else ("optional", kind)
 
 
 def _only_whole_numbers(value):
-    """Every number in a bit generator's state is whole; numpy would take a boolean as 0 or
-    1 and a float as its integer part."""
+    """Whether every number in a bit generator's state is whole.
+
+    numpy would take a boolean as 0 or 1 and a float as its integer part.
+    """
     if isinstance(value, dict):
         return all(_only_whole_numbers(item) for item in value.values())
     if isinstance(value, np.ndarray):
@@ -82,8 +98,10 @@ def _only_whole_numbers(value):
 
 
 def _loads_into(make, check=lambda state: True):
-    """A test that tries a bit generator's state on a scratch generator: numpy knows best
-    what its states hold (check: what numpy does not check)."""
+    """A test that tries a bit generator's state on a scratch generator.
+
+    numpy knows best what its states hold; `check` tests what numpy does not.
+    """
     def test(value):
         if not isinstance(value, dict) or not _only_whole_numbers(value):
             return False
@@ -138,9 +156,19 @@ BEST_EXPORT = {"mean": NUMBER, "weights": ARRAYS}
 
 
 def check_state(state, schema, path=""):
-    """Raise StateMismatch naming the first value of `state` that `schema` does not allow.
-    schema: a Kind, or {key: schema} for an object holding at least those keys (a later
-    release may add keys; the loaders ignore them), or optional({...})."""
+    """Check that `state` has the form `schema` describes, before anything reads it.
+
+    Args:
+        state: a checkpoint's state, or a part of it, as loaded.
+        schema: a Kind, or {key: schema} for an object holding at least those keys (a later
+            release may add keys; the loaders ignore them), or optional({...}).
+        path: where `state` sits in the checkpoint ("/loop"), which the error names; "" for
+            the top.
+
+    Raises:
+        StateMismatch: naming the first value of `state` that `schema` does not allow, by
+            its path.
+    """
     if isinstance(schema, tuple):  # optional({...})
         if state is not None and not isinstance(state, dict):
             raise StateMismatch(f"{path or '/'} is {_shown(state)}, not null or an object")

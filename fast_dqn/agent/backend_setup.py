@@ -30,9 +30,11 @@ def quiet_tensorflow():
 
 @contextlib.contextmanager
 def without_start_up_noise():
-    """Run the block with file descriptor 2 captured, then pass on every line of it but the
-    start-up noise. TF's C++ logging writes to the descriptor directly, before
-    TF_CPP_MIN_LOG_LEVEL is read, so nothing at the Python level can silence it."""
+    """Run the block with stderr captured, then pass on every line of it but the start-up noise.
+
+    The capture is of file descriptor 2: TF's C++ logging writes to the descriptor directly,
+    before TF_CPP_MIN_LOG_LEVEL is read, so nothing at the Python level can silence it.
+    """
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
@@ -62,7 +64,18 @@ class UnsupportedBackend(ConfigError):
 
 
 def keras_backend():
-    """The backend Keras picked; importing Keras imports it, so under JAX no TensorFlow."""
+    """The backend Keras picked, loaded and checked; under JAX, no TensorFlow is imported.
+
+    Importing Keras imports its backend, so the checks that must come before it (the name in
+    KERAS_BACKEND, the address-space limit) come first.
+
+    Returns:
+        "tensorflow" or "jax".
+
+    Raises:
+        UnsupportedBackend: the backend is not one fast-dqn runs on, Keras could not load
+            it, or TensorFlow would abort under the process's address-space limit.
+    """
     quiet_tensorflow()
     choice = " or ".join(SUPPORTED_BACKENDS)
     typed = os.environ.get("KERAS_BACKEND")
@@ -99,8 +112,11 @@ TENSORFLOW_ADDRESS_SPACE = 3 << 30
 
 
 def _configured_backend(typed):
-    """The backend Keras will load, found without importing it: KERAS_BACKEND, else the
-    "backend" of keras.json in KERAS_HOME (~/.keras by default), else TensorFlow."""
+    """The backend Keras will load, found without importing it.
+
+    That is KERAS_BACKEND, else the "backend" of keras.json in KERAS_HOME (~/.keras by
+    default), else TensorFlow.
+    """
     if typed:
         return typed
     home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
@@ -126,10 +142,13 @@ def _check_address_space(typed):
 
 
 def _tell_xla():
-    """XLA reads these when its first client starts, which the first question to JAX does
+    """Set XLA's flags: no preallocation of GPU memory, and deterministic kernels.
+
+    XLA reads these when its first client starts, which the first question to JAX does
     (even `jax.devices()`, as --precision auto asks): so here, where every path asks for the
     backend first. Preallocation off is JAX's counterpart of TF's memory growth (by default
-    it takes 75% of the GPU at start); deterministic kernels match TF's op determinism."""
+    it takes 75% of the GPU at start); deterministic kernels match TF's op determinism.
+    """
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
@@ -137,11 +156,14 @@ def _tell_xla():
 
 
 def _source_names_xla_can_take():
-    """JAX hands XLA the name of each op's Python source file, and a name that is not UTF-8
+    """Have JAX drop source file names that are not UTF-8 before they reach XLA.
+
+    JAX hands XLA the name of each op's Python source file, and a name that is not UTF-8
     (a checkout under such a path: its bytes come back as lone surrogates) cannot cross into
     C++: every compile, the first array included, fails there with a bad cast. JAX deletes
     from those names what this pattern matches: such a name, whole; UTF-8 names keep theirs.
-    A pattern the user set stays. (TensorFlow's counterpart: fast_dqn.agent.train_step_tf.)"""
+    A pattern the user set stays. (TensorFlow's counterpart: fast_dqn.agent.train_step_tf.)
+    """
     import jax
 
     if not jax.config.jax_hlo_source_file_canonicalization_regex:
@@ -150,8 +172,24 @@ def _source_names_xla_can_take():
 
 
 def configure_backend(seed, threads=0, deterministic=True):
-    """Seed everything, make ops deterministic, and be a good GPU neighbour, on whichever
-    backend Keras runs. Returns (backend, the devices that will train: [(name, kind)])."""
+    """Seed everything, make ops deterministic, and be a good GPU neighbour, on either backend.
+
+    Call it once, before building a model.
+
+    Args:
+        seed: seeds Python's, numpy's global and the backend's RNGs.
+        threads: bounds TensorFlow's intra-op threads; 0 leaves TensorFlow's default, and
+            JAX sizes its own pool.
+        deterministic: whether TensorFlow's ops are made deterministic (JAX's always are:
+            `keras_backend` sets XLA's flag).
+
+    Returns:
+        (backend, devices): the backend's name, and the devices that will train, as
+        [(name, kind)], [("CPU", "CPU")] under TensorFlow without a GPU.
+
+    Raises:
+        UnsupportedBackend: as `keras_backend`.
+    """
     name = keras_backend()
     if name == "jax":
         return name, _configure_jax(seed)
@@ -159,7 +197,9 @@ def configure_backend(seed, threads=0, deterministic=True):
 
 
 def _configure_tensorflow(seed, threads, deterministic):
-    """Memory growth keeps TF from grabbing the whole GPU at start-up, so two runs (or a run
+    """configure_backend under TensorFlow; returns the devices that will train.
+
+    Memory growth keeps TF from grabbing the whole GPU at start-up, so two runs (or a run
     and a notebook) can share one card. `threads` bounds intra-op threads: the learner shares
     the CPU with the env samplers, and TF's default of one thread per core oversubscribes it.
     """
@@ -182,8 +222,11 @@ def _configure_tensorflow(seed, threads, deterministic):
 
 
 def _configure_jax(seed):
-    """XLA's flags are already set (keras_backend). XLA's CPU client sizes its own thread
-    pool: --threads has nothing to bound under JAX."""
+    """configure_backend under JAX; returns the devices that will train.
+
+    XLA's flags are already set (keras_backend). XLA's CPU client sizes its own thread
+    pool: --threads has nothing to bound under JAX.
+    """
     import jax
     import keras
 
@@ -200,8 +243,18 @@ def _configure_jax(seed):
 
 
 def device_line(backend, devices, precision=None, chosen=False):
-    """The start-up line that says where the networks train, and in what compute type
-    (chosen: by --precision auto, which the line says, with why)."""
+    """The start-up line that says where the networks train, and in what compute type.
+
+    Args:
+        backend: the backend's name, as `configure_backend` returns it.
+        devices: the devices that train, [(name, kind)], as `configure_backend` returns them.
+        precision: the compute type ("float32", "bfloat16", "float16"), or None to leave it
+            out of the line.
+        chosen: whether --precision auto chose it, which the line then says, with why.
+
+    Returns:
+        The line, without a newline.
+    """
     gpus = [f"{name} ({kind})" for name, kind in devices if name != "CPU" and
             not name.startswith("CPU:")]
     where = (gpus[0] + (f", of {len(gpus)} GPUs" if len(gpus) > 1 else "") if gpus
@@ -225,20 +278,39 @@ def _cpu_flags(cpuinfo):
 
 
 def cpu_computes_bfloat16(cpuinfo="/proc/cpuinfo"):
-    """Whether this CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), which oneDNN uses:
-    elsewhere TensorFlow emulates bfloat16, several times slower than float32."""
+    """Whether this CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), which oneDNN uses.
+
+    Elsewhere TensorFlow emulates bfloat16, several times slower than float32.
+
+    Args:
+        cpuinfo: the file that lists the CPU's flags; a missing one lists none.
+
+    Returns:
+        True or False.
+    """
     return bool(_cpu_flags(cpuinfo) & {"avx512_bf16", "amx_bf16"})
 
 
 def cpu_computes_float16(cpuinfo="/proc/cpuinfo"):
-    """Whether this CPU has float16 arithmetic (AVX512-FP16 or AMX-FP16); elsewhere float16
-    is converted to float32 and back around every operation."""
+    """Whether this CPU has float16 arithmetic (AVX512-FP16 or AMX-FP16).
+
+    Elsewhere float16 is converted to float32 and back around every operation.
+
+    Args:
+        cpuinfo: the file that lists the CPU's flags; a missing one lists none.
+
+    Returns:
+        True or False.
+    """
     return bool(_cpu_flags(cpuinfo) & {"avx512_fp16", "amx_fp16"})
 
 
 def gpu_compute_capabilities():
-    """[(major, minor)] of each GPU the backend sees; bfloat16 runs natively from (8, 0),
-    Ampere."""
+    """The compute capability of each GPU the backend sees; bfloat16 is native from (8, 0).
+
+    Returns:
+        [(major, minor)], one per GPU; [] where the backend sees none.
+    """
     if keras_backend() == "jax":
         import jax
         try:
@@ -255,8 +327,12 @@ def gpu_compute_capabilities():
 
 
 def computes_bfloat16():
-    """Whether the device that trains computes bfloat16 natively: every GPU the backend sees,
-    or the CPU when there is none."""
+    """Whether the device that trains computes bfloat16 natively.
+
+    Returns:
+        True where every GPU the backend sees does (Ampere and later), or, with no GPU, where
+        the CPU does under TensorFlow; else False.
+    """
     capabilities = gpu_compute_capabilities()
     if capabilities:
         return min(capabilities) >= (8, 0)
@@ -266,22 +342,36 @@ def computes_bfloat16():
 
 
 def computes_float16():
-    """Whether the device that trains computes float16 natively: any GPU the backend sees
-    (every one since 2016 does), or a CPU with float16 arithmetic under TensorFlow."""
+    """Whether the device that trains computes float16 natively.
+
+    Returns:
+        True where the backend sees a GPU (every one since 2016 does), or a CPU with float16
+        arithmetic under TensorFlow; else False.
+    """
     if gpu_compute_capabilities():
         return True
     return keras_backend() == "tensorflow" and cpu_computes_float16()
 
 
 def fastest_precision():
-    """The compute type --precision auto means. float16 is never chosen: it needs loss
-    scaling and is slow on CPUs, so it stays an explicit choice."""
+    """The compute type --precision auto means on this machine.
+
+    float16 is never chosen: it needs loss scaling and is slow on CPUs, so it stays an
+    explicit choice.
+
+    Returns:
+        "bfloat16" where the device that trains computes it natively, else "float32".
+    """
     return "bfloat16" if computes_bfloat16() else "float32"
 
 
 def accelerator_memory():
-    """(device name, free bytes) of the accelerator the networks train on, the free bytes
-    None where the backend does not say; None where they train on the CPU."""
+    """The accelerator the networks train on, and its free memory.
+
+    Returns:
+        (device name, free bytes), the free bytes None where the backend does not say
+        (TensorFlow reports only what it uses); None where the networks train on the CPU.
+    """
     if keras_backend() == "jax":
         import jax
         device = jax.devices()[0]

@@ -25,8 +25,16 @@ def _float32_clone(layer):
 
 
 def portable_copy(model, name=None):
-    """A float32 copy of `model` (nature_cnn or mlp, as q_network builds them) of built-in
-    layers only, with its weights."""
+    """A float32 copy of `model`, with its weights, made of Keras's built-in layers only.
+
+    Args:
+        model: a Q-network as fast_dqn.agent.q_network builds it (nature_cnn or mlp), in any
+            compute type, dueling or not.
+        name: the copy's name; None keeps the model's.
+
+    Returns:
+        The copy, a keras.Model that computes the same Q-values up to float32 rounding.
+    """
     inputs = keras.Input(shape=model.inputs[0].shape[1:], dtype=model.inputs[0].dtype)
     x, copies = inputs, []
     streams = ("value_hidden", "value", "advantages_hidden", "advantages")
@@ -60,8 +68,10 @@ def portable_copy(model, name=None):
 
 
 def _folded_dueling(value_weights, advantage_weights):
-    """The kernel and bias of one Dense over concat(h_v, h_a) that computes
-    V + A - mean(A) (the module's docstring)."""
+    """The kernel and bias of one Dense over concat(h_v, h_a) that computes V + A - mean(A).
+
+    The module's docstring derives it.
+    """
     (w_v, b_v), (w_a, b_a) = value_weights, advantage_weights
     num_actions = w_a.shape[1]
     kernel = np.concatenate([np.repeat(w_v, num_actions, axis=1),

@@ -8,11 +8,23 @@ import numpy as np
 
 
 def epsilon_greedy_rows(states, epsilon, q_values_fn, num_actions, rng, batched=True):
-    """Batched and lazy: only the rows that act greedily go through the network.
+    """Epsilon-greedy actions for a batch of states, one per row.
 
-    epsilon may differ per row. batched=True makes at most one q_values_fn call with all the
-    greedy rows (a synchronized round); batched=False makes one call per greedy row. The
-    random draws do not depend on which rows explore, so both settings give the same actions.
+    Batched and lazy: only the rows that act greedily go through the network.
+    batched=True makes at most one q_values_fn call with all the greedy rows (a synchronized
+    round); batched=False makes one call per greedy row. The random draws do not depend on
+    which rows explore, so both settings give the same actions.
+
+    Args:
+        states: the states, one per row (an array whose first axis is the row).
+        epsilon: the probability of a random action: one number, or an array of one per row.
+        q_values_fn: maps a batch of states to their Q-values, one row of num_actions each.
+        num_actions: how many actions the game has.
+        rng: a numpy Generator; it draws exactly two numbers per row.
+        batched: whether the greedy rows go through the network in one call.
+
+    Returns:
+        The actions, an integer array of one per row.
     """
     n = len(states)
     explore = rng.random(n) < epsilon
@@ -29,7 +41,20 @@ def epsilon_greedy_rows(states, epsilon, q_values_fn, num_actions, rng, batched=
 
 
 def select_action(state, epsilon, q_values_fn, num_actions, rng):
-    """One state; calls the network only when it does not explore (it dominates step time)."""
+    """The epsilon-greedy action for one state.
+
+    Calls the network only when it does not explore: the network dominates step time.
+
+    Args:
+        state: one state, without a batch axis.
+        epsilon: the probability of a random action.
+        q_values_fn: maps a batch of states to their Q-values, one row of num_actions each.
+        num_actions: how many actions the game has.
+        rng: a numpy Generator; it draws exactly two numbers.
+
+    Returns:
+        The action, an int.
+    """
     explore = rng.random() < epsilon
     random_action = int(rng.integers(0, num_actions))
     if explore:

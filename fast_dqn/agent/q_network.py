@@ -23,18 +23,22 @@ def _torch_default_init():
 
 
 class DuelingCombine(layers.Layer):
-    """Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a'), as Wang et al. (2016). Centring the
-    advantages by their mean makes V and A identifiable, and is what their Atari results
-    use."""
+    """The dueling head's Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a'), as Wang et al. (2016).
+
+    Centring the advantages by their mean makes V and A identifiable, and is what their Atari
+    results use.
+    """
 
     def call(self, value, advantages):
         return value + advantages - ops.mean(advantages, axis=1, keepdims=True)
 
 
 def _q_head(x, num_actions, hidden, dueling, init, kw):
-    """The layers after the torso: one hidden layer and |A| linear outputs, or for dueling
-    two such streams, one ending in V(s) and one in the |A| advantages. The outputs are
-    float32 whatever the compute policy, so the TD error is never rounded to 8 bits."""
+    """The layers after the torso: one hidden layer and |A| linear outputs, or two streams.
+
+    For dueling, the two streams end one in V(s) and one in the |A| advantages. The outputs
+    are float32 whatever the compute policy, so the TD error is never rounded to 8 bits.
+    """
     if not dueling:
         x = layers.Dense(hidden, activation="relu", kernel_initializer=init(), **kw)(x)
         return layers.Dense(int(num_actions), kernel_initializer=init(), dtype="float32")(x)
@@ -57,11 +61,20 @@ CNN_STYLES = {"nature": ("valid", _torch_default_init),
 
 
 def nature_cnn(input_shape, num_actions, dtype_policy=None, dueling=False, style="nature"):
-    """conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512, dense |A|; ReLU between.
+    """The Nature DQN network: conv 32x8x8/4, 64x4x4/2, 64x3x3/1, dense 512, dense |A|; ReLU.
 
-    dtype_policy "mixed_float16" or "mixed_bfloat16" computes in that type with float32
-    weights; the Q-value layers stay float32. dueling: two 512-unit streams (Wang et al.
-    2016), value and mean-centred advantages. style: a key of CNN_STYLES.
+    Args:
+        input_shape: the shape of one state, (k, H, W): k stacked uint8 frames of H x W
+            pixels, channels first as the replay and the envs keep them.
+        num_actions: |A|, how many Q-values it outputs.
+        dtype_policy: "mixed_float16" or "mixed_bfloat16" computes in that type with float32
+            weights (the Q-value layers stay float32); None computes in float32.
+        dueling: whether the head is two 512-unit streams (Wang et al. 2016), value and
+            mean-centred advantages.
+        style: a key of CNN_STYLES: the Nature code's or Dopamine's padding and initialiser.
+
+    Returns:
+        The network, a keras.Model from a batch of states to their float32 Q-values.
     """
     padding, init = CNN_STYLES[style]
     kw = {"dtype": dtype_policy} if dtype_policy else {}
@@ -77,8 +90,20 @@ def nature_cnn(input_shape, num_actions, dtype_policy=None, dueling=False, style
 
 
 def mlp(input_shape, num_actions, hidden=(256, 256), dtype_policy=None, dueling=False):
-    """Flatten, ReLU hidden layers, linear Q-values: for classic-control observations. With
-    dueling, the last hidden layer is doubled into the value and advantage streams."""
+    """A Q-network for vector observations: flatten, ReLU hidden layers, linear Q-values.
+
+    Args:
+        input_shape: the shape of one observation.
+        num_actions: |A|, how many Q-values it outputs.
+        hidden: the units of each hidden layer; with dueling, the last one is doubled into
+            the value and advantage streams.
+        dtype_policy: "mixed_float16" or "mixed_bfloat16" computes in that type with float32
+            weights (the Q-value layers stay float32); None computes in float32.
+        dueling: whether the head is a value and a mean-centred advantage stream.
+
+    Returns:
+        The network, a keras.Model from a batch of observations to their float32 Q-values.
+    """
     kw = {"dtype": dtype_policy} if dtype_policy else {}
     inputs = keras.Input(shape=input_shape, dtype="float32")
     x = layers.Flatten(**kw)(inputs)

@@ -4,11 +4,17 @@ import numpy as np
 
 
 class LinearSchedule:
-    """Stays at `start` until agent step `delay`, goes linearly to `end` over the next `steps`
-    agent steps, then stays at `end`.
+    """A value that holds at `start`, goes linearly to `end`, then holds there.
 
     Nature decays from step 0 (delay 0); Dopamine from the end of its warm-up.
-    Takes one step or an array of steps (one per sampler of a round).
+    Called with one agent step or an array of them (one per sampler of a round), it returns
+    the value at each, in the same shape.
+
+    Args:
+        start: the value until agent step `delay`.
+        end: the value from agent step `delay + steps` on.
+        steps: how long the linear part lasts, in agent steps.
+        delay: the agent step the linear part starts at.
     """
 
     def __init__(self, start, end, steps, delay=0):

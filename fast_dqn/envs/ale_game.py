@@ -29,12 +29,22 @@ SCREEN_SHAPE = (210, 160)
 
 
 def new_emulator():
+    """A new ALE emulator, with no game loaded and its logging down to errors."""
     import ale_py
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stdout
     return ale_py.ALEInterface()
 
 
 class AleGame(gymnasium.Env):
+    """One Atari game's emulator as a gymnasium env, one emulator frame per step.
+
+    Args:
+        game: the game's snake_case name, as fast_dqn.envs.games resolves it.
+        sticky_actions: the probability that the emulator repeats the previous action, per
+            frame (ALE's repeat_action_probability).
+        full_action_space: whether the env takes all 18 actions, not the game's minimal set.
+    """
+
     metadata = {"render_modes": ["rgb_array"], "render_fps": 60}
 
     def __init__(self, game, sticky_actions=0.0, full_action_space=False):

@@ -59,8 +59,16 @@ def vector_env_uniform(bit_generator, high):
 
 
 def seeded_mt19937(seed):
-    """numpy's MT19937 in the state std::mt19937(seed) starts in: RandomState seeds it with
-    the reference init_genrand, as the C++ standard does."""
+    """numpy's MT19937 in the state std::mt19937(seed) starts in.
+
+    RandomState seeds it with the reference init_genrand, as the C++ standard does.
+
+    Args:
+        seed: the game's seed.
+
+    Returns:
+        The bit generator, for `vector_env_uniform`.
+    """
     _, key, position, *_ = np.random.RandomState(int(seed)).get_state()
     generator = np.random.MT19937(0)
     generator.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": position}}
@@ -77,6 +85,12 @@ class GameStart(gymnasium.Wrapper):
     vector env's generator (vector_env_uniform), seeded by reset(seed=...), so both backends
     start the same games. Only at a new game: a lost life presses nothing (see EpisodicLife).
     fire=False presses no FIRE (Dopamine's protocol: the agent must learn to serve).
+
+    Args:
+        env: the emulator, one frame per step.
+        noop_max: the no-op count U is drawn below it, in emulator frames; below 2, none.
+        noop_action: the action a no-op presses.
+        fire: whether a game that has FIRE starts with it.
     """
 
     def __init__(self, env, noop_max=30, noop_action=0, fire=True):
@@ -124,6 +138,10 @@ class MaxAndSkip(gymnasium.Wrapper):
     screens are kept in buffers that only the last two frames of a step overwrite, and a reset
     leaves a blank one beside its screen: a step cut short by a game over pools what the
     buffers hold.
+
+    Args:
+        env: the env below, one emulator frame per step.
+        skip: emulator frames per agent step.
     """
 
     def __init__(self, env, skip=4):
@@ -164,8 +182,15 @@ class MaxAndSkip(gymnasium.Wrapper):
 
 
 class TimeLimit(gymnasium.Wrapper):
-    """Truncate a game after `max_episode_steps` steps of this layer, as gymnasium's TimeLimit
-    does; ours so that its count is part of the env's state as data."""
+    """Truncate a game after `max_episode_steps` steps of this layer, as gymnasium's does.
+
+    Ours so that its count is part of the env's state as data.
+
+    Args:
+        env: the env below.
+        max_episode_steps: the steps of this layer a game may last: agent steps, above
+            MaxAndSkip.
+    """
 
     def __init__(self, env, max_episode_steps):
         super().__init__(env)
@@ -284,7 +309,7 @@ class Stateless:
 
 
 class ClipReward(Stateless, gymnasium.RewardWrapper):
-    """Clip rewards to their sign (-1, 0, +1), so one learning rate fits every game's score scale.
+    """Clip rewards to their sign (-1, 0, +1), so one learning rate fits every game's scores.
 
     Training only: evaluation and logs use the unclipped game score.
     """
@@ -299,6 +324,11 @@ class Resize(Stateless, gymnasium.ObservationWrapper):
     Area interpolation by default, as ale-py's vector env resizes (it links opencv too, and
     the two give the same bytes); it averages the pixels each output pixel covers, so thin
     objects are not lost between samples. The screen is squashed, not cropped, as in Nature.
+
+    Args:
+        env: the env below, whose observations are grayscale screens.
+        size: the side of the square output, in pixels.
+        interp: a key of INTERPOLATIONS.
     """
 
     def __init__(self, env, size=84, interp="area"):
@@ -316,6 +346,10 @@ class FrameHistory(gymnasium.Wrapper):
 
     At an episode start the missing older frames are zeros, which is exactly what the replay
     memory rebuilds for the same steps, so acting and learning see the same states.
+
+    Args:
+        env: the env below, whose observations are single frames.
+        k: how many frames a state stacks.
     """
 
     def __init__(self, env, k=4):

@@ -18,19 +18,45 @@ SEED_RANGE = 2**31
 
 
 def game_seed(seed, games=1):
-    """The seed of the first of `games` games seeded seed, seed + 1, ..., each one in range."""
+    """The seed of the first of `games` games seeded seed, seed + 1, ..., each one in range.
+
+    Args:
+        seed: the seed asked for.
+        games: how many games take consecutive seeds from it.
+
+    Returns:
+        `seed` itself where all `games` seeds fit below SEED_RANGE, else it folded into it.
+    """
     return seed % (SEED_RANGE - games + 1)
 
 
 def make_raw_atari_env(game, sticky_actions, full_action_space):
-    """The emulator, one frame per step: frame skipping and time limits are the wrappers'."""
+    """The emulator, one frame per step: frame skipping and time limits are the wrappers'.
+
+    Args:
+        game: the game's snake_case name, as fast_dqn.envs.games resolves it.
+        sticky_actions: the probability that the emulator repeats the previous action, per
+            frame (ALE's repeat_action_probability).
+        full_action_space: whether the env takes all 18 actions, not the game's minimal set.
+
+    Returns:
+        The emulator, an AleGame.
+    """
     from fast_dqn.envs.ale_game import AleGame
     return AleGame(game, sticky_actions=sticky_actions, full_action_space=full_action_space)
 
 
 def wrap_atari(env, settings, training):
     """Apply the preprocessing stack (see fast_dqn.envs.atari_wrappers) to a raw emulator env.
-    settings: an EnvSettings."""
+
+    Args:
+        env: the emulator, as `make_raw_atari_env` builds it.
+        settings: the EnvSettings of the run.
+        training: whether the env is the learner's: only then are rewards clipped.
+
+    Returns:
+        The wrapped env, whose steps are agent steps and whose states are stacked frames.
+    """
     env = w.GameStart(env, noop_max=settings.noop_max, fire=settings.fire_start)
     env = w.MaxAndSkip(env, skip=settings.action_repeat)
     env = w.TimeLimit(env, max_episode_steps=settings.max_episode_steps)
@@ -48,6 +74,10 @@ class SeedOnFirstReset(gymnasium.Wrapper):
 
     gymnasium seeds an env through reset(seed=...). This keeps the seed with the factory, so
     the loops can just call reset() and a seeded env costs no extra throw-away reset.
+
+    Args:
+        env: the env to seed.
+        seed: the seed of its first game (folded by `game_seed`); None leaves it unseeded.
     """
 
     def __init__(self, env, seed):
@@ -56,6 +86,14 @@ class SeedOnFirstReset(gymnasium.Wrapper):
         env.action_space.seed(self.pending_seed)
 
     def reset(self, **kwargs):
+        """Start a game, seeded with the pending seed if this is the first.
+
+        Args:
+            **kwargs: gymnasium's reset arguments; a seed given here wins over the pending one.
+
+        Returns:
+            (observation, info), as the wrapped env's reset.
+        """
         if self.pending_seed is not None:
             kwargs.setdefault("seed", self.pending_seed)
             self.pending_seed = None
@@ -64,21 +102,52 @@ class SeedOnFirstReset(gymnasium.Wrapper):
     STATE = {"pending_seed": optional(WHOLE)}
 
     def state_dict(self):
+        """The wrapper's state, as data.
+
+        Returns:
+            {"pending_seed": the seed the next reset takes, or None}.
+        """
         return {"pending_seed": self.pending_seed}
 
     def load_state_dict(self, state):
+        """Put the wrapper in a saved state.
+
+        Args:
+            state: what `state_dict` returned.
+        """
         self.pending_seed = state["pending_seed"]
 
 
 def make_atari_env(settings, seed, training=True):
-    """A preprocessed env that seeds itself with `seed` at its first reset()."""
+    """A preprocessed Atari env that seeds itself with `seed` at its first reset().
+
+    Args:
+        settings: the EnvSettings of the run.
+        seed: the seed of its first game; None leaves it unseeded.
+        training: whether the env is the learner's: only then are rewards clipped.
+
+    Returns:
+        The env, a SeedOnFirstReset around the wrapped emulator.
+    """
     env = make_raw_atari_env(settings.game, settings.sticky_actions, settings.full_action_space)
     return SeedOnFirstReset(wrap_atari(env, settings, training), seed)
 
 
 def make_env(settings, seed, training=True):
-    """The run's env (settings: an EnvSettings): Atari with the wrappers of
-    fast_dqn.envs.atari_wrappers, or the --env one with stats and history."""
+    """The run's env: an Atari game with its preprocessing, or the --env one.
+
+    The Atari game gets the wrappers of fast_dqn.envs.atari_wrappers; a gymnasium env of
+    --env only its game statistics and its history of observations.
+
+    Args:
+        settings: the EnvSettings of the run.
+        seed: the seed of its first game; None leaves it unseeded.
+        training: whether the env is the learner's: only then are an Atari game's rewards
+            clipped.
+
+    Returns:
+        The env, a SeedOnFirstReset.
+    """
     if settings.env is None:
         return make_atari_env(settings, seed, training)
     env = gymnasium.make(settings.env, disable_env_checker=True)
@@ -87,8 +156,18 @@ def make_env(settings, seed, training=True):
 
 
 def check_gym_env(name):
-    """Raise ConfigError unless `name` is a registered env with discrete actions and vector
-    observations, which is what the MLP Q-network handles. Returns its observation shape."""
+    """Check that a gymnasium env is one the MLP Q-network handles, and say its observations.
+
+    Args:
+        name: the gymnasium env id given to --env.
+
+    Returns:
+        (shape, dtype) of one observation.
+
+    Raises:
+        ConfigError: `name` is an Atari id, is not registered, cannot be built, or has no
+            discrete actions or no flat vector observations.
+    """
     if name.startswith("ALE/"):
         raise ConfigError("env", f"'{name}' is an Atari game; use ${{game}} "
                           f"{name[4:].split('-')[0]} for the Atari preprocessing and CNN")
@@ -118,8 +197,11 @@ class EnvStateMismatch(ValueError):
 
 
 def _layers(env):
-    """The env's layers, outermost first, down to the first that is not ours: AleGame, or
-    a gymnasium env of --env with gymnasium's own wrappers, which give no state as data."""
+    """The env's layers, outermost first, down to the first that is not ours.
+
+    That last layer is AleGame, or a gymnasium env of --env with gymnasium's own wrappers,
+    which give no state as data.
+    """
     layers = [env]
     while hasattr(env, "state_dict") and isinstance(env, gymnasium.Wrapper):
         env = env.env
@@ -128,9 +210,19 @@ def _layers(env):
 
 
 def env_state(env):
-    """The complete state of a built env, mid-game included, as data: each of our layers'
-    state_dict, the emulator's included. A --env gymnasium env has no state API; it alone is
-    kept pickled, as bytes (its classes are gymnasium's, which our renames cannot break)."""
+    """The complete state of a built env, mid-game included, as data.
+
+    A --env gymnasium env has no state API; it alone is kept pickled, as bytes (its classes
+    are gymnasium's, which our renames cannot break).
+
+    Args:
+        env: an env as `make_env` builds it.
+
+    Returns:
+        {"layers": the class name of each layer, outermost first, "states": the state_dict
+        of each layer that has one, the emulator's included, "foreign": the pickled --env
+        env as bytes, or None}.
+    """
     layers = _layers(env)
     inner = layers[-1]
     return {"layers": [type(layer).__name__ for layer in layers],
@@ -140,9 +232,20 @@ def env_state(env):
 
 
 def check_env_state(env, state, where="/env"):
-    """Raise EnvStateMismatch (other layers) or StateMismatch (values of another form, each
-    named by its path under `where`), changing nothing, unless load_env_state can load
-    `state` into `env`. Returns the layers that have a state, outermost first."""
+    """Check, changing nothing, that `load_env_state` can load `state` into `env`.
+
+    Args:
+        env: the env to load into, built as the saved one was.
+        state: what `env_state` returned, as a checkpoint gives it back.
+        where: the path of `state` in the checkpoint, which the errors name.
+
+    Returns:
+        The layers of `env` that have a state, outermost first.
+
+    Raises:
+        EnvStateMismatch: the saved env has other layers.
+        StateMismatch: a value has another form; it is named by its path under `where`.
+    """
     check_state(state, GAME, where)
     layers = _layers(env)
     names = [type(layer).__name__ for layer in layers]
@@ -175,9 +278,21 @@ def check_env_state(env, state, where="/env"):
 
 
 def load_env_state(env, state, where="/env"):
-    """Put `env` (built as the saved one was) in the saved state; returns the env to use: the
-    same one, or a new one when the outermost layer itself was kept pickled. Checks the
-    whole state first (check_env_state): a refused one changes nothing."""
+    """Put `env` in a saved state, checked whole first: a refused one changes nothing.
+
+    Args:
+        env: the env to load into, built as the saved one was.
+        state: what `env_state` returned, as a checkpoint gives it back.
+        where: the path of `state` in the checkpoint, which the errors name.
+
+    Returns:
+        The env to use: `env` itself, or a new one when the outermost layer itself was kept
+        pickled.
+
+    Raises:
+        EnvStateMismatch: as `check_env_state`.
+        StateMismatch: as `check_env_state`.
+    """
     stateful = check_env_state(env, state, where)
     for layer, layer_state in zip(stateful, state["states"]):
         layer.load_state_dict(layer_state)

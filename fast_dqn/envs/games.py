@@ -14,13 +14,17 @@ def snake_case(name):
 
 
 def camel_case(snake):
+    """'space_invaders' -> 'SpaceInvaders', as ale-py's ids spell the game."""
     return "".join(part.capitalize() for part in snake.split("_"))
 
 
 def available_games():
-    """snake_case names of the games that ship with the installed ale-py and have a v5 id.
+    """The games that ship with the installed ale-py and have a v5 id.
 
     A few ROMs (two-player games such as combat) ship without a registered single-agent id.
+
+    Returns:
+        Their snake_case names, sorted.
     """
     import ale_py
     import gymnasium
@@ -30,7 +34,19 @@ def available_games():
 
 
 def resolve_game(name, games=None):
-    """Return the snake_case game name, or raise ConfigError naming the closest matches."""
+    """The game a name the user typed names, in any case, with or without underscores.
+
+    Args:
+        name: what the user typed after --game ("SpaceInvaders", "space_invaders").
+        games: the snake_case names to choose from; None asks `available_games`.
+
+    Returns:
+        The game's snake_case name.
+
+    Raises:
+        ConfigError: no game has that name (the closest are named), or it is a gymnasium id
+            (the game it names is).
+    """
     games = available_games() if games is None else games
     wanted = snake_case(name)
     if wanted in games:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class EnvSettings:
+    """The options the games are built from, one field each (the comments say its unit)."""
+
     game: str               # an ALE game name; ignored when `env` is set
     env: str | None         # a gymnasium env id (--env): only stats and history are added
     history_length: int     # frames stacked into one state

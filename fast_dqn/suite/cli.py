@@ -45,6 +45,14 @@ MOST_SEEDS = 1_000
 
 
 def build_parser(prog):
+    """The suite's argument parser, which refuses bad flags in one line, with exit status 2.
+
+    Args:
+        prog: the command's name, for its usage line and messages.
+
+    Returns:
+        The argparse.ArgumentParser.
+    """
     parser = argparse.ArgumentParser(
         prog=prog, usage=f"{prog} --games GAMES --timesteps T --logdir DIR [options] "
         "[-- RUN FLAGS...]", description="Run games × seeds of one protocol, each an "
@@ -116,6 +124,18 @@ def _count(text):
 
 
 def main(argv=None, prog="fast-dqn suite"):
+    """Run `fast-dqn suite`: check everything, then run or resume each game × seed to its end.
+
+    Args:
+        argv: the suite's flags, then after "--" the flags every run gets; None reads
+            sys.argv, as the whole process.
+        prog: the command's name, for its usage line and messages.
+
+    Returns:
+        The exit status: 0 when every run finished, 1 when some did not, 2 for bad input,
+        128 + the signal's number when a signal stopped the suite, 130 when a second Ctrl-C
+        aborted it.
+    """
     if argv is None:  # the whole process: a closed terminal must not end the suite
         from fast_dqn.run.logs.progress import OutlivesConsole
         sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
@@ -244,7 +264,11 @@ def _available_memory():
 
 
 def gpus():
-    """The NVIDIA GPUs `nvidia-smi -L` lists; none where it is missing."""
+    """The NVIDIA GPUs `nvidia-smi -L` lists; none where it is missing.
+
+    Returns:
+        nvidia-smi's line for each GPU ("GPU 0: ..."); [] where it is missing or fails.
+    """
     if not shutil.which("nvidia-smi"):
         return []
     try:
@@ -256,7 +280,15 @@ def gpus():
 
 
 def local_plan(parallel):
-    """(threads per run, environment of the runs, the start-up line's words on sharing)."""
+    """How `parallel` runs share this machine's cores and its GPU.
+
+    Args:
+        parallel: how many runs go at a time (--parallel).
+
+    Returns:
+        (threads, env, words): each run's --threads, the environment the runs start in, and
+        the start-up line's words on how they share the machine.
+    """
     cores = _cores()
     threads = max(1, cores // parallel)
     env = dict(os.environ)
@@ -276,8 +308,11 @@ def local_plan(parallel):
 
 
 def _take_signals(prog, stopping, signals):
-    """Ctrl-C, SIGTERM or a closed terminal: every run checkpoints and stops, and no new one
-    starts. A second Ctrl-C aborts them without a checkpoint."""
+    """Take the suite's signals; returns the handlers they replaced, to put back.
+
+    On Ctrl-C, SIGTERM or a closed terminal every run checkpoints and stops, and no new one
+    starts. A second Ctrl-C aborts them without a checkpoint.
+    """
     if threading.current_thread() is not threading.main_thread():
         return {}
 
@@ -329,7 +364,9 @@ def _run(prog, args, suite, runs, config, stopping, signals):
 
 def _announce(prog, suite, runs):
     """The start-up lines: the suite, and what it skips and resumes; returns the runs to do.
-    A run whose config.json is damaged is named (on stderr), and left alone."""
+
+    A run whose config.json is damaged is named (on stderr), and left alone.
+    """
     states = {run.name: run_state(run, suite.timesteps) for run in runs}
     todo = [run for run in runs if states[run.name] not in (FINISHED, DAMAGED)]
     of = f"`fast-dqn {suite.loop}" + (f" --preset {suite.preset}`" if suite.preset else "`")
@@ -348,8 +385,10 @@ def _announce(prog, suite, runs):
 
 
 def _start_worker(prog, args, suite, todo, config, stopping, tell):
-    """Lanes on this machine, or Ray tasks on a cluster it joined; suite.json is written once
-    the runs have somewhere to go."""
+    """Lanes on this machine, or Ray tasks on a cluster it joined, ready to run.
+
+    suite.json is written once the runs have somewhere to go.
+    """
     if args.backend == "ray":
         from fast_dqn.suite.ray_runs import RayTasks, counted_share
         cpus = args.cpus_per_run or 2
@@ -370,8 +409,10 @@ def _start_worker(prog, args, suite, todo, config, stopping, tell):
 
 
 def _watch(worker, suite, runs, live, events, signals, interval):
-    """Run the worker on a thread of its own and show the table until it is done; a second
-    Ctrl-C kills the runs. Returns (outcomes, errors that ended the worker, aborted)."""
+    """Run the worker on a thread of its own and show the table until it is done.
+
+    A second Ctrl-C kills the runs. Returns (outcomes, errors that ended the worker, aborted).
+    """
     from fast_dqn.suite.table import read_row, render
     outcomes, broken = {}, []
 
@@ -411,8 +452,10 @@ def _clear(lines):
 
 
 def _ending(prog, suite, runs, outcomes, signals, aborted, broken):
-    """The suite's last lines and exit status, from the runs' own files: 0 only when every
-    run finished."""
+    """The suite's last lines and exit status, from the runs' own files.
+
+    The status is 0 only when every run finished.
+    """
     again = "the same command continues it"
     for error in broken:
         print(f"{prog}: error: the suite stopped on {error}", file=sys.stderr)

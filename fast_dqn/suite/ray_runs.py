@@ -25,13 +25,23 @@ LOCK_WAIT_SECONDS = 300
 
 
 def counted_share(n, noun):
-    """`n nouns` in good grammar, n a share as Ray counts them: 0.5 GPUs, 1 GPU, 2 GPUs."""
+    """`n nouns` in good grammar, n a share as Ray counts them: 0.5 GPUs, 1 GPU, 2 GPUs.
+
+    Args:
+        n: the count, whole or a fraction.
+        noun: the singular noun ("GPU").
+
+    Returns:
+        The words, "n noun" or "n nouns".
+    """
     return counted(int(n), noun) if float(n).is_integer() else f"{n:g} {noun}s"
 
 
 def _pdeathsig():
-    """prctl, found in the parent: between fork and exec (a threaded worker) the child may
-    call it, but not load a library."""
+    """prctl, found in the parent, or None where the C library has none.
+
+    Between fork and exec (a threaded worker) the child may call it, but not load a library.
+    """
     try:
         import ctypes
         return ctypes.CDLL(None, use_errno=True).prctl
@@ -52,9 +62,20 @@ def _die_with(parent):
 
 
 def train_task(suite, run, threads, gpus=0.0):
-    """The body of a run's task, on its node: the training command, to its end or a cancel
-    (which stops it with a checkpoint). Returns (exit status, whether the run's files say it
-    finished), read here, where the run wrote them."""
+    """The body of a run's task, on its node: the training command, to its end or a cancel.
+
+    A cancel stops the run with a checkpoint. Whether it finished is read here, where the run
+    wrote its files.
+
+    Args:
+        suite: the Suite the run belongs to.
+        run: the run to train, of `suite.runs()`.
+        threads: the run's --threads: its CPUs.
+        gpus: the GPUs the task asked Ray for; a fraction shares one.
+
+    Returns:
+        (exit status of the training command, whether the run's files say it finished).
+    """
     from fast_dqn.suite.local_runs import last_line
     from fast_dqn.suite.plan import FINISHED, run_state
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
@@ -98,11 +119,22 @@ def _train_once(suite, run, threads, gpus):
 
 
 class RayTasks:
-    """The suite's runs on a Ray cluster (address None: a private one on this machine)."""
+    """The suite's runs on a Ray cluster, or on a private one on this machine.
+
+    Args:
+        suite: the Suite the runs belong to.
+        runs: the runs to do, of `suite.runs()`.
+        address: the cluster's head to join; None starts a private cluster on this machine.
+        cpus: the CPUs each run asks Ray for, and its --threads.
+        gpus: the GPUs each run asks Ray for; a fraction shares one.
+        stopping: a threading.Event, set when the suite is to stop: the runs are cancelled,
+            each stopping with a checkpoint.
+        tell: called with each line to show the user (a submit, a retry, an outcome).
+        memory: bytes each run asks Ray for (its replay and the rest), so that Ray puts no
+            more runs on a node than its RAM holds; None asks for none.
+    """
 
     def __init__(self, suite, runs, address, cpus, gpus, stopping, tell, memory=None):
-        """memory: bytes each run asks Ray for (its replay and the rest), so that Ray puts
-        no more runs on a node than its RAM holds."""
         self.suite, self.runs, self.address = suite, list(runs), address
         self.cpus, self.gpus, self.stopping, self.tell = cpus, gpus, stopping, tell
         self.memory = memory
@@ -110,7 +142,11 @@ class RayTasks:
         self.cancelled = self.connected = False
 
     def running(self):
-        """The runs whose task started: it writes the run's log first."""
+        """The runs whose task started: it writes the run's log first.
+
+        Returns:
+            Their names.
+        """
         started = []
         for run, _, since in list(self.pending.values()):
             try:
@@ -121,16 +157,23 @@ class RayTasks:
         return started
 
     def lanes(self):
+        """How many runs go at once, for the table: those started, at least 1."""
         return max(1, len(self.running()))
 
     def kill_all(self):
+        """Cancel every task by force: its run dies without a checkpoint (a second Ctrl-C)."""
         import ray
         for ref in list(self.pending):
             ray.cancel(ref, force=True)  # the worker dies, and its run with it (PDEATHSIG)
 
     def run(self):
-        """Submit every run, wait for each, retry a failed one once; {run name: Outcome}.
-        connect() first, from the main thread."""
+        """Submit every run, wait for each, and retry a failed one once.
+
+        Call `connect` first, from the main thread.
+
+        Returns:
+            {run name: Outcome} for each run.
+        """
         import ray
         self.task = ray.remote(max_retries=NODE_RETRIES, retry_exceptions=False)(train_task)
         for run in self.runs:
@@ -177,13 +220,22 @@ class RayTasks:
         return classify(run, self.suite, status, finished)
 
     def close(self):
+        """Leave the cluster, where `connect` joined or started one."""
         import ray
         if self.connected:
             ray.shutdown()
 
     def connect(self, gpus=0):
-        """Join the cluster at `address`, or start a private one with this machine's cores
-        and `gpus`; from the main thread, since Ray's driver sets signal handlers."""
+        """Join the cluster at `address`, or start a private one with this machine's cores.
+
+        Call it from the main thread, since Ray's driver sets signal handlers.
+
+        Args:
+            gpus: the GPUs a private cluster offers; unused when joining one.
+
+        Raises:
+            ConfigError: no node of the cluster has the CPUs and GPUs one run asks for.
+        """
         import ray
 
         from fast_dqn.agent.backend_setup import keras_backend
