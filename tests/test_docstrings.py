@@ -77,16 +77,9 @@ NOT_YET = {
     "state_schema",
     "suite.cli",
     "suite.ray_runs",
-    "tools.aggregate",
     "tools.evaluate",
-    "tools.figure_file",
-    "tools.partial_file",
     "tools.plot",
     "tools.reference",
-    "tools.run_logs",
-    "tools.run_scores",
-    "tools.suite_scores",
-    "tools.tool_exits",
 }
 
 
