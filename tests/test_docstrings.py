@@ -77,9 +77,6 @@ NOT_YET = {
     "state_schema",
     "suite.cli",
     "suite.ray_runs",
-    "tools.evaluate",
-    "tools.plot",
-    "tools.reference",
 }
 
 
