@@ -25,10 +25,18 @@ class EvaluationInterrupted(Exception):
 
 
 def game_seeds(key, step, num_games):
-    """[(emulator seed, Generator)] of the games of the evaluation at agent step `step`.
+    """The emulator seed and random stream of each game of the evaluation at agent step `step`.
 
-    key: the run's evaluation key ((seed, stream), say); every game of every evaluation gets
-    its own SeedSequence, so no two share a stream and none depends on another's length.
+    Every game of every evaluation gets its own SeedSequence, so no two share a stream and
+    none depends on another's length.
+
+    Args:
+        key: the run's evaluation key, a tuple of ints ((seed, stream), say).
+        step: the agent step the evaluation is of.
+        num_games: how many games the evaluation plays.
+
+    Returns:
+        [(emulator seed, numpy Generator)], one pair per game, in game order.
     """
     games = []
     for i in range(num_games):
@@ -40,8 +48,14 @@ def game_seeds(key, step, num_games):
 
 
 class OneAtATime:
-    """The games one after another on one Python env: an Atari env of the run's preprocessing,
-    a --env gymnasium env, or a test's fake. Seeded through reset(seed=...)."""
+    """The games of an evaluation, one after another on one Python env.
+
+    The env is an Atari env of the run's preprocessing, a --env gymnasium env, or a test's
+    fake; each game is seeded through reset(seed=...).
+
+    Args:
+        env: the gymnasium env, whose info says `game_over` and `game_return` at a game's end.
+    """
 
     width = 1
 
@@ -52,16 +66,39 @@ class OneAtATime:
         self.obs = None
 
     def reset(self, seeds):
+        """Start the first game.
+
+        Args:
+            seeds: the emulator seed of each slot's first game; only the first is used.
+        """
         self.restart(0, seeds[0])
 
     def restart(self, slot, seed):
+        """Start a new game on the env.
+
+        Args:
+            slot: the slot to play it in; always 0 here.
+            seed: the game's emulator seed.
+        """
         self.obs, _ = self.env.reset(seed=seed)
 
     def observations(self):
+        """The current observation, as a batch of one.
+
+        Returns:
+            An array of shape (1, *observation_shape).
+        """
         return self.obs[None]
 
     def step(self, actions):
-        """[(slot, game return)] of the games that ended."""
+        """Play one agent step; a lost life goes on with the same game.
+
+        Args:
+            actions: an array of one action, for slot 0.
+
+        Returns:
+            [(slot, game return)] of the games that ended, the returns unclipped.
+        """
         obs, _, terminated, truncated, info = self.env.step(int(actions[0]))
         self.obs = obs
         if not (terminated or truncated):
@@ -72,12 +109,18 @@ class OneAtATime:
         return []
 
     def close(self):
+        """Close the env."""
         self.env.close()
 
 
 class AtOnce:
-    """W games at once on ale-py's vector env (fast_dqn.envs.samplers.VectorSamplers), each
-    started with its own seed by a partial reset of its slot."""
+    """W games of an evaluation at once, on ale-py's vector env.
+
+    Each game is started with its own seed by a partial reset of its slot.
+
+    Args:
+        samplers: a fast_dqn.envs.samplers.VectorSamplers of W games.
+    """
 
     def __init__(self, samplers):
         self.samplers = samplers
@@ -87,27 +130,55 @@ class AtOnce:
         self.obs = None
 
     def reset(self, seeds):
+        """Start a game in every slot.
+
+        Args:
+            seeds: the emulator seed of each slot's first game, W of them.
+        """
         self.obs = self.samplers.reset(seeds)
 
     def restart(self, slot, seed):
+        """Start a new game in one slot; the others go on.
+
+        Args:
+            slot: the slot to restart, in [0, W).
+            seed: the game's emulator seed.
+        """
         self.obs = self.samplers.restart(slot, seed)
 
     def observations(self):
+        """The current observation of every slot.
+
+        Returns:
+            An array of shape (W, *observation_shape).
+        """
         return self.obs
 
     def step(self, actions):
+        """Play one agent step in every slot.
+
+        Args:
+            actions: an array of W actions, one per slot.
+
+        Returns:
+            [(slot, game return)] of the games that ended, the returns unclipped.
+        """
         result = self.samplers.step(actions)
         self.obs = result.observations
         return [(int(slot), float(result.game_returns[slot]))
                 for slot in np.flatnonzero(result.game_over)]
 
     def close(self):
+        """Close the vector env."""
         self.samplers.close()
 
 
 def _choose_actions(games, q_values_fn, seeds, playing, epsilon, actions):
-    """Fill `actions` for the slots that play a game: two draws from each game's own stream,
-    explore or not, and one network call for all the greedy ones."""
+    """Fill `actions` for the slots that play a game.
+
+    Each playing slot takes two draws from its game's own stream, explore or not, and one
+    network call serves all the greedy ones.
+    """
     greedy = []
     for slot, game in enumerate(playing):
         if game < 0:
@@ -122,15 +193,27 @@ def _choose_actions(games, q_values_fn, seeds, playing, epsilon, actions):
 
 
 def play(games, q_values_fn, seeds, epsilon, should_stop=None, on_game=None):
-    """The returns of the games `seeds` ([(emulator seed, Generator)]), in their order.
+    """Play the games `seeds` to their ends and return their scores, in their order.
 
-    games: OneAtATime or AtOnce, whose slots each play one game at a time; a slot whose game
-    ends takes the next game not yet started. Each step draws two numbers from each playing
-    game's own stream, explore or not (as fast_dqn.agent.policy does), and sends the states of
-    the games that act greedily through the network in one call.
-    should_stop() is polled every step; true raises EvaluationInterrupted.
-    on_game(k): told as the evaluation is at game k of len(seeds) (k - 1 of them played),
-    and k = len(seeds) + 1 when all are.
+    A slot whose game ends takes the next game not yet started. Each step draws two numbers
+    from each playing game's own stream, explore or not (as fast_dqn.agent.policy does), and
+    sends the states of the games that act greedily through the network in one call.
+
+    Args:
+        games: OneAtATime or AtOnce, whose slots each play one game at a time.
+        q_values_fn: a callable from a batch of observations to their Q-values,
+            (n, num_actions).
+        seeds: [(emulator seed, numpy Generator)], one per game, as game_seeds gives them.
+        epsilon: the probability of a uniform action, at every agent step.
+        should_stop: a callable polled every agent step, or None; true stops the evaluation.
+        on_game: a callable told k as the evaluation is at game k of len(seeds) (k - 1 of
+            them played), and k = len(seeds) + 1 when all are; or None.
+
+    Returns:
+        The unclipped score of each game, in the order of `seeds`.
+
+    Raises:
+        EvaluationInterrupted: should_stop() turned true.
     """
     num_games, width = len(seeds), games.width
     on_game = on_game or (lambda game: None)
@@ -163,14 +246,28 @@ def play(games, q_values_fn, seeds, epsilon, should_stop=None, on_game=None):
 
 
 class Evaluator:
-    """The periodic evaluation of a training run: `num_games` games at each call, fixed by
-    `key` and the step (see the top), played on `games`."""
+    """The periodic evaluation of a training run, called with the agent step to evaluate.
+
+    Each call plays `num_games` games, fixed by `key` and the step (see the top).
+
+    Args:
+        games: OneAtATime or AtOnce, on which the games are played.
+        q_values_fn: a callable from a batch of observations to their Q-values,
+            (n, num_actions).
+        num_games: the games each evaluation plays.
+        epsilon: the probability of a uniform action, at every agent step.
+        key: the run's evaluation key, a tuple of ints (see game_seeds).
+        monitor: the run's Monitor, told each finished evaluation's scores (record_eval).
+        should_stop: a callable polled every agent step, or None; true interrupts the
+            evaluation.
+        on_result: a callable told (step, scores) of each finished evaluation, after the
+            monitor; or None.
+        on_game: a callable told (k, num_games) as game k begins, k = num_games + 1 when the
+            evaluation is over, played or not; or None.
+    """
 
     def __init__(self, games, q_values_fn, num_games, epsilon, key, monitor, should_stop=None,
                  on_result=None, on_game=None):
-        """on_result(step, returns): told each finished evaluation, after the monitor;
-        on_game(k, num_games): told as game k begins (k = num_games + 1: the evaluation is
-        over, played or not)."""
         self.games = games
         self.q_values_fn = q_values_fn
         self.num_games = num_games
@@ -181,7 +278,14 @@ class Evaluator:
         self.on_result, self.on_game = on_result, on_game
 
     def __call__(self, step):
-        """Evaluate and log at `step`; EvaluationInterrupted on a stop request."""
+        """Play the evaluation of agent step `step` and record its scores.
+
+        Args:
+            step: the agent step the evaluation is of.
+
+        Raises:
+            EvaluationInterrupted: a stop was requested; nothing is recorded.
+        """
         on_game = None
         if self.on_game is not None:
             def on_game(game):
@@ -198,4 +302,5 @@ class Evaluator:
             self.on_result(step, returns)
 
     def close(self):
+        """Close the games' env."""
         self.games.close()

@@ -13,12 +13,25 @@ from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
 
 def run_nature_loop(settings, env, learner, replay, monitor, rng, evaluator=None,
                     checkpoints=None, resume=None):
-    """Train up to settings.timesteps agent steps (settings: a LoopSettings); returns the step
-    reached.
+    """Train with the Nature loop up to settings.timesteps agent steps.
 
-    evaluator(step): an Evaluator, or None when evaluation is off. checkpoints: a
-    Checkpointer, or None. resume: the loop state of a checkpoint to continue from.
     It returns early, after a checkpoint, when checkpoints.stop_requested() turns true.
+
+    Args:
+        settings: the run's LoopSettings (budget, warm-up, periods, all in agent steps).
+        env: the training env, one game, of the run's preprocessing.
+        learner: the Learner that acts (q_values) and trains on replay's minibatches.
+        replay: the replay memory each agent step is stored in.
+        monitor: the run's Monitor, told each step, game and minibatch trained.
+        rng: the numpy Generator of the agent's epsilon-greedy draws.
+        evaluator: an Evaluator, called with the agent step to evaluate; None when
+            evaluation is off.
+        checkpoints: a Checkpointer, or None when the run writes no checkpoints.
+        resume: the loop state of a checkpoint to continue from (NatureLoop.state_dict), or
+            None for a new run.
+
+    Returns:
+        The agent step reached: settings.timesteps, or fewer after a stop.
     """
     loop = NatureLoop(settings, env, learner, replay, monitor, rng, evaluator, checkpoints)
     return loop.run(resume)
@@ -38,6 +51,7 @@ class NatureLoop:
         self.eval_pending, self.last_eval = False, None
 
     def run(self, resume=None):
+        """Train from `resume` (a loop state, or None) and return the agent step reached."""
         self._begin(resume)
         while True:
             if self.eval_pending and self.phases.evaluate(self.step, self.state_dict):
@@ -58,6 +72,7 @@ class NatureLoop:
             self.monitor.tick(self.step, eps)
 
     def state_dict(self):
+        """The loop's state, whole at every step boundary, that a checkpoint saves."""
         return {"step": self.step, "obs": self.obs, "eval_pending": self.eval_pending,
                 "last_eval": self.last_eval, "schedule": self.schedule.state_dict()}
 

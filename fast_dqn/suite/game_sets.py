@@ -30,9 +30,21 @@ SETS = {"nature49": NATURE49, "atari57": ATARI57, "dopamine60": DOPAMINE60}
 
 
 def parse_games(text, available):
-    """--games as typed: a named set, or games separated by commas (snake_case or CamelCase),
-    sets and games mixed; returns the games in the order given, each once. An unknown name
-    is refused in one line that names it and the closest games."""
+    """The games that --games names, in the order given, each once.
+
+    An unknown name is refused in one line that names it and the closest games.
+
+    Args:
+        text: --games as typed: named sets and games (snake_case or CamelCase), separated by
+            commas, mixed as the user likes.
+        available: the snake_case names of the games the installed ale-py has.
+
+    Returns:
+        [game], snake_case names.
+
+    Raises:
+        ConfigError: ("games") a name is unknown or not installed, or none is given.
+    """
     from fast_dqn.envs.games import resolve_game
     games = []
     for word in [w.strip() for w in text.split(",")]:

@@ -20,16 +20,32 @@ STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 
 class Outcome:
-    """How a run's last attempt ended: "finished", "stopped" (by the suite, checkpointed),
-    "refused" or "failed" (with its log's last line)."""
+    """How a run's last attempt ended: finished, stopped, refused or failed.
+
+    Args:
+        run: the suite's Run.
+        state: "finished", "stopped" (by the suite, checkpointed), "refused" or "failed".
+        status: the training command's exit status, or None where it has none.
+        last_line: the last line of the run's log, for a refusal or failure; or None.
+    """
 
     def __init__(self, run, state, status=None, last_line=None):
         self.run, self.state, self.status, self.last_line = run, state, status, last_line
 
 
 def classify(run, suite, status, finished=None):
-    """finished: whether the run's files say it finished (read where it ran); by default
-    read here."""
+    """The Outcome of a run's attempt, from its exit status and its files.
+
+    Args:
+        run: the suite's Run.
+        suite: the Suite, whose budget says whether the run finished.
+        status: the training command's exit status.
+        finished: whether the run's files say it finished, read where it ran; None reads
+            them here.
+
+    Returns:
+        The Outcome.
+    """
     if status == 0:
         if finished is None:
             finished = run_state(run, suite.timesteps) == FINISHED
@@ -49,9 +65,20 @@ def last_line(path):
 
 
 class Lanes:
-    """Runs `runs` of `suite` at most `parallel` at a time. `stopping` (an Event) asks every
-    run to checkpoint and no new one to start; `tell(text)` hears starts, ends and retries.
-    A run that fails is started once more (from its checkpoint), then left for the user."""
+    """The suite's runs on this machine, at most `parallel` at a time.
+
+    A run that fails is started once more (from its checkpoint), then left for the user.
+
+    Args:
+        suite: the Suite.
+        runs: the Runs to play, in order.
+        parallel: the most runs at a time (K), one lane each.
+        threads: the --threads (and --env-threads) each run is given, or None.
+        env: the environment variables of each run's process.
+        stopping: a threading.Event that asks every run to checkpoint and no new one to
+            start.
+        tell: a callable that hears, as a sentence, each start, end and retry.
+    """
 
     def __init__(self, suite, runs, parallel, threads, env, stopping, tell):
         self.suite, self.parallel, self.threads = suite, parallel, threads
@@ -63,6 +90,7 @@ class Lanes:
         self.lock = threading.Lock()
 
     def run(self):
+        """Play every run, and return {run name: Outcome} once every lane is done."""
         lanes = [threading.Thread(target=self._lane, name=f"suite-lane-{i}", daemon=True)
                  for i in range(min(self.parallel, len(self.queue)))]
         for lane in lanes:
@@ -74,10 +102,12 @@ class Lanes:
         return self.outcomes
 
     def running(self):
+        """The names of the runs whose process is running now."""
         with self.lock:
             return list(self.processes)
 
     def lanes(self):
+        """The most runs at a time (K)."""
         return self.parallel
 
     def close(self):
@@ -95,6 +125,7 @@ class Lanes:
                         pass
 
     def kill_all(self):
+        """Kill every run still running, checkpoint or not."""
         with self.lock:
             for process in self.processes.values():
                 if process.poll() is None:

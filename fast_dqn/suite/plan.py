@@ -63,8 +63,15 @@ class Run:
 # --- a run's state, from its files
 
 def log_tail(path, size=16384):
-    """The lines a run printed last (its log's last `size` bytes, the progress bar's carriage
-    returns as line ends), or None without a log."""
+    """The lines a run printed last, the progress bar's carriage returns read as line ends.
+
+    Args:
+        path: the run's log file.
+        size: how much of the log's end to read, in bytes.
+
+    Returns:
+        [line], or None where there is no log.
+    """
     try:
         with open(path, "rb") as f:
             f.seek(max(0, os.path.getsize(path) - size))
@@ -78,9 +85,17 @@ NEW, UNFINISHED, FINISHED, DAMAGED = "new", "unfinished", "finished", "damaged"
 
 
 def run_state(run, timesteps):
-    """NEW (nothing to resume: no directory, or one left while it was being made),
-    DAMAGED (its config.json is no run's: neither resumed nor scored, see config_damage),
-    FINISHED (its newest checkpoint ended it at or past `timesteps`), else UNFINISHED."""
+    """Where a run stands, from its files: new, damaged, finished or unfinished.
+
+    Args:
+        run: the suite's Run.
+        timesteps: the suite's budget, in agent steps.
+
+    Returns:
+        NEW (nothing to resume: no directory, or one left while it was being made),
+        DAMAGED (its config.json is no run's: neither resumed nor scored, see config_damage),
+        FINISHED (its newest checkpoint ended it at or past `timesteps`), else UNFINISHED.
+    """
     from fast_dqn.run.storage.run_directory import CONFIG_FILE, is_unborn_run
     if not os.path.isdir(run.run_dir) or is_unborn_run(run.run_dir):
         return NEW
@@ -95,9 +110,18 @@ def run_state(run, timesteps):
 
 
 def config_damage(run):
-    """What is wrong with the run's config.json where it is no JSON object (unreadable, cut
-    short, overwritten): the training command refuses to resume it, and `plot --aggregate`
-    leaves it out. None where it is one (a value in it is the training command's to check)."""
+    """What is wrong with the run's config.json where it is no JSON object.
+
+    Such a file (unreadable, cut short, overwritten) makes the training command refuse to
+    resume the run, and `plot --aggregate` leave it out. A value in a JSON object is the
+    training command's to check.
+
+    Args:
+        run: the suite's Run.
+
+    Returns:
+        One sentence, or None where config.json is a JSON object or is missing.
+    """
     path = os.path.join(run.run_dir, "config.json")
     try:
         with open(path, "rb") as f:
@@ -117,6 +141,7 @@ def damaged_note(run, suite):
 
 
 def last_checkpoint_step(run_dir):
+    """The agent step of the run's newest checkpoint, or None where it has none."""
     from fast_dqn.run.storage.checkpoint import CheckpointStore
     steps = CheckpointStore(run_dir, warn=lambda message: None).steps()
     return steps[-1] if steps else None
@@ -128,7 +153,17 @@ def _newest_is_finished(run_dir):
 
 
 def command(suite, run, threads=None):
-    """The training command that starts `run`, or continues it from its checkpoint."""
+    """The training command that starts `run`, or continues it from its checkpoint.
+
+    Args:
+        suite: the Suite.
+        run: the Run, one of suite.runs().
+        threads: the --threads (and --env-threads) to give where the run flags give none;
+            or None.
+
+    Returns:
+        argv, a list of str.
+    """
     base = [sys.executable, "-m", "fast_dqn", suite.loop]
     given = _flag_names(suite.run_flags)
     extra = []
@@ -162,9 +197,19 @@ def _flag_names(flags):
 # --- checks before anything starts
 
 def check_run_flags(suite):
-    """The flags after `--`, as the training command would take them with a game, seed and
-    budget of the suite; refused in one line (ConfigError "run_flags") otherwise. Returns the
-    resolved config of the suite's first run (its replay size, for the RAM check)."""
+    """Check the flags after `--` as the training command would take them in the suite's runs.
+
+    They are checked with the game, seed and budget of the suite's first run.
+
+    Args:
+        suite: the Suite, whose run_flags are checked.
+
+    Returns:
+        The resolved config of the suite's first run (its replay size, for the RAM check).
+
+    Raises:
+        ConfigError: ("run_flags", or "timesteps" for the suite's own budget) in one line.
+    """
     from fast_dqn.run.run_kinds import FAST, NATURE
     from fast_dqn.run.settings.flags import build_parser, explicit_values
     from fast_dqn.run.settings.precedence import build_config
@@ -212,8 +257,17 @@ def _flag(setting):
 
 
 def check_logdir(suite):
-    """DIR is new, empty, or this suite's: refused if it holds a run, another suite, or files
-    of anything else; each run directory in it must be of its game and seed."""
+    """Check that the suite's DIR is new, empty, or this suite's.
+
+    It is refused if it holds a run, another suite, or files of anything else; each run
+    directory in it must be of its game and seed.
+
+    Args:
+        suite: the Suite, whose logdir is DIR.
+
+    Raises:
+        ConfigError: ("logdir") in one line that says what to do.
+    """
     from fast_dqn.run.storage.run_directory import CONFIG_FILE
     path = suite.logdir
     if os.path.exists(path) and not os.path.isdir(path):
@@ -277,8 +331,10 @@ def describe(identity):
 
 
 def _check_run_belongs(run, suite):
-    """A run directory of another game, seed or loop (moved or copied in) is refused: the
-    suite would resume it as this one."""
+    """Refuse a run directory of another game, seed or loop, moved or copied in.
+
+    The suite would resume it as this one.
+    """
     path = os.path.join(run.run_dir, "config.json")
     if not os.path.isfile(path):
         return
@@ -298,8 +354,19 @@ def _check_run_belongs(run, suite):
 
 
 def read_suite_file(path, runs=()):
-    """DIR/suite.json as a dict, None where there is none; one line where it is damaged,
-    which says how to keep `runs` (suite_runs_in) where there are any."""
+    """The settings a suite's DIR/suite.json records.
+
+    Args:
+        path: the suite's DIR.
+        runs: the run directories in it (suite_runs_in), which a refusal says how to keep.
+
+    Returns:
+        suite.json as a dict, or None where there is none.
+
+    Raises:
+        ConfigError: ("logdir") in one line, where suite.json is damaged, edited or of
+            another format.
+    """
     file = os.path.join(path, SUITE_FILE)
     if not os.path.isfile(file):
         return None
@@ -359,7 +426,18 @@ def write_suite_file(suite):
 
 
 def check_parallel(parallel, runs, cores, replay_bytes, available_bytes):
-    """K runs at a time must each have a core, and their replays the RAM."""
+    """Check that K runs at a time each have a core, and their replays the RAM.
+
+    Args:
+        parallel: the runs at a time (K), --parallel.
+        runs: the runs still to play.
+        cores: the machine's CPU cores.
+        replay_bytes: one run's replay, in bytes.
+        available_bytes: the RAM available, in bytes.
+
+    Raises:
+        ConfigError: ("parallel") in one line that says what to give.
+    """
     if parallel < 1:
         raise ConfigError("parallel", f"must be 1 or more, not {parallel}")
     if parallel > cores:

@@ -25,14 +25,35 @@ LEFT_OUT = "config.json damaged"
 
 
 class RunRow:
+    """One run's row of the table.
+
+    Args:
+        run: the suite's Run.
+        state: "queued", "running", "to resume", "finished" or LEFT_OUT.
+        step: the last agent step the run showed.
+        mean_100: the mean score of its last 100 games, or None before it has played one.
+        phase: the phase its progress line shows (training, warm-up...), or None.
+        eta: its progress line's ETA, in seconds; None where unknown.
+        rate: its progress line's agent steps/s, or None.
+    """
+
     def __init__(self, run, state, step=0, mean_100=None, phase=None, eta=None, rate=None):
         self.run, self.state, self.step, self.mean_100 = run, state, step, mean_100
         self.phase, self.eta, self.rate = phase, eta, rate
 
 
 def read_row(run, timesteps, running):
-    """The run's row: its state (new, queued, running, finished, stopped...), the last agent
-    step and ETA its progress line gave, and the mean of its last 100 games."""
+    """The run's row of the table, read from its files.
+
+    Args:
+        run: the suite's Run.
+        timesteps: the suite's budget, in agent steps.
+        running: the names of the runs whose process is running now.
+
+    Returns:
+        The RunRow: the run's state, the last agent step and ETA its progress line gave, and
+        the mean of its last 100 games.
+    """
     state = run_state(run, timesteps)
     row = RunRow(run, "finished" if state == FINISHED else
                  LEFT_OUT if state == DAMAGED else
@@ -52,9 +73,11 @@ def read_row(run, timesteps, running):
 
 
 def _mean_100(run_dir):
-    """(mean of the last 100 games, agent step of the last game) from episodes.csv's header
-    and last whole row: the table is redrawn every few seconds, and a long run's log holds
-    tens of thousands of rows."""
+    """(mean of the last 100 games, agent step of the last game) from episodes.csv.
+
+    Only its header and last whole row are read: the table is redrawn every few seconds,
+    and a long run's log holds tens of thousands of rows.
+    """
     path = os.path.join(run_dir, "episodes.csv")
     try:
         with open(path, newline="") as f:
@@ -93,6 +116,7 @@ def parse_duration(text):
 
 
 def format_duration(seconds):
+    """A duration in seconds as the table shows it ('1d03h', '2h53m'); '?' for None."""
     if seconds is None:
         return "?"
     seconds = int(seconds)
@@ -105,8 +129,7 @@ def format_duration(seconds):
 
 
 def suite_eta(rows, timesteps, parallel):
-    """(seconds, whole) until every run is done; whole is False where seconds is only a lower
-    bound, and seconds is None where not even that is known.
+    """How long until every run of the suite is done, and whether that is only a lower bound.
 
     The running runs' own ETAs come first: they are known from a run's first measured rates,
     whatever its phase (catching up, its last minibatches, an evaluation), and as soon as one
@@ -115,7 +138,17 @@ def suite_eta(rows, timesteps, parallel):
     a rate is known they are left out, and the ETA is a lower bound, shown as such: the
     suite cannot end before its longest running run, nor before the known work is done
     over the lanes. A warm-up's or refill's rate is not used: many times faster than
-    training's, it would promise too early an end; catching up's, a little slower, is."""
+    training's, it would promise too early an end; catching up's, a little slower, is.
+
+    Args:
+        rows: the RunRow of every run of the suite.
+        timesteps: the suite's budget, in agent steps.
+        parallel: the most runs at a time (K).
+
+    Returns:
+        (seconds, whole): whole is False where seconds is only a lower bound, and seconds
+        is None where not even that is known.
+    """
     left = [row for row in rows if row.state not in ("finished", LEFT_OUT)]
     if not left:
         return 0, True
@@ -140,14 +173,26 @@ def _training_rate(rows):
 
 
 def suite_rate(rows):
-    """The agent steps/s of the running runs added up (the rate each progress line shows):
-    what the whole machine plays, the figure to compare between --parallel settings."""
+    """The agent steps/s of the running runs added up, or None where none shows a rate.
+
+    Each is the rate its progress line shows; the sum is what the whole machine plays, the
+    figure to compare between --parallel settings.
+    """
     rates = [row.rate for row in rows if row.state == "running" and row.rate]
     return sum(rates) if rates else None
 
 
 def render(rows, timesteps, parallel):
-    """The table's lines, then the suite's summary line."""
+    """The table's lines, then the suite's summary line.
+
+    Args:
+        rows: the RunRow of every run of the suite.
+        timesteps: the suite's budget, in agent steps.
+        parallel: the most runs at a time (K).
+
+    Returns:
+        [line], without line ends.
+    """
     lines = [f"{'game':<18} {'seed':>4}  {'agent step':>23}  {'steps/s':>7}  {'mean 100':>9}  "
              f"{'state':<22} {'ETA':>7}"]
     for row in rows:

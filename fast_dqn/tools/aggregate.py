@@ -17,20 +17,38 @@ import numpy as np
 
 
 def iqm(scores):
-    """The mean of the middle 50% of the scores (all runs of all games, flattened): the
-    lowest and highest int(n / 4) cut off, as rliable's scipy.stats.trim_mean(x, 0.25) does."""
+    """The interquartile mean: the mean of the middle 50% of the scores.
+
+    The lowest and highest int(n / 4) are cut off, as rliable's
+    scipy.stats.trim_mean(x, 0.25) does.
+
+    Args:
+        scores: the scores of all runs of all games, any shape; they are flattened.
+
+    Returns:
+        The IQM, a float.
+    """
     values = np.sort(np.asarray(scores, np.float64).ravel())
     cut = int(0.25 * len(values))
     return float(np.mean(values[cut:len(values) - cut]))
 
 
 def optimality_gap(scores, target=1.0):
-    """The mean shortfall below `target` (human level, for human-normalized scores)."""
+    """The mean shortfall of the scores below `target`; scores above it count as `target`.
+
+    Args:
+        scores: the scores of all runs of all games, any shape; they are flattened.
+        target: the level to reach: 1, human level, for human-normalized scores.
+
+    Returns:
+        The gap, a float, 0 where every score reaches `target`.
+    """
     values = np.asarray(scores, np.float64).ravel()
     return float(np.mean(target - np.minimum(values, target)))
 
 
 def mean(scores):
+    """The mean of all the scores, a float."""
     return float(np.mean(np.asarray(scores, np.float64)))
 
 
@@ -51,8 +69,10 @@ def median_of_game_means(games):
 
 @per_game
 def mean_of_game_means(games):
-    """The mean over games of each game's mean over its runs (rliable's aggregate_mean): a
-    game with more seeds weighs no more than one with fewer."""
+    """The mean over games of each game's mean over its runs (rliable's aggregate_mean).
+
+    A game with more seeds weighs no more than one with fewer.
+    """
     return float(np.mean([np.mean(g) for g in games]))
 
 
@@ -69,10 +89,22 @@ def of_games(statistic, games):
 
 
 def stratified_bootstrap(scores_by_game, statistic, reps=2000, seed=0, level=0.95):
-    """(point, low, high): `statistic` of all scores, and its percentile interval over `reps`
-    resamples that draw, for each game separately, as many runs as it has, with replacement.
+    """A statistic of all scores, with its stratified-bootstrap percentile interval.
 
-    scores_by_game: {game: [score of each run]}; games may have different numbers of runs.
+    Each resample draws, for each game separately, as many runs as it has, with
+    replacement.
+
+    Args:
+        scores_by_game: {game: [score of each run]}; games may have different numbers of
+            runs.
+        statistic: one of AGGREGATES or SUITE_AGGREGATES (a per_game one takes each game's
+            scores apart).
+        reps: the resamples.
+        seed: the seed of the resamples' numpy Generator.
+        level: the interval's coverage, 0.95 for a 95% interval.
+
+    Returns:
+        (point, low, high): the statistic of the scores, and its interval's ends.
     """
     rng = np.random.default_rng(seed)
     games = [np.asarray(runs, np.float64) for runs in scores_by_game.values()]
@@ -87,8 +119,17 @@ def stratified_bootstrap(scores_by_game, statistic, reps=2000, seed=0, level=0.9
 
 
 def bootstrap_band(curves, reps=2000, seed=0, level=0.95):
-    """(mean, low, high) arrays: the mean curve over runs and its percentile band, the runs
-    resampled with replacement. curves: (runs, points), every run on the same x grid."""
+    """The mean curve over runs, with its percentile-bootstrap band.
+
+    Args:
+        curves: (runs, points), every run on the same x grid.
+        reps: the resamples, each of the runs with replacement.
+        seed: the seed of the resamples' numpy Generator.
+        level: the band's coverage, 0.95 for a 95% band.
+
+    Returns:
+        (mean, low, high), arrays of `points` values each.
+    """
     curves = np.asarray(curves, np.float64)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(curves), (reps, len(curves)))
@@ -99,14 +140,34 @@ def bootstrap_band(curves, reps=2000, seed=0, level=0.95):
 
 
 def on_grid(xs, ys, grid):
-    """A run's curve at the grid's x values, linear between its points: runs log at
-    different steps (each game ends when it ends), so curves are compared on one grid."""
+    """A run's curve at the grid's x values, linear between its points.
+
+    Runs log at different steps (each game ends when it ends), so curves are compared on
+    one grid.
+
+    Args:
+        xs: the run's x values (agent steps, say), increasing.
+        ys: the run's values at them.
+        grid: the x values to read the curve at.
+
+    Returns:
+        An array of the curve's values on `grid`.
+    """
     return np.interp(grid, xs, ys)
 
 
 def common_grid(runs_xs, points=100):
-    """`points` x values that every run covers: from the latest first x to the earliest last
-    one, so no curve is extrapolated."""
+    """`points` x values that every run covers, so that no curve is extrapolated.
+
+    They run from the latest first x to the earliest last one.
+
+    Args:
+        runs_xs: each run's x values (agent steps, say), increasing.
+        points: how many x values.
+
+    Returns:
+        An array of `points` x values; one where the runs share a single x.
+    """
     start = max(xs[0] for xs in runs_xs)
     end = min(xs[-1] for xs in runs_xs)
     return np.linspace(start, end, points) if end > start else np.array([start])

@@ -35,10 +35,14 @@ ATARI_FPS = 60
 class FirstGameRecorder:
     """Writes every frame of the first whole game played through `env` to an MP4 file.
 
-    Sits directly on the raw env, below every wrapper, so it sees each emulator frame. The
+    It sits directly on the raw env, below every wrapper, so it sees each emulator frame. The
     game ends at the next real reset (a lost life is not one) or when the caller closes it.
     H.264 in yuv420p, the one MP4 that browsers, VS Code and every player show: opencv's
     wheels encode only MPEG-4 Part 2, so the frames go to imageio-ffmpeg's own ffmpeg.
+
+    Args:
+        path: the MP4 file to publish the video at.
+        fps: the video's frames per second; the emulator's own rate plays it in real time.
     """
 
     def __init__(self, path, fps):
@@ -55,6 +59,11 @@ class FirstGameRecorder:
         self.done = False
 
     def add(self, frame):
+        """Write one frame, an RGB array (height, width, 3), unless the first game is over.
+
+        Raises:
+            ConfigError: ("video") ffmpeg cannot write the video.
+        """
         import imageio_ffmpeg
         if self.done:
             return
@@ -75,17 +84,27 @@ class FirstGameRecorder:
         self.frames += 1
 
     def game_started(self):
+        """A real reset: the first game ends here if it has frames."""
         if self.frames:
             self.close()
 
     def close(self):
+        """End the video; later frames are dropped."""
         if self.writer is not None and not self.done:
             self.writer.close()
         self.done = True
 
     def publish(self):
-        """Link the finished video to its path, or if another process took that path
-        meanwhile, to the first free `<stem>-N<ext>`; returns the path."""
+        """Link the finished video to its path, or to the first free `<stem>-N<ext>`.
+
+        A numbered path is taken where another process took the path meanwhile.
+
+        Returns:
+            The path the video was published at.
+
+        Raises:
+            ConfigError: ("video") the path and its numbered variants are all taken.
+        """
         self.close()
         stem, extension = os.path.splitext(self.path)
         candidates = [self.path] + [f"{stem}-{n}{extension}" for n in range(2, 100)]
@@ -103,14 +122,20 @@ class FirstGameRecorder:
             self.discard()
 
     def discard(self):
+        """End the video and remove its partial file; a published video stays."""
         self.close()
         if os.path.lexists(self.partial):
             os.remove(self.partial)
 
 
 class RecordFrames(gymnasium.Wrapper):
-    """Hands each raw RGB frame (the observation, or render() for non-Atari envs) to a
-    FirstGameRecorder."""
+    """Hands each raw RGB frame of `env` to a FirstGameRecorder.
+
+    Args:
+        env: the raw env, below every other wrapper.
+        recorder: the FirstGameRecorder.
+        use_render: whether the frame is render()'s (non-Atari envs), not the observation.
+    """
 
     def __init__(self, env, recorder, use_render):
         super().__init__(env)
@@ -133,7 +158,19 @@ class RecordFrames(gymnasium.Wrapper):
 
 
 def build_eval_env(config, seed, recorder):
-    """The run's evaluation env, with the recorder on its raw frames."""
+    """The run's evaluation env, with the recorder on its raw frames.
+
+    Args:
+        config: the run's resolved config.
+        seed: the emulator seed of the env's first reset.
+        recorder: the FirstGameRecorder the raw frames go to.
+
+    Returns:
+        The env, of the run's evaluation preprocessing.
+
+    Raises:
+        ConfigError: ("video") a --env game cannot render here.
+    """
     from fast_dqn.envs import atari_wrappers as w
     from fast_dqn.envs.environment import SeedOnFirstReset, make_raw_atari_env, wrap_atari
     from fast_dqn.run.components import env_settings
@@ -159,6 +196,7 @@ PROG = "python -m fast_dqn.tools.evaluate"
 
 
 def build_parser(prog=PROG):
+    """The evaluate tool's argument parser, named `prog` in its messages."""
     parser = OneLineParser(prog=prog,
                            description="Play full games with a run's latest checkpoint and "
                            "report the mean, std and human-normalized score.")
@@ -188,10 +226,13 @@ def build_parser(prog=PROG):
 
 
 def _computable(config):
-    """config.json holds the run's resolved settings; only its compute type may need
-    resolving again here. A run trained in bfloat16 or float16 elsewhere (a GPU) is evaluated
-    in what this machine computes fastest: its weights are float32 whatever the compute type,
-    and evaluate has no --precision to give."""
+    """The run's config with its compute type resolved again for this machine.
+
+    config.json holds the run's resolved settings; only its compute type may need resolving
+    again here. A run trained in bfloat16 or float16 elsewhere (a GPU) is evaluated in what
+    this machine computes fastest: its weights are float32 whatever the compute type, and
+    evaluate has no --precision to give.
+    """
     from fast_dqn.agent.backend_setup import computes_bfloat16, computes_float16
     from fast_dqn.run.settings.validation import resolve_precision
     native = {"bfloat16": computes_bfloat16, "float16": computes_float16}
@@ -208,8 +249,10 @@ _READ_TRIES = 5
 
 
 def _read_newest(choose, run_dir, setting, schema):
-    """(checkpoint, state) of the newest checkpoint `choose()` returns, read whole and
-    checked against `schema` (fast_dqn.state_schema)."""
+    """(checkpoint, state) of the newest checkpoint `choose()` returns, read whole.
+
+    The state is checked against `schema` (fast_dqn.state_schema).
+    """
     from fast_dqn.run.storage.array_file import CorruptFile
     from fast_dqn.state_schema import StateMismatch
     failed = set()
@@ -262,8 +305,11 @@ def _best_weights(run_dir, warn):
 
 
 def _check_shapes(weights, expected, run_dir):
-    """best/ holds bare weights: ones of another run (another game's action count, another
-    network) are named, not a Keras shape error."""
+    """Refuse best/'s weights where they are of another network than the run's.
+
+    best/ holds bare weights: ones of another run (another game's action count, another
+    network) are named, not a Keras shape error.
+    """
     shapes = [np.shape(w) for w in weights]
     wanted = [np.shape(w) for w in expected]
     if shapes != wanted:
@@ -275,16 +321,29 @@ def _check_shapes(weights, expected, run_dir):
 
 
 def evaluation_epsilon(given, config):
-    """(epsilon, where it comes from): the one given, else the run's own --eval-epsilon, so
-    that evaluate replays what the run's evaluations logged."""
+    """The epsilon to evaluate with, and where it comes from.
+
+    The one given, else the run's own --eval-epsilon, so that evaluate replays what the
+    run's evaluations logged.
+
+    Args:
+        given: --epsilon, or None.
+        config: the run's config.
+
+    Returns:
+        (epsilon, where it comes from, as the console says it).
+    """
     if given is not None:
         return given, "--epsilon"
     return config.eval_epsilon, "the run's --eval-epsilon"
 
 
 def _check_new_file(path, setting):
-    """A file evaluate writes: in a directory that exists and is writable, and new: no name
-    at all there, since the file is published by a hard link that takes no existing name."""
+    """Refuse a path for a file evaluate writes unless it is new, in a writable directory.
+
+    No name at all may be there, since the file is published by a hard link that takes no
+    existing name.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ConfigError(setting, f"'{directory}' does not exist; give a path in an "
@@ -306,8 +365,10 @@ def _check_video_path(video):
 
 
 def _run_config(run_dir):
-    """The run's config.json, checked as --resume checks it (a hand edit is one line, not a
-    TypeError deep in validation), resolved for this machine."""
+    """The run's config.json, checked as --resume checks it, resolved for this machine.
+
+    A hand edit is one line, not a TypeError deep in validation.
+    """
     from fast_dqn.run.resume import saved_values
     from fast_dqn.run.run_kinds import RUN_KINDS
     from fast_dqn.run.settings.validation import check_saved_types, resolve, saved_value_error
@@ -335,8 +396,10 @@ def _run_config(run_dir):
 
 
 def _chosen_network(run_dir, best, warn):
-    """(what, step, load(learner)): the weights to play or export, read now, described,
-    and a function that puts them into a learner (refusing those of another network)."""
+    """(what, step, load(learner)): the weights to play or export, read now, and described.
+
+    load(learner) puts them into a learner, refusing those of another network.
+    """
     if best:
         path, step, best_mean, weights = _best_weights(run_dir, warn)
 
@@ -373,9 +436,27 @@ def _warn(message):
 
 
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=False):
-    """Returns {"mean", "std", "min", "max", "returns", "human_normalized", "step"}.
-    best: play the weights of the run's best evaluation rather than its latest checkpoint;
-    epsilon None: the run's own (evaluation_epsilon)."""
+    """Play full games with a run's latest checkpoint, or its best weights, and score them.
+
+    Args:
+        run_dir: the run's directory.
+        episodes: the games to play.
+        epsilon: the probability of a uniform action; None takes the run's own
+            (evaluation_epsilon).
+        seed: the seed of the games and the epsilon draws.
+        video: an MP4 file to write the first game to, or None.
+        out: the text stream the console lines go to; None prints to stdout.
+        best: whether to play the weights of the run's best evaluation rather than its
+            latest checkpoint.
+
+    Returns:
+        {"step" (agent steps of the weights), "returns" (each game's unclipped score),
+        "mean", "std", "min", "max", "human_normalized" (None for a --env game), "video"
+        (the path written, or None)}.
+
+    Raises:
+        ConfigError: the run, its weights or a path cannot be used, in one line.
+    """
     from fast_dqn.agent.backend_setup import keras_backend
     from fast_dqn.loops.evaluation import OneAtATime, game_seeds, play
     from fast_dqn.run.components import build_evaluation_games
@@ -431,10 +512,12 @@ def _check_export_path(path):
 
 
 def _write_error(error, path):
-    """What an OSError while writing the export is to the user, about PATH (Keras's own
-    names no file). A full, over-quota, read-only or failing disk stays an OSError, which
-    fast_dqn.tools.tool_exits words as one line, status 1; anything else the path's
-    directory refused is a ConfigError."""
+    """What an OSError while writing the export is to the user, about PATH.
+
+    Keras's own names no file. A full, over-quota, read-only or failing disk stays an
+    OSError, which fast_dqn.tools.tool_exits words as one line, status 1; anything else the
+    path's directory refused is a ConfigError.
+    """
     from fast_dqn.errors import STORAGE_ERRORS
     if error.errno in STORAGE_ERRORS:
         return OSError(error.errno, error.strerror or os.strerror(error.errno), path)
@@ -443,8 +526,25 @@ def _write_error(error, path):
 
 
 def export_run(run_dir, path, best=False, out=None):
-    """Write the run's main network (latest checkpoint, or best/) to `path` as a .keras
-    file of built-in layers (fast_dqn.agent.export); returns the action names, or None."""
+    """Write the run's main network to `path` as a .keras file of built-in layers.
+
+    The network is the latest checkpoint's, or best/'s; fast_dqn.agent.export makes the
+    portable copy.
+
+    Args:
+        run_dir: the run's directory.
+        path: the new file to write, ending in .keras.
+        best: whether to export the weights of the run's best evaluation rather than its
+            latest checkpoint.
+        out: the text stream the console line goes to; None prints to stdout.
+
+    Returns:
+        The names of the network's actions, in output order, or None where the env has
+        none.
+
+    Raises:
+        ConfigError: ("RUN_DIR", "best" or "export") in one line.
+    """
     from fast_dqn.agent.backend_setup import keras_backend
     from fast_dqn.tools.partial_file import new_partial, writing
 
@@ -496,6 +596,7 @@ def export_run(run_dir, path, best=False, out=None):
 
 
 def main(argv=None, prog=PROG):
+    """The evaluate tool: parse its command line, evaluate or export; return the exit status."""
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.episodes < 1:

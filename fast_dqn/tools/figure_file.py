@@ -9,10 +9,18 @@ from fast_dqn.errors import ConfigError
 
 
 def check_output(output):
-    """Refuse, before a log is read, an -o that cannot be the image written: its extension
-    picks the format, so one matplotlib cannot write (a run's config.json or episodes.csv
-    among them) or none (which matplotlib would write as NAME.png) is refused, and so are a
-    directory and a path in a directory that does not exist."""
+    """Refuse, before a log is read, an -o that cannot be the image written.
+
+    Its extension picks the format, so one matplotlib cannot write (a run's config.json or
+    episodes.csv among them) or none (which matplotlib would write as NAME.png) is refused,
+    and so are a directory and a path in a directory that does not exist.
+
+    Args:
+        output: the path given with -o.
+
+    Raises:
+        ConfigError: ("-o") in one line that says what to give.
+    """
     from matplotlib.backend_bases import FigureCanvasBase
     formats = ", ".join(sorted(FigureCanvasBase.get_supported_filetypes()))
     if os.path.isdir(output):
@@ -34,9 +42,15 @@ def check_output(output):
 
 @contextlib.contextmanager
 def missing_glyphs_said(prog):
-    """matplotlib warns once per missing glyph per layout and draw, each warning with a
-    source line: a run named in a script the font lacks got a screenful. Inside, those
-    warnings are caught and said once, in one line, when the figure is done."""
+    """A block whose warnings of glyphs missing from the font are said once, in one line.
+
+    matplotlib warns once per missing glyph per layout and draw, each warning with a source
+    line: a run named in a script the font lacks got a screenful. Inside, those warnings are
+    caught and said in one line when the figure is done.
+
+    Args:
+        prog: the tool's name, which starts the line.
+    """
     import re
     import warnings
     missing = []
@@ -66,10 +80,25 @@ def missing_glyphs_said(prog):
 
 
 def save_figure(fig, plt, output):
-    """Write the figure to `output` whole: to a hidden file beside it, renamed over it once
-    written, so an interrupted plot leaves the last image as it was and no partial file.
-    An existing image there is replaced: a run's figure is drawn again as the run goes on
-    (the `next:` line the training scripts print), to the path plot wrote before."""
+    """Write the figure to `output` whole, through a hidden file beside it, then close it.
+
+    The hidden file is renamed over `output` once written, so an interrupted plot leaves the
+    last image as it was and no partial file. An existing image there is replaced: a run's
+    figure is drawn again as the run goes on (the `next:` line the training scripts print),
+    to the path plot wrote before.
+
+    Args:
+        fig: the matplotlib Figure.
+        plt: matplotlib.pyplot, which closes the figure.
+        output: the image's path; its extension picks the format.
+
+    Returns:
+        `output`.
+
+    Raises:
+        ConfigError: ("-o") where `output` cannot be written, but for a full, over-quota or
+            read-only disk, which raises its OSError with `output` named.
+    """
     from fast_dqn.tools.partial_file import new_partial, writing
     partial = None
     try:

@@ -8,10 +8,15 @@ import secrets
 
 @contextlib.contextmanager
 def writing(path):
-    """The block writes `path` (whole or not at all): a Ctrl-C or SIGTERM that stops it is
-    marked with the path (`stopped_writing`), so that the tool's last line
-    (fast_dqn.tools.tool_exits) says no partial file of it is left only where one was being
-    written."""
+    """A block that writes `path`, whole or not at all; a stop inside it is marked with `path`.
+
+    A Ctrl-C or SIGTERM that stops it is marked with the path (`stopped_writing`), so that
+    the tool's last line (fast_dqn.tools.tool_exits) says no partial file of it is left only
+    where one was being written.
+
+    Args:
+        path: the file the block writes.
+    """
     try:
         yield
     except KeyboardInterrupt as stop:  # SIGTERM too: tool_exits.Terminated subclasses it
@@ -21,14 +26,27 @@ def writing(path):
 
 
 def stopped_writing(stop):
-    """The path a Ctrl-C or SIGTERM stopped the writing of, or None."""
+    """The path a Ctrl-C or SIGTERM stopped the writing of, or None.
+
+    Args:
+        stop: the KeyboardInterrupt (or Terminated) that stopped the tool.
+    """
     return getattr(stop, "fast_dqn_writing", None)
 
 
 def new_partial(path):
-    """A new, empty, hidden file beside `path`, with its extension (which picks the format
-    Keras or matplotlib writes): created exclusively, so it is no one else's (another tool's,
-    one a killed tool of a reused PID left, or a link's target), with the usual permissions."""
+    """Create a new, empty, hidden file beside `path`, with its extension, and return its path.
+
+    The extension picks the format Keras or matplotlib writes. The file is created
+    exclusively, so it is no one else's (another tool's, one a killed tool of a reused PID
+    left, or a link's target), with the usual permissions.
+
+    Args:
+        path: the file the partial one stands in for until it is whole.
+
+    Returns:
+        The partial file's path.
+    """
     directory, name = os.path.split(os.path.abspath(path))
     extension = os.path.splitext(name)[1]
     while True:

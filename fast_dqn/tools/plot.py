@@ -38,6 +38,7 @@ from fast_dqn.tools.run_scores import (
 
 
 def run_label(run_dir):
+    """A run's name in legends: its directory's name, and its loop where that lacks it."""
     label = os.path.basename(os.path.normpath(run_dir))
     loop = saved_config(run_dir).get("loop")
     return f"{label} ({loop})" if loop and loop not in label else label
@@ -62,8 +63,15 @@ _NOT_THE_SETTING = ("seed", "logdir", "code") + RESUME_OVERRIDES
 
 
 def groups(run_dirs, also_ignore=()):
-    """{label: [run_dir]}: runs whose config.json differ only in their seed (and in
-    `also_ignore`) form a group, in the order first given."""
+    """The runs grouped by setting: those whose config.json differ only in their seed.
+
+    Args:
+        run_dirs: the run directories, in the order given.
+        also_ignore: more settings (config.json keys) in which a group's runs may differ.
+
+    Returns:
+        {label: [run_dir]}, the groups in the order their first run was given.
+    """
     from fast_dqn.run.resume import saved_values
     from fast_dqn.run.settings.hyperparameters import FastConfig
     found = {}
@@ -96,7 +104,19 @@ def scores_at_common_step(members, window=100, notes=None):
     400k steps with another's 200k. The score is the last evaluation at or before that
     step, or where any run has no evaluation, the last mean of `window` games at or before
     it. A run with neither is left out. Each choice that is not the plain one (a run left
-    out, the training mean used for runs that evaluated) is said in `notes`."""
+    out, the training mean used for runs that evaluated) is said in `notes`.
+
+    Args:
+        members: the run directories of one setting.
+        window: the training games each mean is over, where runs are scored by those.
+        notes: a list the sentences are appended to, or None.
+
+    Returns:
+        (agent step, {run_dir: score}); (None, {}) where no run has a score.
+
+    Raises:
+        ConfigError: ("RUN_DIR") a run's first score comes after another run's last.
+    """
     notes = [] if notes is None else notes
     members, evaluations = scorable(members, window, notes)
     runs = {run_dir: scores(run_dir, evaluations, window) for run_dir in members}
@@ -119,9 +139,22 @@ def scores_at_common_step(members, window=100, notes=None):
 
 
 def aggregate_rows(run_dirs, reps=2000, seed=0, window=100, notes=None):
-    """[(setting, runs, games, normalized, step, {aggregate: (point, low, high)})] over the
-    scores of each setting's runs (all games and seeds) at the last step all of them reached,
-    human-normalized when every game of the setting has reference scores, raw otherwise."""
+    """The aggregates of each setting's runs, over all its games and seeds.
+
+    Each run is scored at the last agent step all of the setting's runs reached,
+    human-normalized when every game of the setting has reference scores, raw otherwise.
+
+    Args:
+        run_dirs: the run directories, of one or more settings.
+        reps: the stratified-bootstrap resamples.
+        seed: the seed of the resamples' numpy Generator.
+        window: the training games each mean is over, where runs are scored by those.
+        notes: a list each run left out, and the like, is appended to as a sentence; or
+            None.
+
+    Returns:
+        [(setting, runs, games, normalized, agent step, {aggregate: (point, low, high)})].
+    """
     from fast_dqn.tools.aggregate import AGGREGATES, stratified_bootstrap
     from fast_dqn.tools.atari_scores import human_normalized
     rows = []
@@ -145,6 +178,7 @@ def aggregate_rows(run_dirs, reps=2000, seed=0, window=100, notes=None):
 
 
 def print_aggregates(rows, out=None):
+    """Print aggregate_rows' rows as a Markdown table, to `out` or stdout."""
     out = out or sys.stdout
     print("| setting | runs | games | at agent step | scores | IQM [95% CI] | "
           "optimality gap [95% CI] | mean [95% CI] |", file=out)
@@ -197,8 +231,10 @@ def _draw_run(axes, run_dir, window=100):
 
 
 def _drawable(run_dirs):
-    """The runs with a finished game or an evaluation; each other one is named in a note,
-    and none at all is one line: empty panels would read as a plot that failed."""
+    """The runs with a finished game or an evaluation; each other one is named in a note.
+
+    None at all is refused in one line: empty panels would read as a plot that failed.
+    """
     def has_rows(run_dir, name, column):  # quietly: the drawing reads and names bad rows
         return read_rows(os.path.join(run_dir, name), (column,), warn=lambda message: None)
     drawable = [run_dir for run_dir in run_dirs if has_rows(run_dir, "episodes.csv", "agent_step")
@@ -214,10 +250,24 @@ def _drawable(run_dirs):
 
 
 def make_figure(run_dirs, title=None, aggregate=False, window=100):
-    """The panels of the runs, as a matplotlib figure (the caller closes it); with
-    `aggregate`, one mean line and band per group of seeds; the training return as the mean
-    of the last `window` games. Runs that never evaluated (`--evaluate 0`) get only the
-    training row: two empty panels would read as a plot that failed."""
+    """Draw the runs' panels as a matplotlib figure, which the caller closes.
+
+    Runs that never evaluated (`--evaluate 0`) get only the training row: two empty panels
+    would read as a plot that failed.
+
+    Args:
+        run_dirs: the run directories to draw.
+        title: the figure's title; None names the runs' games.
+        aggregate: whether to draw one mean line and band per group of seeds, not a line
+            per run.
+        window: the training games the training return is the mean of.
+
+    Returns:
+        (figure, matplotlib.pyplot).
+
+    Raises:
+        ConfigError: ("RUN_DIR") a run has no episodes.csv, or none has anything to draw.
+    """
     import matplotlib
     matplotlib.use("Agg")  # files only: no display is needed or wanted
     import matplotlib.pyplot as plt
@@ -251,14 +301,30 @@ def make_figure(run_dirs, title=None, aggregate=False, window=100):
 
 
 def plot_runs(run_dirs, output, title=None, aggregate=False, window=100):
+    """Draw the runs' panels (make_figure) into the image `output`, and return its path."""
     fig, plt = make_figure(run_dirs, title, aggregate, window)
     return save_figure(fig, plt, output)
 
 
 def reference_figure(run_dirs, name, title=None):
-    """(figure, plt, [(label, runs, rows)]): one panel per game, each setting's runs per
-    iteration beside the reference's band. What cannot be compared (a game the reference
-    lacks, a run without a finished game) is left out with a note on stderr."""
+    """Draw each setting's runs per iteration beside a published curve's band, a panel a game.
+
+    What cannot be compared (a game the reference lacks, a run without a finished game) is
+    left out with a note on stderr.
+
+    Args:
+        run_dirs: the run directories, of Atari games.
+        name: the reference's name ("dopamine").
+        title: the figure's title, or None.
+
+    Returns:
+        (figure, matplotlib.pyplot, [(label, runs, rows)]): the rows are the setting's
+        comparison per iteration (reference.compare).
+
+    Raises:
+        ConfigError: the reference is unknown, a run is no Atari run's directory, or none
+            can be compared.
+    """
     from fast_dqn.tools.reference import (
         check_reference,
         compare,
@@ -300,6 +366,7 @@ def reference_figure(run_dirs, name, title=None):
 
 
 def note(message):
+    """Print a note to stderr."""
     print(f"note: {message}", file=sys.stderr)
 
 
@@ -339,6 +406,7 @@ PROG = "python -m fast_dqn.tools.plot"
 
 
 def main(argv=None, prog=PROG):
+    """The plot tool: parse its command line, draw and print; return the exit status."""
     parser = OneLineParser(prog=prog,
                            description="Plot the learning curves of one or more runs.")
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")

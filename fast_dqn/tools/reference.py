@@ -28,25 +28,37 @@ REFERENCE_PACKAGE = "fast_dqn.reference_data"
 
 @dataclass(frozen=True)
 class ReferenceIteration:
+    """One iteration of a published curve.
+
+    Attributes:
+        iteration: the iteration's number, from 0.
+        agent_steps_end: the agent steps at the iteration's end.
+        returns: the published runs' values, one mean return per run.
+    """
+
     iteration: int
     agent_steps_end: int
-    returns: tuple  # the published runs' values
+    returns: tuple
 
     @property
     def mean(self):
+        """The mean of the published runs' values."""
         return sum(self.returns) / len(self.returns)
 
     def inside(self, value):
+        """Whether `value`, a mean return, lies within the published runs' range."""
         return min(self.returns) <= value <= max(self.returns)
 
 
 def available_references():
+    """The names of the references fast-dqn ships, sorted."""
     root = resources.files(REFERENCE_PACKAGE)
     return sorted(entry.name for entry in root.iterdir()
                   if entry.is_dir() and not entry.name.startswith("_"))
 
 
 def reference_games(name):
+    """The games the reference `name` has data for, snake_case, sorted."""
     root = resources.files(REFERENCE_PACKAGE) / name
     return sorted(entry.name[:-4] for entry in root.iterdir() if entry.name.endswith(".csv"))
 
@@ -57,13 +69,26 @@ def _listed(games):
 
 
 def check_reference(name):
+    """Refuse a reference `name` fast-dqn does not ship (ConfigError "--reference")."""
     if name not in available_references():
         raise ConfigError("--reference", f"no reference named '{name}'; the references are: "
                           f"{', '.join(available_references())}")
 
 
 def load_reference(name, game):
-    """[ReferenceIteration] of `game` in the reference `name`, in iteration order."""
+    """The published curve of `game` in the reference `name`.
+
+    Args:
+        name: the reference's name ("dopamine").
+        game: the game, snake_case.
+
+    Returns:
+        [ReferenceIteration], in iteration order.
+
+    Raises:
+        ConfigError: ("--reference") the reference is unknown, has no data for `game`, or
+            its file has a bad row.
+    """
     check_reference(name)
     path = resources.files(REFERENCE_PACKAGE) / name / f"{game}.csv"
     if not path.is_file():
@@ -84,13 +109,25 @@ def load_reference(name, game):
 
 
 def iteration_length(reference):
+    """The agent steps of each iteration of a published curve ([ReferenceIteration])."""
     return reference[0].agent_steps_end // (reference[0].iteration + 1)
 
 
 def read_games(run_dir):
-    """[(end agent step, return)] of the run's training games from episodes.csv, in step
-    order; rows that are not numbers are skipped with a warning (fast_dqn.tools.run_logs),
-    and so are rows without both values."""
+    """The run's training games from episodes.csv, in step order.
+
+    Rows that are not numbers are skipped with a warning (fast_dqn.tools.run_logs), and so
+    are rows without both values.
+
+    Args:
+        run_dir: the run's directory.
+
+    Returns:
+        [(agent step at the game's end, return)].
+
+    Raises:
+        ConfigError: ("RUN_DIR") the run has no episodes.csv.
+    """
     path = os.path.join(run_dir, "episodes.csv")
     if not os.path.isfile(path):
         raise ConfigError("RUN_DIR", f"'{run_dir}' has no episodes.csv; give run "
@@ -115,14 +152,23 @@ def steps_reached(run_dir, games, length):
 
 
 def run_iterations(run_dir, length):
-    """[(mean return, games, finished)] of the run's iterations, as Dopamine's Runner cuts
-    them: an iteration plays whole games until it has played `length` agent steps, so the
-    game that reaches its length is its last, and the next one starts where that game ended.
+    """The run's iterations, as Dopamine's Runner cuts them.
+
+    An iteration plays whole games until it has played `length` agent steps, so the game
+    that reaches its length is its last, and the next one starts where that game ended.
 
     The run's last iteration, which no game has closed yet, is finished when the run reached
     the iteration's nominal end ((k + 1) x length) having played at least nine tenths of it:
     a run stopped at 1M has finished four iterations, the last short only of the overshoot
-    of the games that closed the three before it."""
+    of the games that closed the three before it.
+
+    Args:
+        run_dir: the run's directory.
+        length: the agent steps of an iteration.
+
+    Returns:
+        {iteration: (mean return, games, finished)}, the iterations from 0.
+    """
     games = read_games(run_dir)
     reached = steps_reached(run_dir, games, length)
     iterations, start, current = [], 0, []
@@ -141,14 +187,25 @@ def run_iterations(run_dir, length):
 
 @dataclass(frozen=True)
 class Comparison:
+    """Our runs against a published curve in one iteration.
+
+    Attributes:
+        iteration: the iteration's number, from 0.
+        agent_steps_end: the agent steps at the published iteration's end.
+        ours: one mean return per run that has games in this iteration.
+        finished: whether every one of those runs finished the iteration.
+        reference: the published iteration.
+    """
+
     iteration: int
     agent_steps_end: int
-    ours: tuple       # one value per run that has games in this iteration
-    finished: bool    # every one of those runs finished the iteration
+    ours: tuple
+    finished: bool
     reference: ReferenceIteration
 
     @property
     def mean(self):
+        """The mean of our runs' values."""
         return sum(self.ours) / len(self.ours)
 
     @property
@@ -158,7 +215,16 @@ class Comparison:
 
 
 def compare(run_dirs, name, game):
-    """[Comparison] per iteration in which any of the runs (all of `game`) ended a game."""
+    """Our runs against the published curve, per iteration in which any of them ended a game.
+
+    Args:
+        run_dirs: the run directories, all of `game`.
+        name: the reference's name ("dopamine").
+        game: the game, snake_case.
+
+    Returns:
+        [Comparison], in iteration order.
+    """
     reference = load_reference(name, game)
     length = iteration_length(reference)
     by_run = [run_iterations(run_dir, length) for run_dir in run_dirs]
@@ -175,6 +241,14 @@ def compare(run_dirs, name, game):
 
 
 def print_comparison(rows, label, runs, out=None):
+    """Print a setting's comparison as a Markdown table, an iteration a row.
+
+    Args:
+        rows: the setting's [Comparison] (compare).
+        label: the setting's name.
+        runs: how many runs the setting has.
+        out: the text stream to print to; None prints to stdout.
+    """
     out = out or sys.stdout
     many = runs > 1
     ours = "ours: mean [range] of the runs" if many else "ours"
@@ -201,8 +275,18 @@ def print_comparison(rows, label, runs, out=None):
 
 
 def runs_label(label, rows):
-    """The legend of our runs, with how many each iteration averages: runs of different
-    lengths give fewer at the end ("2 runs to 500,000 agent steps, then 1")."""
+    """The legend of our runs, with how many runs each iteration averages.
+
+    Runs of different lengths give fewer at the end ("2 runs to 500,000 agent steps,
+    then 1").
+
+    Args:
+        label: the setting's name.
+        rows: the setting's [Comparison].
+
+    Returns:
+        The legend's text.
+    """
     counts = [len(row.ours) for row in rows]
     if not counts or min(counts) == max(counts):
         n = counts[0] if counts else 0
@@ -219,8 +303,20 @@ def runs_label(label, rows):
 
 
 def draw_comparison(ax, rows, label, color=None, reference="Dopamine DQN", band=True):
-    """Ours (mean, with the runs' range where there are several) over the published band
-    (band: draw it; once per panel, however many of our settings share it)."""
+    """Draw our runs' curve over the published band.
+
+    Args:
+        ax: the matplotlib Axes, against agent steps.
+        rows: the setting's [Comparison].
+        label: our curve's legend.
+        color: our curve's color, or None for the next one.
+        reference: the published curve's name in the legend.
+        band: whether to draw the published band and mean; once per panel, however many of
+            our settings share it.
+
+    Returns:
+        Our mean's line; the runs' range is shaded around it where there are several.
+    """
     import numpy as np
     x = np.array([row.agent_steps_end for row in rows], np.float64)
     ref = [row.reference for row in rows]

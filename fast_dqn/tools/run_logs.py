@@ -43,9 +43,19 @@ def _number(text):
 
 
 def read_rows(path, names, warn=_warn):
-    """[{name: float}] of the CSV's rows, each with the same names: those of `names` that the
-    header has. A missing file gives []; a row with one of those cells blank or not a finite
-    number is skipped whole and named in one warning, so values of one row stay together."""
+    """The CSV's rows, each with the same names: those of `names` that the header has.
+
+    A missing file gives []; a row with one of those cells blank or not a finite number is
+    skipped whole and named in one warning, so values of one row stay together.
+
+    Args:
+        path: the CSV log (episodes.csv, eval.csv).
+        names: the columns to read.
+        warn: a callable told each warning line; by default printed once, to stderr.
+
+    Returns:
+        [{name: float}], one dict per row kept.
+    """
     if not os.path.isfile(path):
         return []
     try:
@@ -73,9 +83,19 @@ def read_rows(path, names, warn=_warn):
 
 
 def read_columns(path, names, warn=_warn):
-    """{name: [float, ...]} of the named CSV columns, each column's i-th value from the same
-    row. A missing file or a column the header lacks (an older log's) gives []; a row with a
-    blank cell is skipped in every column (read_rows)."""
+    """The named CSV columns, each column's i-th value from the same row.
+
+    A missing file or a column the header lacks (an older log's) gives []; a row with a
+    blank cell is skipped in every column (read_rows).
+
+    Args:
+        path: the CSV log (episodes.csv, eval.csv).
+        names: the columns to read.
+        warn: a callable told each warning line; by default printed once, to stderr.
+
+    Returns:
+        {name: [float, ...]}, one list per name.
+    """
     columns = {name: [] for name in names}
     for row in read_rows(path, names, warn):
         for name, value in row.items():

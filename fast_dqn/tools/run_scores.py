@@ -13,9 +13,18 @@ EVAL_COLUMNS = ("agent_step", "mean", "hours")
 
 
 def training_curve(run_dir, window=100):
-    """{"agent_step", "hours", "mean"}: at each game's end, the mean of the last `window`
-    games (100: the logged mean_100). A shorter window follows the agent's current play
-    where games are long: in Pong, a hundred games of a learning agent span 500k steps."""
+    """The run's training curve: at each game's end, the mean score of the last `window` games.
+
+    A window of 100 reads the logged mean_100. A shorter window follows the agent's current
+    play where games are long: in Pong, a hundred games of a learning agent span 500k steps.
+
+    Args:
+        run_dir: the run's directory.
+        window: the games each mean is over.
+
+    Returns:
+        {"agent_step": [...], "hours": [...], "mean": [...]}, one value per game ended.
+    """
     found = read_columns(os.path.join(run_dir, "episodes.csv"), EPISODE_COLUMNS)
     if window == 100:
         means = found["mean_100"]
@@ -29,8 +38,18 @@ def training_curve(run_dir, window=100):
 
 
 def points(curve, x):
-    """(xs, means) of a curve against x: read from the same rows (run_logs), or none where
-    the log has no such column (older eval.csv files have no hours)."""
+    """The (xs, means) of a curve against the column `x`.
+
+    Both are read from the same rows (run_logs); there are none where the log has no such
+    column (older eval.csv files have no hours).
+
+    Args:
+        curve: {column: [values]} with a "mean" column.
+        x: the column to plot against: "agent_step" or "hours".
+
+    Returns:
+        (xs, means), two lists of the same length, empty where the log lacks `x`.
+    """
     xs, means = curve[x], curve["mean"]
     return (xs, means) if len(xs) == len(means) else ([], [])
 
@@ -46,16 +65,35 @@ def saved_config(run_dir):
 
 
 def scores(run_dir, evaluations, window=100):
-    """[(agent step, score)]: the evaluation means, or the mean of the last `window` games
-    at each game's end."""
+    """The run's scores over agent steps: its evaluations', or its training games' means.
+
+    Args:
+        run_dir: the run's directory.
+        evaluations: whether to read the evaluation means (eval.csv), else the mean of the
+            last `window` games at each game's end.
+        window: the training games each mean is over.
+
+    Returns:
+        [(agent step, score)].
+    """
     found = (read_columns(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)
              if evaluations else training_curve(run_dir, window))
     return list(zip(*points(found, "agent_step")))
 
 
 def scorable(members, window, notes):
-    """(the runs that have a score, whether all of them are scored by evaluations); each
-    run left out and a switch to training means is said in `notes`."""
+    """The runs that have a score, and whether all of them are scored by evaluations.
+
+    Each run left out, and a switch to training means, is said in `notes`.
+
+    Args:
+        members: the run directories of one setting.
+        window: the training games each mean is over, where runs are scored by those.
+        notes: a list the sentences are appended to.
+
+    Returns:
+        ([run directory], whether every one of them is scored by its evaluations).
+    """
     empty = [run_dir for run_dir in members
              if not scores(run_dir, True) and not scores(run_dir, False, window)]
     for run_dir in empty:
@@ -73,4 +111,5 @@ def scorable(members, window, notes):
 
 
 def evaluations(run_dir):
+    """The run's eval.csv, as {"agent_step", "mean", "hours": [float, ...]}."""
     return read_columns(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)

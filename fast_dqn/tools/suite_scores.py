@@ -25,6 +25,7 @@ from fast_dqn.suite.plan import SUITE_FILE
 
 
 def is_suite(path):
+    """Whether `path` is a suite's directory: one with a suite.json."""
     return os.path.isfile(os.path.join(path, SUITE_FILE))
 
 
@@ -60,10 +61,22 @@ def suite_label(path):
 
 
 def suite_scores(run_dirs, window=100, notes=None):
-    """((first, last) agent step scored, {game: [raw score of each run]}): each run's latest
-    score, its last evaluation or, where any run has none, the mean of its last `window`
-    games. A suite's runs end at one budget, so finished they are scored alike; runs still
-    going are scored where they are, which a note says."""
+    """Each run's latest score, by game, and the agent steps the runs were scored at.
+
+    A run's latest score is its last evaluation or, where any run has none, the mean of its
+    last `window` games. A suite's runs end at one budget, so finished they are scored
+    alike; runs still going are scored where they are, which a note says.
+
+    Args:
+        run_dirs: the suite's run directories (suite_runs).
+        window: the training games each mean is over, where runs are scored by those.
+        notes: a list each run left out, and the like, is appended to as a sentence; or
+            None.
+
+    Returns:
+        ((first, last) agent step scored, {game: [raw score of each run]}); (None, {})
+        where no run has a score.
+    """
     from fast_dqn.tools.run_scores import saved_config, scorable, scores
     notes = [] if notes is None else notes
     members, evaluations = scorable(run_dirs, window, notes)
@@ -92,7 +105,15 @@ def suite_scores(run_dirs, window=100, notes=None):
 
 
 def normalized(by_game, notes):
-    """{game: [human-normalized score]} of the games that have human scores."""
+    """{game: [human-normalized score]} of the games that have human scores.
+
+    Args:
+        by_game: {game: [raw score of each run]}.
+        notes: a list each game left out is appended to, as a sentence.
+
+    Returns:
+        {game: [human-normalized score of each run]}.
+    """
     from fast_dqn.tools.atari_scores import human_normalized
     kept = {}
     for game, values in by_game.items():
@@ -104,15 +125,37 @@ def normalized(by_game, notes):
 
 
 def aggregates(by_game, reps=2000, seed=0):
-    """{name: (point, low, high)} of IQM, median, mean and optimality gap."""
+    """{name: (point, low, high)} of IQM, median, mean and optimality gap.
+
+    Args:
+        by_game: {game: [human-normalized score of each run]}.
+        reps: the stratified-bootstrap resamples.
+        seed: the seed of the resamples' numpy Generator.
+
+    Returns:
+        {name: (point, low, high)}, each with its 95% interval.
+    """
     from fast_dqn.tools.aggregate import SUITE_AGGREGATES, stratified_bootstrap
     return {name: stratified_bootstrap(by_game, statistic, reps, seed)
             for name, statistic in SUITE_AGGREGATES.items()}
 
 
 def performance_profile(by_game, thresholds, reps=2000, seed=0, level=0.95):
-    """(profile, low, high) arrays over `thresholds`: the fraction of runs scoring above
-    each, averaged over games, and its stratified-bootstrap band."""
+    """The performance profile over `thresholds`, with its stratified-bootstrap band.
+
+    The profile at a threshold is the fraction of runs scoring above it, averaged over
+    games.
+
+    Args:
+        by_game: {game: [human-normalized score of each run]}.
+        thresholds: the scores τ to read the profile at.
+        reps: the stratified-bootstrap resamples.
+        seed: the seed of the resamples' numpy Generator.
+        level: the band's coverage, 0.95 for a 95% band.
+
+    Returns:
+        (profile, low, high), arrays of one value per threshold.
+    """
     import numpy as np
     games = [np.asarray(values, np.float64) for values in by_game.values()]
     rng = np.random.default_rng(seed)
@@ -132,8 +175,16 @@ def profile_of(games, thresholds):
 
 
 def dopamine_rows(run_dirs):
-    """[(game, runs, iteration or None, our mean, Dopamine mean, (low, high), inside)] per
-    game, at the last iteration all of the game's runs finished."""
+    """Each game's runs against Dopamine's DQN, at the last iteration all of them finished.
+
+    Args:
+        run_dirs: the suite's run directories.
+
+    Returns:
+        [(game, runs, iteration or None, our mean, Dopamine mean, (low, high), inside)],
+        one per game; the iteration is of 250k agent steps, and `inside` says how many of
+        our runs lie in Dopamine's range, or why there is no comparison.
+    """
     from fast_dqn.tools.reference import compare, reference_games
     from fast_dqn.tools.run_scores import saved_config
     by_game = {}
@@ -160,8 +211,20 @@ def dopamine_rows(run_dirs):
 
 
 def score(paths, output, window=100, out=None):
-    """Print each suite's aggregates and per-game table, and draw the performance profiles
-    of all of them in one figure at `output`. Returns the image's path."""
+    """Print each suite's aggregates and per-game table, and draw their performance profiles.
+
+    Args:
+        paths: the suites' directories.
+        output: the image to draw the profiles of all of them in.
+        window: the training games each mean is over, where runs are scored by those.
+        out: the text stream the tables are printed to; None prints to stdout.
+
+    Returns:
+        The image's path.
+
+    Raises:
+        ConfigError: ("RUN_DIR") a suite has no run with a finished game yet.
+    """
     out = out or sys.stdout
     suites = []
     for path in paths:

@@ -25,8 +25,10 @@ from fast_dqn.run.settings.flags import fail
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the main thread is, as Ctrl-C raises KeyboardInterrupt: a
-    subclass, so that whatever cleans up after Ctrl-C cleans up after it too."""
+    """SIGTERM, raised where the main thread is, as Ctrl-C raises KeyboardInterrupt.
+
+    It is a subclass, so that whatever cleans up after Ctrl-C cleans up after it too.
+    """
 
 
 def _raise_terminated(signum, frame):
@@ -34,8 +36,11 @@ def _raise_terminated(signum, frame):
 
 
 def _after(stop):
-    """What a stop left on disk: no partial file where one was being written (its `finally`
-    removed it), else nothing touched."""
+    """What a stop left on disk, as the end of the tool's last line.
+
+    No partial file is left where one was being written (its `finally` removed it), else
+    nothing was touched.
+    """
     from fast_dqn.tools.partial_file import stopped_writing
     path = stopped_writing(stop)
     if path is None:
@@ -44,9 +49,19 @@ def _after(stop):
 
 
 def run_tool(prog, body, then_ignore=False):
-    """Call body() (returns an exit status) and turn how it ends into one line and a status.
-    then_ignore: the tool is the whole process, whose last moments ignore Ctrl-C and SIGTERM
-    (a signal after its work is done must not turn it into a traceback or exit -15)."""
+    """Call body() and turn how it ends into one line and an exit status.
+
+    Args:
+        prog: the tool's name, which starts its last line.
+        body: a callable that does the tool's work and returns its exit status.
+        then_ignore: whether the tool is the whole process, whose last moments ignore
+            Ctrl-C and SIGTERM (a signal after its work is done must not turn it into a
+            traceback or exit -15).
+
+    Returns:
+        The exit status: body()'s, or 2 for bad input, 130 for Ctrl-C, 143 for SIGTERM, 1
+        for a full, over-quota or read-only disk.
+    """
     if not isinstance(sys.stdout, OutlivesConsole):
         sys.stdout = OutlivesConsole(sys.stdout)
     if not isinstance(sys.stderr, OutlivesConsole):
