@@ -12,8 +12,8 @@ from fast_dqn.agent.train_calls import TrainCalls
 from fast_dqn.loops.background_trainer import BackgroundTrainer, one_by_one
 from fast_dqn.loops.experience import LocalBackend
 from fast_dqn.loops.fast_loop import FastLoop
-from fast_dqn.loops.fast_loop_state import next_sync_point
 from fast_dqn.loops.minibatch_schedule import minibatches_due
+from fast_dqn.loops.period import next_sync_point
 from fast_dqn.run.components import loop_settings
 from fast_dqn.run.settings.hyperparameters import FastConfig
 
