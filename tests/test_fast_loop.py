@@ -415,3 +415,32 @@ def test_a_period_hands_out_up_to_its_sync_point_and_a_stop_rewinds_to_its_start
     period.rewind(2)
     assert period.minibatches == owed - 2 and period.trained == 2
     assert replay.sample(config.batch_size)[0].tolist() == drawn[2]
+
+
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_main_is_copied_to_target_only_once_the_period_is_trained(concurrent):
+    """Step 6 follows step 4: each copy carries every minibatch the Nature loop trains up
+    to that sync point, however far the trainer trails the samplers."""
+
+    class CopyRecorder(FakeLearner):
+        def __init__(self):
+            super().__init__()
+            self.trained_at_copy = []
+
+        def train(self, batch):
+            time.sleep(0.002)  # a trainer that trails the samplers
+            return super().train(batch)
+
+        def update_target(self):
+            super().update_target()
+            self.trained_at_copy.append(self.trained)
+
+    config = dataclasses.replace(BASE, workers=4, concurrent=concurrent)
+    _, _, learner, *_ = run(config, learner=CopyRecorder())
+    ends, step = [], 0
+    while step < config.timesteps:
+        step = next_sync_point(step, config.target_update_freq, config.workers,
+                               config.timesteps)
+        ends.append(step)
+    assert learner.trained_at_copy == [
+        minibatches_due(0, end, config.prepopulate, config.train_freq) for end in ends]
