@@ -94,8 +94,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from benchmarks import fuzz_attacks as attacks
-from fast_dqn.loops.fast_loop_state import next_sync_point
 from fast_dqn.loops.minibatch_schedule import minibatches_due
+from fast_dqn.loops.period import next_sync_point
 from fast_dqn.run.storage.checkpoint import CheckpointStore
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}

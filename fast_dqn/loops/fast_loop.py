@@ -1,22 +1,24 @@
 """The fast DQN loop of Daley & Amato (2021): concurrent training, synchronized sampling.
 
 `FastLoop.run` is the paper's algorithm, with the Nature loop's schedule (C =
---target-update-freq, in agent steps):
+--target-update-freq, in agent steps). A *period* is the rounds from one sync point to the
+next: the round with which the global agent step passes a multiple of C, or the last round.
+Each period, in order:
 
-    repeat, round after round:
-        a round (_round): each of W samplers takes one agent step, epsilon-greedy through
-            the TARGET network; the states of the round's greedy samplers go through it in
-            one batched call. The transitions are held, not yet written to replay.
-        at a sync point (the round with which the global agent step passes a multiple of
-        C, and the last round):
-            1. wait for the trainer to finish the period's minibatches;   _sync_point
-            2. flush the held transitions into replay, sampler 0 first;   _wait_for_period
-            3. copy main -> target; evaluate if due, then checkpoint if due or asked;
-            4. hand the trainer the minibatches the Nature loop trains in the coming
-               period (one per --train-freq agent steps after warm-up), which it trains
-               on the main network while the samplers play the next rounds.  _hand_over
+    1. at a consistent point (the trainer idle, nothing held): evaluate if due, then
+       checkpoint if due or asked; or end the run;              _evaluate_and_checkpoint
+    2. start the period: the trainer trains the main network on the period's minibatches,
+       those the Nature loop trains up to its sync point;       _start_period
+    3. play the period's rounds: in each, every sampler takes one agent step, epsilon-greedy
+       through the TARGET network (the round's greedy states in one batched call), and the
+       transitions are held, not yet written to replay;        _play_rounds
+    4. wait for the trainer;                                    _wait_for_trainer
+    5. flush the held transitions into replay, sampler 0 first; _flush_held
+    6. copy main -> target.                                     _copy_main_to_target
+    The sync point then ends the period, and hands out the next one's minibatches
+    (fast_dqn.loops.period).                                    _end_period
 
-Replay is written only in step 2, while the trainer is idle, and the local samplers act with
+Replay is written only in step 5, while the trainer is idle, and the local samplers act with
 a network that is frozen for the whole period: so a seeded local run is reproducible (a Ray
 run is not: which actor's chunk arrives first depends on timing). The trainer is paced: it
 trains a minibatch only once the samplers have played its step (fast-dqn's choice, which
@@ -24,9 +26,10 @@ changes no learning: docs/fast-loop.md).
 
 Experience comes from a backend (fast_dqn.loops.experience) in equal *chunks*: with the local
 backend a chunk is a round; with the Ray backend it is one actor's batch of steps, acted with
-the actor's copy of the target network. Without concurrency (`trainer` None), the same chunks
-run in lockstep: after each one its transitions are written and the minibatches due are
-trained at once.
+the actor's copy of the target network. Which trainer trains a period's minibatches, and when,
+is fast_dqn.loops.period_trainers: a BackgroundTrainer's thread while the rounds play, or,
+without concurrency, the loop's own thread after each chunk, whose transitions are then
+written at once (so steps 4 and 5 find nothing left to do).
 
 The Nature ratios hold in every mode: the same warm-up, epsilon by global agent step, and over
 the whole run exactly the minibatches the Nature loop would train
@@ -40,177 +43,176 @@ fast_dqn.loops.fast_loop_stops.
 import numpy as np
 
 from fast_dqn.loops.evaluate_then_checkpoint import EvaluateThenCheckpoint
-from fast_dqn.loops.fast_loop_state import FastLoopState, next_sync_point
-from fast_dqn.loops.fast_loop_stops import PeriodStart
+from fast_dqn.loops.fast_loop_state import FastLoopState
+from fast_dqn.loops.period import Period
+from fast_dqn.loops.period_trainers import ConcurrentTrainer, LockstepTrainer
 
 
 def budget_end(timesteps, round_size):
-    """The step a run of `timesteps` ends at: whole chunks, so rounded up to one."""
+    """The agent step a run of `timesteps` agent steps ends at: whole chunks of
+    `round_size`, so rounded up to one."""
     return -(-timesteps // round_size) * round_size
 
 
 class FastLoop:
-    """The loop above over built parts; `run` trains up to settings.timesteps (rounded up to
-    whole chunks) and returns the step reached.
-
-    backend: where experience comes from (see fast_dqn.loops.experience), already started;
-    learner: trains the main network and copies it to the target; trainer: a
-    BackgroundTrainer, or None for lockstep training; evaluator(step): an Evaluator, or None
-    when evaluation is off; checkpoints: a Checkpointer, or None.
-    """
+    """The loop above over built parts."""
 
     def __init__(self, settings, backend, learner, replay, trainer, monitor, evaluator=None,
                  checkpoints=None):
+        """settings: the LoopSettings; backend: where experience comes from (see
+        fast_dqn.loops.experience), already started; learner: trains the main network and
+        copies it to the target; replay: the ReplayMemory; trainer: a BackgroundTrainer, or
+        None to train in lockstep; monitor: the run's Monitor; evaluator(step): an
+        Evaluator, or None when evaluation is off; checkpoints: a Checkpointer, or None."""
         self.settings, self.backend, self.learner, self.replay = settings, backend, learner, replay
-        self.trainer, self.monitor = trainer, monitor
+        self.monitor = monitor
+        self.trainer = ConcurrentTrainer(trainer) if trainer is not None else \
+            LockstepTrainer(learner, replay, settings, monitor)
         self.evaluator, self.checkpoints = evaluator, checkpoints
         self.phases = EvaluateThenCheckpoint(evaluator, checkpoints)
         self.round_size = backend.round_size
         self.total = budget_end(settings.timesteps, self.round_size)
-        self.period_start = PeriodStart(replay, settings.batch_size)
         self.told_finishing = False
 
     def run(self, state=None):
-        """state: a FastLoopState to continue from (a resumed checkpoint's), or None."""
-        s = self.state = state or FastLoopState.fresh(self.settings, self.monitor.message)
-        self.monitor.follow(s.schedule)
+        """Train up to settings.timesteps agent steps, rounded up to whole chunks, or until a
+        stop is asked.
+
+        state: a FastLoopState to continue from (a resumed checkpoint's), or None.
+        Returns the agent step reached.
+        """
+        self.state = state or FastLoopState.fresh(self.settings, self.monitor.message)
+        self.period = self._new_period()
+        self.monitor.follow(self.state.schedule)
         # The samplers act through the target network: frozen for each period, while the
         # trainer changes the main one.
         self.backend.act_through(self.learner.target_q_values, self.learner.target_weights)
-        if state and self.trainer is not None and s.owed and not s.boundary:
-            self._start_training()  # resumed mid-period: the trainer owes the rest of it
+        if not self._resume_period():
+            return self._stop_mid_period()
         while True:
-            if s.sync_pending and not self._sync_point():
+            # A run resumed mid-period goes on at step 3.
+            if self.state.boundary:
+                # 1. At a consistent point: evaluate and checkpoint, or end.
+                if self._evaluate_and_checkpoint():
+                    return self.state.step
+                # 2. Start a period: the trainer trains main on its minibatches.
+                self._start_period()
+            # 3. Play the period's rounds through the target network, held.
+            if not self._play_rounds():
                 return self._stop_mid_period()
-            if s.eval_pending and self.phases.evaluate(s.step, s.state_dict):
-                s.eval_pending, s.last_eval = False, s.step
-            if s.boundary:
-                last, stop = s.step >= self.total, self.phases.stop_requested()
-                self.phases.checkpoint(s.step, s.state_dict, last=last,
-                                       eval_pending=s.eval_pending, stop=stop)
-                if stop or last:
-                    return s.step
-                self._hand_over()
-            elif self.phases.stop_requested():
+            # 4. Wait for the trainer.
+            if not self._wait_for_trainer():
                 return self._stop_mid_period()
-            self._round()
+            # 5. Flush the held transitions to replay.
+            self._flush_held()
+            # 6. Copy main to target.
+            self._copy_main_to_target()
+            # The sync point: the period ends at a consistent point; the next one's
+            # minibatches are handed out.
+            self._end_period()
 
-    def _round(self):
-        """One chunk of agent steps (a round, with the local backend), held until the next
-        sync point; in lockstep, written and trained on at once."""
-        s = self.state
-        chunk = self.backend.next_chunk(s.step, self.settings.epsilon)
-        if chunk is None:  # nothing arrived yet: see to the trainer and to stop requests
-            if self.trainer is not None:
-                self.trainer.check()
-            return
-        s.held.append(chunk)
-        games = chunk.game_over.shape[1]
-        for t, j in zip(*np.nonzero(chunk.game_over)):
-            self.monitor.record_game(s.step + t * games + j + 1, int(chunk.game_lengths[t, j]),
-                                     float(chunk.game_returns[t, j]),
-                                     float(chunk.epsilons[t, j]))
-        previous, s.step = s.step, s.step + chunk.steps
-        period = self.settings.target_update_freq
-        s.sync_pending = s.step // period > previous // period or s.step >= self.total
-        if self.trainer is None:
-            s.held.flush(self.replay)
-            final = s.step >= self.total
-            for _ in range(self._minibatches(previous, s.step, final=final)):
-                self.monitor.record_train(
-                    *self.learner.train(self.replay.sample(self.settings.batch_size)))
-                if final:  # the deferred ones all train here: keep the console going
-                    self.monitor.tick(s.step, float(self.settings.epsilon(s.step)))
-            if s.sync_pending:
-                self._update_target()
-        else:
-            self.trainer.pace(self._unplayed())
-            self.trainer.check()
-        self.monitor.tick(s.step, float(self.settings.epsilon(s.step)))
+    def _resume_period(self):
+        """A run resumed mid-period: the trainer takes up what the period still owes, and a
+        stop is read before any round is played. False on a stop."""
+        if self.state.boundary:
+            return True
+        self.trainer.begin(self.period)
+        return self.state.sync_pending or not self.phases.stop_requested()
 
-    def _sync_point(self):
-        """Steps 1 to 3 of the sync point, less the evaluation; it ends at a boundary (the
-        trainer idle, nothing held). False when a stop came while it waited for the trainer."""
-        s = self.state
-        if self.trainer is not None:
-            if not self._wait_for_period():
+    def _evaluate_and_checkpoint(self):
+        """Step 1: evaluate if an evaluation is due, then checkpoint if one is due, asked for
+        or the run ends. True when the run ends here: at its last step, or on a stop."""
+        state = self.state
+        if state.eval_pending and self.phases.evaluate(state.step, state.state_dict):
+            state.eval_pending, state.last_eval = False, state.step
+        last, stop = state.step >= self.total, self.phases.stop_requested()
+        self.phases.checkpoint(state.step, state.state_dict, last=last,
+                               eval_pending=state.eval_pending, stop=stop)
+        return stop or last
+
+    def _start_period(self):
+        """Step 2: leave the consistent point; the trainer begins on the period's
+        minibatches."""
+        self.state.boundary = False
+        self.trainer.begin(self.period)
+
+    def _play_rounds(self):
+        """Step 3: play chunks until one ends the period. A stop is read after each chunk
+        that does not (the first chunk's was read at the consistent point, or by the
+        resume). False on a stop."""
+        while not self.state.sync_pending:
+            self._play_round()
+            if not self.state.sync_pending and self.phases.stop_requested():
                 return False
-            self._update_target()
-        self.monitor.sync_point(s.step)
-        s.sync_pending = False
-        if self.trainer is not None and s.step < self.total:
-            end = next_sync_point(s.step, self.settings.target_update_freq, self.round_size,
-                                  self.total)
-            s.owed = self._minibatches(s.trained_through, end, final=False)
-            s.trained_through = end
-        every = self.settings.eval_freq
-        s.eval_pending = bool(self.evaluator) and (
-            s.step // every > s.last_eval // every or s.step >= self.total)
-        s.boundary = True
         return True
 
-    def _wait_for_period(self):
-        """Wait for the trainer to end its period, then write what is held into replay. False
-        when a stop came while it waited."""
-        s = self.state
+    def _play_round(self):
+        """One chunk of agent steps (a round, with the local backend), held until the sync
+        point; the trainer hears that its steps are played."""
+        state = self.state
+        chunk = self.backend.next_chunk(state.step, self.settings.epsilon)
+        if chunk is None:  # nothing arrived yet: see to the trainer, then to stop requests
+            self.trainer.check()
+            return
+        state.held.append(chunk)
+        games = chunk.game_over.shape[1]
+        for t, j in zip(*np.nonzero(chunk.game_over)):
+            self.monitor.record_game(state.step + t * games + j + 1,
+                                     int(chunk.game_lengths[t, j]),
+                                     float(chunk.game_returns[t, j]),
+                                     float(chunk.epsilons[t, j]))
+        previous, state.step = state.step, state.step + chunk.steps
+        state.sync_pending = self.period.ended_by(previous, state.step)
+        self.trainer.played(self.period, previous)
+        self.monitor.tick(state.step, float(self.settings.epsilon(state.step)))
+
+    def _wait_for_trainer(self):
+        """Step 4: wait until the trainer has trained the period's minibatches. False when a
+        stop came first."""
         # At the last sync point no step is left to play: a stop there lets the trainer
         # finish (at most a period), since a run resumed without replay could never train
         # what it owes. A second Ctrl-C still aborts at once.
-        last = s.step >= self.total
-        while True:
-            # The period is played: whatever it owes may train (never wait on a release
-            # that no further step would bring).
-            self.trainer.pace(0)
-            if not self.trainer.wait(abort=self._finishing if last else self._waiting):
-                return False
-            s.owed = 0
-            s.held.flush(self.replay)
-            if not (last and self._owed_at_the_end()):
-                return True
-            self._start_training()
+        last = self.state.step >= self.total
+        return self.trainer.wait(self.period, abort=self._finishing if last else self._waiting)
 
-    def _owed_at_the_end(self):
-        """At the run's last sync point, hand out what no later sync point will: the
-        minibatches of a run that ends at its first sync point, which would only have been
-        handed out at the next one, and any still deferred. Returns how many."""
-        s = self.state
-        if s.trained_through < s.step or s.schedule.deferred:
-            s.owed = self._minibatches(s.trained_through, s.step, final=True)
-            s.trained_through = s.step
-        return s.owed
+    def _flush_held(self):
+        """Step 5: write what is held into replay, shard 0 first."""
+        self.state.held.flush(self.replay)
+        if self.state.step >= self.total:
+            # The run's end: what no later sync point will hand out trains now, on the
+            # replay this flush completed, before main is copied for the last time.
+            self.trainer.train_the_rest(self.period, abort=self._finishing)
 
-    def _hand_over(self):
-        """Step 4: leave the boundary; the trainer starts on the period's minibatches."""
-        self.state.boundary = False
-        if self.trainer is not None and self.state.owed:
-            self._start_training()
-
-    def _start_training(self):
-        self.period_start.mark()
-        self.trainer.start(self.state.owed, unplayed=self._unplayed())
-
-    def _unplayed(self):
-        """The handed-out minibatches due at steps the samplers have not played yet."""
-        s = self.state
-        return s.schedule.pending(s.step, s.trained_through)
-
-    def _minibatches(self, start, end, final):
-        """Take the minibatches of agent steps (start, end] from the schedule; `final` at the
-        run's last write of replay, the last chance to repay deferred ones."""
-        return self.state.schedule.take(start, end, final, replay_ready=self.replay.can_sample)
-
-    def _update_target(self):
+    def _copy_main_to_target(self):
+        """Step 6: copy main -> target, for the learner and the samplers."""
         self.learner.update_target()
         self.backend.target_updated()
 
+    def _end_period(self):
+        """The sync point: the trainer idle and nothing held, a consistent point. The next
+        period's minibatches are handed out here, so that a checkpoint written at this point
+        owes them; an evaluation is due if the step passed a multiple of --evaluate, or the
+        run ends."""
+        state = self.state
+        self.monitor.sync_point(state.step)
+        state.sync_pending = False
+        if state.step < self.total:
+            self.period = self._new_period()
+            self.trainer.hand_out(self.period)
+        every = self.settings.eval_freq
+        state.eval_pending = bool(self.evaluator) and (
+            state.step // every > state.last_eval // every or state.step >= self.total)
+        state.boundary = True
+
     def _stop_mid_period(self):
-        """Stop the trainer after its current minibatch and save what it still owes, with
-        replay's RNG where an uninterrupted run would draw those minibatches."""
-        s = self.state
-        if self.trainer is not None and s.owed:
-            s.owed -= self.period_start.rewind(self.trainer.interrupt())
-        self.checkpoints.save(s.step, s.state_dict())
-        return s.step
+        """Stop the trainer after its current minibatch and save what the period still owes,
+        with replay's RNG where an uninterrupted run would draw those minibatches."""
+        self.trainer.interrupt(self.period)
+        self.checkpoints.save(self.state.step, self.state.state_dict())
+        return self.state.step
+
+    def _new_period(self):
+        return Period(self.state, self.settings, self.round_size, self.total, self.replay)
 
     def _waiting(self):
         """The abort test of a sync point's wait: a stop request. Meanwhile the console goes

@@ -9,12 +9,6 @@ from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
 from fast_dqn.state_schema import StateMismatch
 
 
-def next_sync_point(step, period, round_size, total):
-    """The first round boundary after `step` that passes the next multiple of `period`."""
-    crossing = (step // period + 1) * period
-    return min(total, -(-crossing // round_size) * round_size)
-
-
 class HeldTransitions:
     """The chunks received since the last flush, in arrival order."""
 

@@ -194,7 +194,7 @@ def validate_fast(config):
             "--num-samplers × --envs-per-sampler"
     else:
         # Any W: a period that W does not divide ends at the first round past its multiple
-        # of --target-update-freq (fast_dqn.loops.fast_loop_state.next_sync_point).
+        # of --target-update-freq (fast_dqn.loops.period.next_sync_point).
         games, flags = config.workers, "--workers"
     need = min_capacity(games, config.history_length, config.n_step)
     if config.replay_capacity < need:

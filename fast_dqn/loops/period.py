@@ -1,0 +1,103 @@
+"""A period of the fast loop: the rounds from one sync point to the next, and the minibatches
+the trainer trains on the main network meanwhile.
+
+Periods follow the Nature loop's schedule: a period ends with the round in which the global
+agent step passes a multiple of C (--target-update-freq), or reaches the budget. Its
+minibatches are those the Nature loop trains up to its sync point, handed out when it begins
+(fast_dqn.loops.minibatch_schedule says how many).
+"""
+
+
+def next_sync_point(step, period, round_size, total):
+    """The first round boundary after `step` that passes the next multiple of `period`.
+
+    step, period, total: agent steps; round_size: agent steps in a round (or chunk).
+    Returns the agent step of that round's end, at most `total`.
+    """
+    crossing = (step // period + 1) * period
+    return min(total, -(-crossing // round_size) * round_size)
+
+
+class Period:
+    """The period in progress.
+
+    What of it outlives a stop lives in the loop's FastLoopState, in the checkpoint's own
+    format: `owed`, its minibatches not yet trained, and `trained_through`, the agent step up
+    to which the schedule has handed minibatches out. A resume rebuilds the period from them.
+    Replay's RNG at the trainer's start is the period's own: a stop rewinds to it and skips
+    the minibatches already trained, so the resumed run draws the rest as an uninterrupted
+    one would.
+    """
+
+    def __init__(self, state, settings, round_size, total, replay):
+        """state: the loop's FastLoopState; settings: its LoopSettings; round_size: agent
+        steps in a round (or chunk); total: the run's last agent step; replay: the
+        ReplayMemory its minibatches are drawn from."""
+        self.state, self.settings, self.replay = state, settings, replay
+        self.total = total
+        self.start = state.step  # agent step it began at (resumed: the step it resumed at)
+        # The agent step of the round that ends it; a period resumed with its rounds all
+        # played ends where it stands.
+        self.sync_point = state.step if state.sync_pending else next_sync_point(
+            state.step, settings.target_update_freq, round_size, total)
+        self.trained = 0          # minibatches a stop found trained
+        self.rng_at_start = None  # replay's RNG state as the trainer began on it
+
+    @property
+    def minibatches(self):
+        """Its minibatches not yet trained (minibatches)."""
+        return self.state.owed
+
+    def ended_by(self, previous, step):
+        """Whether a chunk that took the loop from agent step `previous` to `step` ends it:
+        the chunk passed a multiple of C, or reached the budget."""
+        length = self.settings.target_update_freq
+        return step // length > previous // length or step >= self.total
+
+    def hand_out(self):
+        """At its start, a sync point: take from the schedule the minibatches of the agent
+        steps up to its sync point that no earlier period was handed."""
+        state = self.state
+        state.owed = self._take(state.trained_through, self.sync_point, final=False)
+        state.trained_through = self.sync_point
+
+    def hand_out_the_rest(self):
+        """At the run's last sync point, after the last flush: the minibatches no later
+        period will train, those of a run that ends at its first sync point (handed out only
+        at the next one) and any still deferred. Returns how many it owes (minibatches)."""
+        state = self.state
+        if state.trained_through < state.step or state.schedule.deferred:
+            state.owed = self._take(state.trained_through, state.step, final=True)
+            state.trained_through = state.step
+        return state.owed
+
+    def take_round(self, previous):
+        """The minibatches due at the agent steps (previous, step] just played, taken from
+        the schedule at once (lockstep training). Returns how many (minibatches)."""
+        step = self.state.step
+        return self._take(previous, step, final=step >= self.total)
+
+    def unplayed(self):
+        """Of its handed-out minibatches, those due at agent steps not played yet."""
+        return self.state.schedule.pending(self.state.step, self.state.trained_through)
+
+    def mark_start(self):
+        """The trainer begins on its minibatches now: keep replay's RNG."""
+        self.rng_at_start = self.replay.rng.bit_generator.state
+
+    def trained_all(self):
+        """The trainer has trained all of its minibatches."""
+        self.state.owed = 0
+
+    def rewind(self, trained):
+        """A stop ended the trainer after `trained` of its minibatches: it owes the rest,
+        and replay's RNG stands where an uninterrupted run draws them."""
+        self.replay.rng.bit_generator.state = self.rng_at_start
+        self.replay.skip_samples(trained, self.settings.batch_size)
+        self.trained = trained
+        self.state.owed -= trained
+
+    def _take(self, start, end, final):
+        """The minibatches of agent steps (start, end] from the schedule; `final` at the
+        run's last write of replay, the last chance to repay deferred ones."""
+        return self.state.schedule.take(start, end, final, replay_ready=self.replay.can_sample)
