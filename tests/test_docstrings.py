@@ -46,6 +46,8 @@ NOT_YET = {
     "loops.fast_loop_state",
     "loops.fast_loop_stops",
     "loops.overlapped_backend",
+    "loops.period",
+    "loops.period_trainers",
     "loops.ray_backend",
     "loops.ray_cluster",
     "run.components",
