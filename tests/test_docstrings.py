@@ -63,7 +63,6 @@ NOT_YET = {
     "loops.nature_loop",
     "loops.overlapped_backend",
     "loops.settings",
-    "run.components",
     "run.resume",
     "run.storage.best_weights",
     "run.training",
