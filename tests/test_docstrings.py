@@ -40,8 +40,6 @@ NOT_YET = {
     "agent.q_network",
     "agent.replay_memory",
     "agent.schedules",
-    "agent.train_step_jax",
-    "agent.train_step_tf",
     "code_version",
     "commands",
     "envs.atari_wrappers",
