@@ -20,7 +20,14 @@ FIELDS = ("frames", "actions", "rewards", "terminals", "episode_ends")
 
 
 class ReplayGather:
-    """The gather of one minibatch from replay's arrays, as tensors: shapes are fixed."""
+    """The gather of one minibatch from replay's arrays, as tensors: shapes are fixed.
+
+    Args:
+        shard_capacity: the records one replay shard holds.
+        history_length: the frames k stacked in one state.
+        n_step: the rewards n one return sums at most.
+        discount: gamma, the discount per agent step.
+    """
 
     def __init__(self, shard_capacity, history_length, n_step, discount):
         self.capacity, self.k, self.n = shard_capacity, history_length, n_step
@@ -28,8 +35,16 @@ class ReplayGather:
         self.powers = (float(discount) ** np.arange(n_step + 1)).astype(np.float32)
 
     def batch(self, arrays, shards, idx):
-        """arrays: replay's FIELDS as tensors (num_shards, shard_capacity, ...); shards and
-        idx: int32 (B,). Returns a Batch of tensors."""
+        """The minibatch at records (shards, idx), gathered inside the compiled call.
+
+        Args:
+            arrays: replay's FIELDS as tensors, each (num_shards, shard_capacity, ...).
+            shards: int32 (B,), the shard of each record.
+            idx: int32 (B,), each record's column in its shard.
+
+        Returns:
+            A Batch of tensors, B transitions.
+        """
         frames, actions, rewards, terminals, ends = (arrays[f] for f in FIELDS)
         flat = lambda a: ops.reshape(a, (-1, *a.shape[2:]))  # noqa: E731 - (S*N, ...)
         frames, actions, rewards = flat(frames), flat(actions), flat(rewards)
@@ -69,8 +84,11 @@ class ReplayGather:
                      ops.cast(terminal, "float32"), discounts)
 
     def _stacks(self, frames, ends, at, idx):
-        """The states of records idx: frame j of the stack is zeroed where an episode ended
-        at any record from j to the record before idx (the numpy gather's rule)."""
+        """The states of records idx, each its record's frame and the k-1 before it.
+
+        Frame j of the stack is zeroed where an episode ended at any record from j to the
+        record before idx (the numpy gather's rule).
+        """
         k = self.k
         cols = at(idx[:, None] + ops.arange(-k + 1, 1, dtype="int32")[None, :])   # (B, k)
         stack = ops.take(frames, cols, axis=0)                                 # (B, k, ...)

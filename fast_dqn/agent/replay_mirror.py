@@ -13,8 +13,18 @@ from fast_dqn.agent.replay_gather import FIELDS, ReplayGather
 
 
 class ReplayMirror:
+    """A copy of replay's arrays on the device, filled now, refreshed by `sync`.
+
+    Args:
+        replay: the host's ReplayMemory, the record of truth.
+        device_arrays: the backend's DeviceArrays class (fast_dqn.agent.train_step_*).
+
+    Attributes:
+        gather: the ReplayGather that builds minibatches from the device's arrays.
+        device: the DeviceArrays that hold them.
+    """
+
     def __init__(self, replay, device_arrays):
-        """device_arrays: the backend's DeviceArrays (fast_dqn.agent.train_step_*)."""
         self.replay = replay
         self.gather = ReplayGather(replay.shard_capacity, replay.history_length,
                                    replay.n_step, replay.discount)
@@ -23,7 +33,11 @@ class ReplayMirror:
         self.device = device_arrays({name: arrays[name] for name in FIELDS})
 
     def sync(self):
-        """Copy the records written since the last sync; returns how many."""
+        """Copy the records written since the last sync to the device, in one transfer.
+
+        Returns:
+            The records copied, padding left out.
+        """
         shards, cols = self.replay.take_changes()
         if not len(cols):
             return 0

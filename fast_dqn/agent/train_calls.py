@@ -10,12 +10,36 @@ travel; else the K minibatches are gathered on the host and copied in one transf
 
 
 class TrainCalls:
+    """The background trainer's draw and train, over one learner and one replay.
+
+    Args:
+        learner: the DQNLearner that trains the main network.
+        replay: the ReplayMemory the minibatches are drawn from.
+        batch_size: the transitions in one minibatch.
+        on_device: whether replay is mirrored on the device (--replay-device device), so
+            that only the indices travel.
+
+    Attributes:
+        mirror: the ReplayMirror on the device, or None where the host gathers.
+    """
+
     def __init__(self, learner, replay, batch_size, on_device):
         self.learner, self.replay, self.batch_size = learner, replay, batch_size
         self.mirror = learner.mirror_replay(replay) if on_device else None
 
     def draw(self, count):
-        """The next `count` minibatches: replay is only read (the trainer's rule 1)."""
+        """Draw the next `count` minibatches from replay's RNG; replay is only read.
+
+        Reading only is the trainer's rule 1 (fast_dqn.loops.background_trainer).
+
+        Args:
+            count: the minibatches to draw.
+
+        Returns:
+            What `train` takes: a Batch of (count, batch_size, ...) arrays gathered on the
+            host, or, with the mirror, the (shards, indices) int arrays, each (count,
+            batch_size).
+        """
         shards, idx = self.replay.sample_indices_many(count, self.batch_size)
         if self.mirror is None:
             return self.replay.gather_many(shards, idx)
@@ -25,7 +49,17 @@ class TrainCalls:
         return shards, idx
 
     def train(self, drawn):
-        """Train the drawn minibatches in one call; returns (loss, mean Q) of each."""
+        """Train the drawn minibatches in one compiled call, in the order drawn.
+
+        Args:
+            drawn: what `draw` returned.
+
+        Returns:
+            A list of (loss, mean Q) float pairs, one per minibatch.
+
+        Raises:
+            TrainingDiverged: a loss or mean Q is not finite.
+        """
         if self.mirror is None:
             losses, mean_qs = self.learner.train_many(drawn)
         else:

@@ -32,6 +32,7 @@ from fast_dqn.agent.batch import Batch
 
 
 class LearnerState(NamedTuple):
+    """The learner's state between calls: the values of both networks and the optimizer."""
     trainable: list              # the main network's trainable values
     non_trainable: list          # its non-trainable values (none of ours changes in training)
     target_trainable: list       # the target network's, alike
@@ -58,7 +59,20 @@ class UpdateParts(NamedTuple):
 
 
 def loss_of(parts, trainable, state, batch, next_target_q=None):
-    """The loss to differentiate with respect to `trainable`, and (loss, mean Q)."""
+    """The loss to differentiate with respect to `trainable`, and (loss, mean Q).
+
+    Args:
+        parts: the UpdateParts: the networks, the optimizer and the train step.
+        trainable: the main network's trainable values, which the gradient is taken of.
+        state: the LearnerState whose other values the networks and optimizer read.
+        batch: one minibatch, a Batch of (B, ...) arrays.
+        next_target_q: the target network's Q-values of the batch's next states, (B,
+            actions); None computes them here.
+
+    Returns:
+        (the loss to differentiate (scaled where the optimizer scales it), (loss,
+        mean Q)).
+    """
     # The optimizer's variables are mapped too: a loss-scaling optimizer reads its current
     # scale from them in scale_loss.
     mapping = (list(zip(parts.main.trainable_variables, trainable))
@@ -73,9 +87,18 @@ def loss_of(parts, trainable, state, batch, next_target_q=None):
 
 
 def update(parts, state, batch, next_target_q=None):
-    """One minibatch's gradient step, a pure function: (LearnerState, Batch) -> (the next
-    LearnerState, (loss, mean Q)). next_target_q: the target network's Q-values of the
-    batch's next states, where the caller computed them (train_many); else computed here."""
+    """One minibatch's gradient step, a pure function.
+
+    Args:
+        parts: the UpdateParts: the networks, the optimizer and the train step.
+        state: the LearnerState before the step.
+        batch: one minibatch, a Batch of (B, ...) arrays.
+        next_target_q: the target network's Q-values of the batch's next states, (B,
+            actions), where the caller computed them (train_many); None computes them here.
+
+    Returns:
+        (the LearnerState after the step, (loss, mean Q)).
+    """
     grads, (loss, mean_q) = jax.grad(functools.partial(loss_of, parts), has_aux=True)(
         state.trainable, state, batch, next_target_q)
     trainable, optimizer_values = parts.optimizer.stateless_apply(state.optimizer, grads,
@@ -84,7 +107,16 @@ def update(parts, state, batch, next_target_q=None):
 
 
 def target_q_values(parts, state, states):
-    """The target network's Q-values of K minibatches' states (K, B, ...) in one pass."""
+    """The target network's Q-values of K minibatches' states in one pass.
+
+    Args:
+        parts: the UpdateParts, whose target network is called.
+        state: the LearnerState, whose target values are used.
+        states: K minibatches' states, (K, B, ...).
+
+    Returns:
+        The Q-values, (K, B, actions).
+    """
     flat = jax.numpy.reshape(states, (-1, *states.shape[2:]))
     q = parts.target.stateless_call(state.target_trainable, state.target_non_trainable, flat,
                                     training=False)[0]
@@ -92,14 +124,22 @@ def target_q_values(parts, state, states):
 
 
 def train_many(parts, state, batches):
-    """K updates in order on a Batch of K minibatches stacked on a leading axis: (state,
-    batches) -> (the state after all K, (K losses, K mean Qs)).
+    """K updates in order on a Batch of K minibatches stacked on a leading axis.
 
     The target network is frozen within a call, so its Q-values of all K minibatches' next
     states come from one batched pass before the K updates, not from K small ones inside
     them (Double DQN's argmax over the main network's Q-values stays inside each update).
     Only what an update changes, the main network's trainable values and the optimizer's,
-    is carried from one update to the next."""
+    is carried from one update to the next.
+
+    Args:
+        parts: the UpdateParts: the networks, the optimizer and the train step.
+        state: the LearnerState before the first update.
+        batches: K minibatches, a Batch of (K, B, ...) arrays.
+
+    Returns:
+        (the LearnerState after all K, (K losses, K mean Qs)).
+    """
     next_target_q = target_q_values(parts, state, batches.next_states)
 
     def body(changed, minibatch):
@@ -117,8 +157,21 @@ def train_many(parts, state, batches):
 
 
 def train_from_replay(parts, gather, state, arrays, shards, idx):
-    """train_many on the minibatches at (K, B) indices of replay's arrays on the device,
-    gathered by a ReplayGather in one gather for all K."""
+    """train_many on the minibatches at (K, B) indices of replay's arrays on the device.
+
+    They are gathered by a ReplayGather in one gather for all K.
+
+    Args:
+        parts: the UpdateParts: the networks, the optimizer and the train step.
+        gather: the ReplayGather of the replay (static: one compile per replay).
+        state: the LearnerState before the first update.
+        arrays: replay's FIELDS on the device, each (num_shards, shard_capacity, ...).
+        shards: int32 (K, B), the shard of each record.
+        idx: int32 (K, B), each record's column in its shard.
+
+    Returns:
+        (the LearnerState after all K, (K losses, K mean Qs)).
+    """
     k, b = idx.shape
     gathered = gather.batch(arrays, jax.numpy.reshape(shards, (-1,)),
                             jax.numpy.reshape(idx, (-1,)))
@@ -127,9 +180,19 @@ def train_from_replay(parts, gather, state, arrays, shards, idx):
 
 
 class CompiledSteps:
+    """The learner's jitted calls on JAX, holding the LearnerState on the device between them.
+
+    Args:
+        main: the main network, a Keras model.
+        target: the target network, of the same architecture.
+        optimizer: a built Keras optimizer over main's trainable variables.
+        train_step: train_step(main, target, states, actions, rewards, next_states, dones,
+            discounts, next_target_q=None) -> (loss, the loss to differentiate, mean Q),
+            calling the two networks (fast_dqn.agent.learner.DQNLearner._train_step).
+        xla: unused: everything JAX compiles goes through XLA.
+    """
+
     def __init__(self, main, target, optimizer, train_step, xla):
-        """train_step as in fast_dqn.agent.train_step_tf; xla has nothing to switch here:
-        everything JAX compiles goes through XLA."""
         self.main, self.target, self.optimizer = main, target, optimizer
         self._fresh = True  # the Keras variables hold the state (it has not moved since)
         self.state = self._state_of_variables()
@@ -166,15 +229,39 @@ class CompiledSteps:
         return metrics
 
     def train(self, *batch):
+        """One gradient step on one minibatch.
+
+        Args:
+            *batch: the six arrays of a Batch, (B, ...) each.
+
+        Returns:
+            (loss, mean Q), on the device.
+        """
         return self._changed(self._update(self.state, Batch(*batch)))
 
     def train_many(self, *batches):
-        """K minibatches stacked on a leading axis, in one call: (losses, mean Qs) of K."""
+        """K gradient steps in one call, on K minibatches stacked on a leading axis.
+
+        Args:
+            *batches: the six arrays of a Batch, (K, B, ...) each.
+
+        Returns:
+            (K losses, K mean Qs), on the device.
+        """
         return self._changed(self._train_many(self.state, Batch(*batches)))
 
     def train_from_replay(self, gather, arrays, shards, idx):
-        """K minibatches gathered on the device from replay's arrays at (K, B) indices, by
-        a ReplayGather."""
+        """K gradient steps in one call, on minibatches gathered on the device from replay.
+
+        Args:
+            gather: the ReplayGather of the replay.
+            arrays: replay's FIELDS on the device, each (num_shards, shard_capacity, ...).
+            shards: int32 (K, B), the shard of each record.
+            idx: int32 (K, B), each record's column in its shard.
+
+        Returns:
+            (K losses, K mean Qs), on the device.
+        """
         return self._changed(self._train_replay(gather, self.state, arrays, shards, idx))
 
     def keras_variables(self):
@@ -194,30 +281,59 @@ class CompiledSteps:
         self._fresh = True
 
     def main_q(self, states):
+        """The main network's Q-values of `states`.
+
+        Args:
+            states: stacked observations, (N, ...).
+
+        Returns:
+            A numpy array (N, actions).
+        """
         return _q_of(self._q, self.state.trainable, self.state.non_trainable, states)
 
     def target_q(self, states):
+        """The target network's Q-values of `states`.
+
+        Args:
+            states: stacked observations, (N, ...).
+
+        Returns:
+            A numpy array (N, actions).
+        """
         state = self.state
         return _q_of(self._q, state.target_trainable, state.target_non_trainable, states)
 
     def update_target(self):
+        """Copy main to target: the target's values become the main network's."""
         state = self.state
         self.state = state._replace(target_trainable=state.trainable,
                                     target_non_trainable=state.non_trainable)
         self._fresh = False
 
     def iterations(self):
+        """The optimizer's update count: the minibatches trained since the run began."""
         return int(self.state.optimizer[self._iterations])
 
     def all_finite(self):
-        """Whether every floating-point value of the state is finite: one compiled reduction
-        on the device, one bool back."""
+        """Whether every floating-point value of the state is finite.
+
+        One compiled reduction on the device, one bool back.
+
+        Returns:
+            A Python bool.
+        """
         return bool(self._all_finite(self.state))
 
 
 def all_finite(state):
-    """Whether every floating-point array of a pytree (a LearnerState) holds only finite
-    numbers, as one boolean on the device."""
+    """Whether every floating-point array of a pytree holds only finite numbers.
+
+    Args:
+        state: a pytree of arrays (a LearnerState).
+
+    Returns:
+        One boolean on the device.
+    """
     checks = [jax.numpy.all(jax.numpy.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(state)
               if jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating)]
     return jax.numpy.all(jax.numpy.stack(checks)) if checks else jax.numpy.bool_(True)
@@ -230,9 +346,12 @@ def _stateless_q(network):
 
 
 def _padded(states):
-    """The rows padded with zeros to the next power of two. jit compiles once per shape, and
-    an acting batch (the greedy rows of W games) may have any size from 1 to W: so at most
-    log2(W) + 1 compiles, in a run's first rounds, instead of W."""
+    """The rows padded with zeros to the next power of two.
+
+    jit compiles once per shape, and an acting batch (the greedy rows of W games) may have
+    any size from 1 to W: so at most log2(W) + 1 compiles, in a run's first rounds, instead
+    of W.
+    """
     rows = len(states)
     size = 1 << max(rows - 1, 0).bit_length()
     if size == rows:
@@ -247,7 +366,15 @@ def _q_of(call, trainable, non_trainable, states):
 
 
 def predictor(network):
-    """network(states) compiled once for acting; it reads the network's current weights."""
+    """network(states) compiled once for acting; it reads the network's current weights.
+
+    Args:
+        network: a Keras model.
+
+    Returns:
+        A function of stacked observations (N, ...) that returns their Q-values as a numpy
+        array (N, actions).
+    """
     call = jax.jit(_stateless_q(network))
     return lambda states: _q_of(call, _values(network.trainable_variables),
                                 _values(network.non_trainable_variables), states)
@@ -259,7 +386,15 @@ def to_device(array):
 
 
 class DeviceArrays:
-    """Replay's arrays mirrored on the device, written in place at given records."""
+    """Replay's arrays mirrored on the device, written in place at given records.
+
+    Args:
+        host_arrays: {name: numpy array} of replay's FIELDS, each (num_shards,
+            shard_capacity, ...).
+
+    Attributes:
+        arrays: {name: device array}, the same shapes; replaced by each write.
+    """
 
     def __init__(self, host_arrays):
         self.arrays = {name: jax.device_put(a) for name, a in host_arrays.items()}
@@ -273,4 +408,11 @@ class DeviceArrays:
         self._write = jax.jit(write, donate_argnums=0)
 
     def write(self, shards, cols, values):
+        """Write records in place on the device.
+
+        Args:
+            shards: int32 (N,), the shard of each record.
+            cols: int32 (N,), each record's column in its shard.
+            values: {name: (N, ...) array}, each field's new values.
+        """
         self.arrays = self._write(self.arrays, shards, cols, values)

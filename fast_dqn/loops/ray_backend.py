@@ -51,7 +51,14 @@ LOST = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
 
 @ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)
 class SamplerActor:
-    """Plays its games with a copy of the target network; one `rollout` call, one chunk."""
+    """Plays its games with a copy of the target network; one `rollout` call, one chunk.
+
+    Args:
+        make_samplers: a function of a seed that builds the actor's games (a Samplers).
+        make_network: a function of (observation shape, number of actions) that returns a
+            function building the Q-network.
+        seed: the seed of the actor's first game; game g adds g.
+    """
 
     def __init__(self, make_samplers, make_network, seed):
         from fast_dqn.agent.backend_setup import configure_backend
@@ -73,41 +80,90 @@ class SamplerActor:
         self.local.act_through(self._q, None)
 
     def spec(self):
+        """What the driver learns of the actor once it has started.
+
+        Returns:
+            {"num_actions", "observation_space", "node_id" (the Ray node it runs on),
+            "pid" (its process id)}.
+        """
         return {"num_actions": self.local.num_actions,
                 "observation_space": self.local.observation_space,
                 "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     def restart(self, seed):
-        """New games from a new seed (a resumed run does not replay its first games)."""
+        """Start new games from a new seed (a resumed run does not replay its first games).
+
+        Args:
+            seed: the seed of the new first game; game g adds g.
+        """
         self.local.close()
         self.local = LocalBackend(self.make_samplers(seed))
         self._start(seed)
 
     def load_weights(self, weights, version):
-        """Act with target weights `version` from now on; weights: [ObjectRef] of them."""
+        """Act with target weights `version` from now on, fetching them only if it is new.
+
+        Args:
+            weights: a one-element list holding the weights' ObjectRef, so that Ray does not
+                fetch them for every call.
+            version: the weights' version, one more at each target update.
+
+        Returns:
+            The version the actor now acts with.
+        """
         if version != self.version:
             self.network.set_weights(ray.get(weights[0]))
             self.version = version
         return version
 
     def rollout(self, weights, version, epsilon, steps):
-        """`steps` steps of every game with the given epsilon and weights version."""
+        """Play `steps` rounds of every game with the given epsilon and weights version.
+
+        Args:
+            weights: a one-element list holding the target weights' ObjectRef.
+            version: the weights' version.
+            epsilon: the exploration rate of every action of the chunk.
+            steps: the rounds to play, each one agent step of every game.
+
+        Returns:
+            One Chunk of `steps` rows, the actor's games in its columns.
+        """
         self.load_weights(weights, version)
         return join_chunks([self.local.next_chunk(0, lambda s: np.full(len(s), epsilon))
                             for _ in range(steps)])
 
     def close(self):
+        """Close the actor's games."""
         self.local.close()
 
 
 class RayBackend:
-    """The fast loop's backend on Ray (see fast_dqn.loops.experience for the interface)."""
+    """The fast loop's backend on Ray (see fast_dqn.loops.experience for the interface).
+
+    Connects to the cluster (or starts a private one) and starts the sampler actors, waiting
+    for the first to come up. make_samplers and make_network are pickled to the actors, so
+    they must be module-level functions or partials of them (fast_dqn.run.components has
+    them).
+
+    Args:
+        settings: a RaySettings (fast_dqn.loops.settings): the cluster, the actors, their
+            games and requests.
+        make_samplers: a function of a seed that builds one actor's games (a Samplers).
+        make_network: a function of (observation shape, number of actions) that returns a
+            function building the Q-network.
+        log: a function that prints one console line (a lost actor, a crowded machine).
+
+    Attributes:
+        num_actions: the games' number of actions.
+        observation_space: the space of one game's stacked observations.
+        num_shards: replay shards, one per game of every actor.
+        round_size: agent steps per chunk: games per actor times --rollout-steps.
+
+    Raises:
+        RuntimeError: no actor started within STALL_SECONDS.
+    """
 
     def __init__(self, settings, make_samplers, make_network, log=print):
-        """settings: a RaySettings (fast_dqn.loops.settings); make_samplers(seed): one
-        actor's games; make_network(shape, num_actions): a function that builds its Q-network.
-        Both are pickled to the actors, so they must be module-level functions or partials of
-        them (fast_dqn.run.components has them)."""
         self.settings, self.log = settings, log
         self.make_samplers, self.make_network = make_samplers, make_network
         self.connected = connect(settings, log)
@@ -154,21 +210,55 @@ class RayBackend:
         return ray.get(ready[0])
 
     def node_ids(self):
-        """The node of every actor, by index (waits for them all to start)."""
+        """The node of every actor, by index; waits for them all to start.
+
+        Returns:
+            A list of Ray node ids, one per actor.
+        """
         return [spec["node_id"] for spec in ray.get([a.spec.remote() for a in self.actors])]
 
     # --- the backend interface
 
     def start(self, rng, log=None):
+        """Take where to report events; the actors draw their own actions.
+
+        Args:
+            rng: the action RNG, unused: each actor has a stream of its own.
+            log: a function that prints one console line; None keeps the current one.
+        """
         self.log = log or self.log  # the actors draw their own actions: no RNG here
 
     def act_through(self, q_values, weights):
+        """Take the source of the weights the actors act with.
+
+        Args:
+            q_values: the local network's Q-values function, unused: the actors act.
+            weights: a function that returns the target network's weights, read at each
+                target update.
+        """
         self.weights = weights  # acting happens in the actors; they get the weights
 
     def target_updated(self):
+        """Mark the weights stale: the next request sends the new target weights."""
         self.stale = True  # put once, when the next request goes out
 
     def next_chunk(self, step, epsilon_at):
+        """The chunk of whichever actor finished first, waiting POLL_SECONDS at most.
+
+        Tops up every actor's requests first. A lost actor is replaced, its requests dropped.
+
+        Args:
+            step: agent steps taken so far, over all games.
+            epsilon_at: a function of the agent step that returns the exploration rate; the
+                requests sent now act with its value at `step`.
+
+        Returns:
+            A Chunk of `round_size` agent steps, or None when none arrived in time.
+
+        Raises:
+            RuntimeError: no actor delivered for STALL_SECONDS, or one was lost MAX_DEATHS
+                times in a row.
+        """
         now = time.monotonic()
         if now - self.last_call > 10 * POLL_SECONDS:
             self.last_arrival = now  # the loop was busy (evaluating, saving): not a stall
@@ -229,14 +319,33 @@ class RayBackend:
         self._launch(i)
 
     def state_dict(self):
+        """What a checkpoint keeps of the games: only that they were on Ray.
+
+        Returns:
+            {"backend": "ray"}.
+        """
         return {"backend": "ray"}
 
     def check_state_dict(self, state):
+        """Accept any saved state, changing nothing.
+
+        Args:
+            state: the backend's state_dict from a checkpoint.
+        """
         pass  # nothing of the saved games is loaded
 
     def load_state_dict(self, state, step):
-        """The actors' games cannot be saved (ale-py's vector env has no state API); they
-        restart from seeds moved on by `step`. Returns False."""
+        """Restart the actors' games from seeds moved on by `step`; none are restored.
+
+        The actors' games cannot be saved (ale-py's vector env has no state API).
+
+        Args:
+            state: the backend's state_dict from a checkpoint, unused.
+            step: the checkpoint's agent step, which moves the seeds on.
+
+        Returns:
+            False: the games restart, and the loop ends replay's episodes.
+        """
         self.seed_offset = step
         for i, actor in enumerate(self.actors):
             actor.restart.remote(self._seed(i))
@@ -250,6 +359,7 @@ class RayBackend:
             pass  # already gone
 
     def close(self):
+        """Kill the actors, and stop the cluster when this process started it."""
         if not ray.is_initialized():
             return
         for actor in self.actors:

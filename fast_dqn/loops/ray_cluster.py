@@ -19,17 +19,29 @@ AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 def package_dir():
-    """The whole fast_dqn package, which Ray ships to machines that joined the cluster."""
+    """The whole fast_dqn package, which Ray ships to machines that joined the cluster.
+
+    Returns:
+        The package's directory, an absolute path.
+    """
     import fast_dqn
     return os.path.dirname(os.path.abspath(fast_dqn.__file__))
 
 
 def connect(settings, log):
-    """Start or join the cluster; returns whether this process connected (and so must
-    disconnect at the end, which also stops a cluster it started).
+    """Start or join the cluster, unless this process is already connected to one.
 
     Ray's driver set-up replaces the SIGTERM handler with one that exits at once; the run's own
     handler (checkpoint, then exit) is put back.
+
+    Args:
+        settings: the run's RaySettings: the cluster's address (None starts a private one),
+            the private cluster's object store in MiB, the number of sampler actors.
+        log: a function that prints one console line.
+
+    Returns:
+        Whether this process connected, and so must disconnect at the end (which also stops
+        a cluster it started).
     """
     import ray
     if ray.is_initialized():  # a caller (a test, a notebook) already chose the cluster
@@ -68,13 +80,23 @@ SETTINGS_FRAME = 0x04
 
 
 def probe_grpc(host, port, seconds=5.0):
-    """None when a gRPC server (HTTP/2 with prior knowledge) answers at host:port within
-    `seconds`, connecting included; otherwise what answered instead, in a few words.
+    """Whether a gRPC server (HTTP/2 with prior knowledge) answers at host:port in time.
 
-    Raises OSError when nothing accepts the connection. Checked here (2026-11-23) against
-    Ray 2.60's GCS, the gcs_address of a private cluster with token auth and the port of
-    `ray start --head --port=6391`: both answered with a SETTINGS frame within 25 ms. Any
-    gRPC server passes, a raylet's port too: the point is to refuse what is surely no Ray.
+    Checked here (2026-11-23) against Ray 2.60's GCS, the gcs_address of a private cluster
+    with token auth and the port of `ray start --head --port=6391`: both answered with a
+    SETTINGS frame within 25 ms. Any gRPC server passes, a raylet's port too: the point is to
+    refuse what is surely no Ray.
+
+    Args:
+        host: the host name or IP address to connect to.
+        port: the TCP port.
+        seconds: how long to wait for the answer, connecting included, in seconds.
+
+    Returns:
+        None when a gRPC server answered; otherwise what answered instead, in a few words.
+
+    Raises:
+        OSError: nothing accepts the connection.
     """
     import socket
     deadline = time.monotonic() + seconds
@@ -111,6 +133,15 @@ def check_reachable(address, seconds=5.0):
     machine's routable IP, which a head started with --node-ip-address=127.0.0.1 does not
     listen on. A port that accepts connections is not enough: ray.init retries anything for
     minutes, so the GCS must also answer as a gRPC server does.
+
+    Args:
+        address: the cluster's address as the user gave it (--ray-address), host:port or
+            'local'.
+        seconds: how long to wait for the cluster's answer, in seconds.
+
+    Raises:
+        ConfigError: the address cannot be parsed, nothing answers there, or what answers is
+            not a Ray cluster; the message says what to give instead.
     """
     import socket
 
@@ -159,7 +190,14 @@ def private_auth_token():
 
 
 def start_private_cluster(num_cpus, object_store_mb, num_gpus=0, **init_kwargs):
-    """A new single-machine cluster on loopback, never a stray running one."""
+    """Start a new single-machine cluster on loopback, never joining a stray running one.
+
+    Args:
+        num_cpus: the CPU cores the cluster offers its actors.
+        object_store_mb: the object store's size, in MiB.
+        num_gpus: the GPUs the cluster offers its actors.
+        **init_kwargs: passed on to ray.init (a runtime_env, for one).
+    """
     import ray
     private_auth_token()
     ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,

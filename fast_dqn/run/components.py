@@ -21,7 +21,16 @@ from fast_dqn.run.settings.validation import ResolvedConfig
 
 
 def env_settings(config, evaluation=False):
-    """What the games are built from; an evaluation's games under their own time limit."""
+    """What the games are built from; an evaluation's games under their own time limit.
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+        evaluation: whether the games are an evaluation's, cut after the evaluation's own
+            limit in agent steps rather than training's.
+
+    Returns:
+        The EnvSettings of one game.
+    """
     return EnvSettings(
         game=config.game, env=config.env, history_length=config.history_length,
         noop_max=config.noop_max, fire_start=config.fire_start,
@@ -32,7 +41,15 @@ def env_settings(config, evaluation=False):
 
 
 def loop_settings(config):
-    """The schedule both loops follow, in agent steps."""
+    """The schedule both loops follow, in agent steps.
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+
+    Returns:
+        The LoopSettings: budget, prepopulation, periods and epsilon's schedule, in agent
+        steps; the minibatch size, in transitions.
+    """
     return LoopSettings(config.timesteps, config.prepopulate, config.train_freq,
                         config.target_update_freq, config.batch_size, config.evaluate,
                         LinearSchedule(config.eps_start, config.eps_end,
@@ -40,7 +57,14 @@ def loop_settings(config):
 
 
 def ray_settings(config):
-    """The Ray backend's cluster and actors."""
+    """The Ray backend's cluster and actors.
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+
+    Returns:
+        The RaySettings of fast_dqn.loops.ray_backend.RayBackend.
+    """
     return RaySettings(address=config.ray_address, object_store_mb=config.ray_object_store_mb,
                        num_samplers=config.num_samplers,
                        envs_per_sampler=config.envs_per_sampler,
@@ -49,9 +73,22 @@ def ray_settings(config):
 
 
 def network_builder(config, observation_shape, num_actions):
-    """A function that builds one fresh Q-network for this config: a Nature CNN for Atari,
-    an MLP for --env; with a dueling head if asked, in the asked compute type. `config`:
-    as fast_dqn.run.settings.validation.resolve returns it."""
+    """A function that builds one fresh Q-network for this config.
+
+    A Nature CNN for Atari, an MLP for --env; with a dueling head if asked, in the asked
+    compute type.
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+        observation_shape: the shape of one stacked observation.
+        num_actions: the game's number of actions.
+
+    Returns:
+        A function of no arguments that returns a new Keras model, freshly initialised.
+
+    Raises:
+        TypeError: `config` is not a ResolvedConfig.
+    """
     from fast_dqn.agent.q_network import mlp, nature_cnn
     if not isinstance(config, ResolvedConfig):  # its open settings would be guessed here
         raise TypeError("build from the config fast_dqn.run.settings.validation.resolve "
@@ -66,6 +103,16 @@ def network_builder(config, observation_shape, num_actions):
 
 
 def build_learner(config, observation_shape, num_actions):
+    """The DQN learner: its Q-network and target, and the optimizer the config asks for.
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+        observation_shape: the shape of one stacked observation.
+        num_actions: the game's number of actions.
+
+    Returns:
+        A DQNLearner.
+    """
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
     return DQNLearner(network_builder(config, observation_shape, num_actions),
                       # float16 needs loss scaling; bfloat16 has float32's range and does not.
@@ -76,6 +123,17 @@ def build_learner(config, observation_shape, num_actions):
 
 
 def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
+    """Replay, its sampling RNG seeded from the run's replay stream.
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+        frame_shape: the shape of one frame (not the stack).
+        num_shards: replay shards, one per game played at once.
+        frame_dtype: the frames' dtype.
+
+    Returns:
+        An empty ReplayMemory of --replay-capacity transitions over all shards.
+    """
     return ReplayMemory(config.replay_capacity, frame_shape, config.history_length,
                         frame_dtype=frame_dtype,
                         seed=rng_for(config.seed, REPLAY_RNG_STREAM).integers(2**31),
@@ -84,8 +142,19 @@ def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
 
 
 def build_samplers(config, count=None, seed=None):
-    """`count` games (default --workers) stepped together: game i is seeded with seed + i
-    (seed folded so that all of them are valid ALE seeds, as the vector env folds it)."""
+    """`count` training games stepped together, game i seeded with seed + i.
+
+    The seed is folded so that all of them are valid ALE seeds, as the vector env folds it.
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+        count: the number of games; None for --workers.
+        seed: the first game's seed; None for --seed.
+
+    Returns:
+        VectorSamplers (Atari on ale-py's vector env, --env-backend vector), else
+        PythonSamplers.
+    """
     from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
     count = config.workers if count is None else count
     seed = game_seed(config.seed if seed is None else seed, count)
@@ -97,9 +166,17 @@ def build_samplers(config, count=None, seed=None):
 
 
 def build_local_backend(config):
-    """The fast loop's samplers in this process (--backend threads): in two groups that take
-    turns with --sampler-groups 2 (fast_dqn.loops.overlapped_backend), else all W in each
-    round (fast_dqn.loops.experience.LocalBackend)."""
+    """The fast loop's samplers in this process (--backend threads).
+
+    In two groups that take turns with --sampler-groups 2 (fast_dqn.loops.overlapped_backend),
+    else all W in each round (fast_dqn.loops.experience.LocalBackend).
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+
+    Returns:
+        An OverlappedBackend or a LocalBackend.
+    """
     from fast_dqn.loops.experience import LocalBackend
     if config.sampler_groups != 2:
         return LocalBackend(build_samplers(config), batched=config.synchronize)
@@ -115,9 +192,17 @@ def build_local_backend(config):
 
 
 def build_evaluation_games(config):
-    """Where evaluation plays (fast_dqn.loops.evaluation): --eval-workers Atari games at once
-    on ale-py's vector env, or one game at a time on a Python env (--env, one worker, or an
-    --interp the vector env cannot honour)."""
+    """Where evaluation plays (fast_dqn.loops.evaluation), its games under their own limit.
+
+    --eval-workers Atari games at once on ale-py's vector env, or one game at a time on a
+    Python env (--env, one worker, or an --interp the vector env cannot honour).
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+
+    Returns:
+        An AtOnce or a OneAtATime.
+    """
     from fast_dqn.loops.evaluation import AtOnce, OneAtATime
     settings = env_settings(config, evaluation=True)
     if config.env is None and config.eval_workers > 1 and config.interp == "area":
@@ -128,7 +213,15 @@ def build_evaluation_games(config):
 
 
 def ray_sampler_builders(config):
-    """(make_samplers(seed), make_network(shape, num_actions)) of a Ray sampler actor: its
-    --envs-per-sampler games and its copy of the target network, pickled to the actor."""
+    """The two builders a Ray sampler actor runs, pickled to it.
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+
+    Returns:
+        (make_samplers, make_network): a function of a seed that builds the actor's
+        --envs-per-sampler games, and a function of (observation shape, number of actions)
+        that returns its target network's builder.
+    """
     return (functools.partial(build_samplers, config, config.envs_per_sampler),
             functools.partial(network_builder, config))
