@@ -43,8 +43,6 @@ NOT_YET = {
     "loops.background_trainer",
     "loops.experience",
     "loops.overlapped_backend",
-    "loops.period",
-    "loops.period_trainers",
     "loops.ray_backend",
     "loops.ray_cluster",
     "run.components",
