@@ -40,7 +40,6 @@ NOT_YET = {
     "agent.train_step_jax",
     "agent.train_step_tf",
     "envs.samplers",
-    "loops.background_trainer",
     "loops.experience",
     "loops.overlapped_backend",
     "loops.ray_backend",
