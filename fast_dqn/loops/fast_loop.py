@@ -62,7 +62,7 @@ def budget_end(timesteps, round_size):
 
 
 class FastLoop:
-    """The loop above over built parts.
+    """The fast loop of the module docstring, over parts the assembly built.
 
     Args:
         settings: the LoopSettings.
