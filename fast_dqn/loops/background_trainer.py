@@ -38,9 +38,19 @@ _POLL_SECONDS = 0.05
 
 
 def call_sizes(n, per_call):
-    """How a period of n minibatches is cut into calls: as many of `per_call` as fit, then
-    the rest in powers of two, largest first. A compiled call is compiled once per size, so
-    a run makes at most log2(per_call) + 1 of them, whatever its periods' lengths."""
+    """How a period of n minibatches is cut into calls, by their sizes alone, never by timing.
+
+    As many calls of `per_call` as fit, then the rest in powers of two, largest first. A
+    compiled call is compiled once per size, so a run makes at most log2(per_call) + 1 of
+    them, whatever its periods' lengths.
+
+    Args:
+        n: the period's minibatches.
+        per_call: the most minibatches one call trains.
+
+    Returns:
+        The calls' sizes, in minibatches, in the order they train; they sum to n.
+    """
     sizes = [per_call] * (n // per_call)
     rest = n % per_call
     while rest:
@@ -50,16 +60,38 @@ def call_sizes(n, per_call):
 
 
 def one_by_one(train_one, sample_one):
-    """(train_fn, sample_fn) of a trainer whose calls train minibatches one at a time:
-    for a learner without fused calls (a test's, or the Nature loop's train)."""
+    """The train_fn and sample_fn of a trainer whose calls train minibatches one at a time.
+
+    For a learner without fused calls (a test's, or the Nature loop's train).
+
+    Args:
+        train_one: trains one minibatch and returns its result.
+        sample_one: draws one minibatch.
+
+    Returns:
+        (train_fn, sample_fn), as BackgroundTrainer takes them.
+    """
     return (lambda batches: [train_one(batch) for batch in batches],
             lambda count: [sample_one() for _ in range(count)])
 
 
 class BackgroundTrainer:
+    """A period's minibatches trained in a thread of its own, paced by the agent steps played.
+
+    Args:
+        train_fn: trains a call's minibatches, in order, and returns one result per
+            minibatch.
+        sample_fn: given k, draws the next k minibatches from replay, in order.
+        on_loss: a callable that sees every result, in order; None for none.
+        prefetch: whether a second thread samples the next call's minibatches while the
+            current call trains.
+        per_call: the most minibatches one call trains (at least 1).
+
+    Raises:
+        ValueError: per_call is below 1.
+    """
+
     def __init__(self, train_fn, sample_fn, on_loss=None, prefetch=True, per_call=1):
-        """sample_fn(k) -> the next k minibatches, drawn in order; train_fn(minibatches) ->
-        one result per minibatch, trained in order; on_loss(result) sees every result."""
         self.train_fn = train_fn
         self.sample_fn = sample_fn
         self.on_loss = on_loss or (lambda loss: None)
@@ -96,14 +128,25 @@ class BackgroundTrainer:
     # --- the caller's side
 
     def busy_seconds(self):
-        """Seconds spent in train steps so far, the one running included."""
+        """The time spent in train calls so far, the one running included.
+
+        Returns:
+            The time, in seconds.
+        """
         with self._busy_lock:
             running = self._step_started
             return self._busy_done + (0.0 if running is None else time.perf_counter() - running)
 
     def start(self, num_minibatches, unplayed=0):
-        """Train `num_minibatches` in the background, the last `unplayed` of them only once
-        pace() releases them. The trainer must be idle."""
+        """Start training a period's minibatches in the background; the trainer must be idle.
+
+        Args:
+            num_minibatches: the period's minibatches; 0 or fewer trains none.
+            unplayed: how many of the last of them wait until pace() releases them.
+
+        Raises:
+            RuntimeError: the previous period is still training.
+        """
         self.check()
         if not self._idle.is_set():
             raise RuntimeError("start() called while the previous period is still training")
@@ -117,8 +160,12 @@ class BackgroundTrainer:
         self._jobs.put(num_minibatches)
 
     def pace(self, unplayed):
-        """The current period's last `unplayed` minibatches wait for their steps (a smaller
-        count than before releases some; 0 releases all)."""
+        """Say how many of the current period's minibatches still wait for their agent steps.
+
+        Args:
+            unplayed: the period's last minibatches that wait; a smaller count than before
+                releases some, 0 releases all.
+        """
         self._unplayed = unplayed  # one int, read by the trainer thread: no lock needed
         self._released.set()
 
@@ -130,7 +177,12 @@ class BackgroundTrainer:
     def wait(self, abort=None):
         """Block until the current period is trained, re-raising any background failure.
 
-        Returns True when it is; False, at once, if abort() turns true first.
+        Args:
+            abort: a callable, polled about every 0.05 seconds while waiting; None never
+                aborts.
+
+        Returns:
+            True when the period is trained; False, at once, if abort() turned true first.
         """
         while not self._idle.wait(_POLL_SECONDS):
             self.check()
@@ -140,8 +192,13 @@ class BackgroundTrainer:
         return True
 
     def interrupt(self):
-        """End the current period after the call in progress; returns how many of its
-        minibatches were trained. The trainer is idle afterwards and ready for start()."""
+        """End the current period after the call in progress; the trainer is then idle.
+
+        Calls prefetched beyond it are dropped; the trainer is ready for start().
+
+        Returns:
+            How many of the period's minibatches were trained.
+        """
         self._cancel.set()
         try:
             self.wait()
@@ -154,6 +211,11 @@ class BackgroundTrainer:
         return self._trained
 
     def close(self, timeout=10.0):
+        """End both threads; a later wait() returns at once.
+
+        Args:
+            timeout: the most seconds to wait for each thread to end.
+        """
         self._stop.set()
         self._idle.set()  # nothing will train any more; a late wait() must not block
         self._prefetch_idle.set()
@@ -184,7 +246,7 @@ class BackgroundTrainer:
                     raise _Stopped
 
     def _put(self, q, item):
-        """Returns False, dropping the item, when the period is interrupted."""
+        """q.put() that drops the item and returns False when the period is interrupted."""
         while True:
             try:
                 q.put(item, timeout=_POLL_SECONDS)
@@ -239,8 +301,10 @@ class BackgroundTrainer:
             return
 
     def _wait_for_release(self, n, size):
-        """Wait until the next `size` of the period's n minibatches are released; False when
-        the period is interrupted first."""
+        """Wait until the next `size` of the period's n minibatches are released.
+
+        Returns False when the period is interrupted first.
+        """
         while self._trained + size > n - self._unplayed:
             self._released.clear()
             if self._trained + size <= n - self._unplayed:  # released since the test

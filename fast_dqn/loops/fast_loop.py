@@ -49,21 +49,36 @@ from fast_dqn.loops.period_trainers import ConcurrentTrainer, LockstepTrainer
 
 
 def budget_end(timesteps, round_size):
-    """The agent step a run of `timesteps` agent steps ends at: whole chunks of
-    `round_size`, so rounded up to one."""
+    """The agent step a run of `timesteps` agent steps ends at, rounded up to a whole chunk.
+
+    Args:
+        timesteps: the run's budget, in agent steps over all samplers.
+        round_size: agent steps in a round (or, with the Ray backend, a chunk).
+
+    Returns:
+        The last agent step, the smallest multiple of `round_size` not below `timesteps`.
+    """
     return -(-timesteps // round_size) * round_size
 
 
 class FastLoop:
-    """The loop above over built parts."""
+    """The fast loop of the module docstring, over parts the assembly built.
+
+    Args:
+        settings: the LoopSettings.
+        backend: where experience comes from (see fast_dqn.loops.experience), already
+            started.
+        learner: trains the main network and copies it to the target.
+        replay: the ReplayMemory.
+        trainer: a BackgroundTrainer, or None to train in lockstep.
+        monitor: the run's Monitor.
+        evaluator: an Evaluator, called with the agent step to evaluate; None when
+            evaluation is off.
+        checkpoints: a Checkpointer, or None when the run writes no checkpoints.
+    """
 
     def __init__(self, settings, backend, learner, replay, trainer, monitor, evaluator=None,
                  checkpoints=None):
-        """settings: the LoopSettings; backend: where experience comes from (see
-        fast_dqn.loops.experience), already started; learner: trains the main network and
-        copies it to the target; replay: the ReplayMemory; trainer: a BackgroundTrainer, or
-        None to train in lockstep; monitor: the run's Monitor; evaluator(step): an
-        Evaluator, or None when evaluation is off; checkpoints: a Checkpointer, or None."""
         self.settings, self.backend, self.learner, self.replay = settings, backend, learner, replay
         self.monitor = monitor
         self.trainer = ConcurrentTrainer(trainer) if trainer is not None else \
@@ -75,11 +90,17 @@ class FastLoop:
         self.told_finishing = False
 
     def run(self, state=None):
-        """Train up to settings.timesteps agent steps, rounded up to whole chunks, or until a
-        stop is asked.
+        """Train up to settings.timesteps agent steps, or until a stop is asked.
 
-        state: a FastLoopState to continue from (a resumed checkpoint's), or None.
-        Returns the agent step reached.
+        The budget is rounded up to whole chunks (budget_end). A stop mid-period saves a
+        checkpoint from which the run resumes exactly.
+
+        Args:
+            state: a FastLoopState to continue from (a resumed checkpoint's), or None for a
+                fresh run.
+
+        Returns:
+            The agent step reached, over all samplers.
         """
         self.state = state or FastLoopState.fresh(self.settings, self.monitor.message)
         self.period = self._new_period()
@@ -112,16 +133,22 @@ class FastLoop:
             self._end_period()
 
     def _resume_period(self):
-        """A run resumed mid-period: the trainer takes up what the period still owes, and a
-        stop is read before any round is played. False on a stop."""
+        """Take up a run resumed mid-period; False on a stop.
+
+        The trainer takes up what the period still owes, and a stop is read before any round
+        is played.
+        """
         if self.state.boundary:
             return True
         self.trainer.begin(self.period)
         return self.state.sync_pending or not self.phases.stop_requested()
 
     def _evaluate_and_checkpoint(self):
-        """Step 1: evaluate if an evaluation is due, then checkpoint if one is due, asked for
-        or the run ends. True when the run ends here: at its last step, or on a stop."""
+        """Step 1: evaluate if due, then checkpoint if due or asked; True when the run ends.
+
+        A checkpoint is also written at the run's last step. The run ends here at its last
+        step, or on a stop.
+        """
         state = self.state
         if state.eval_pending and self.phases.evaluate(state.step, state.state_dict):
             state.eval_pending, state.last_eval = False, state.step
@@ -131,15 +158,16 @@ class FastLoop:
         return stop or last
 
     def _start_period(self):
-        """Step 2: leave the consistent point; the trainer begins on the period's
-        minibatches."""
+        """Step 2: leave the consistent point; the trainer starts the period's minibatches."""
         self.state.boundary = False
         self.trainer.begin(self.period)
 
     def _play_rounds(self):
-        """Step 3: play chunks until one ends the period. A stop is read after each chunk
-        that does not (the first chunk's was read at the consistent point, or by the
-        resume). False on a stop."""
+        """Step 3: play chunks until one ends the period; False on a stop.
+
+        A stop is read after each chunk that does not end it (the first chunk's was read at
+        the consistent point, or by the resume).
+        """
         while not self.state.sync_pending:
             self._play_round()
             if not self.state.sync_pending and self.phases.stop_requested():
@@ -147,8 +175,11 @@ class FastLoop:
         return True
 
     def _play_round(self):
-        """One chunk of agent steps (a round, with the local backend), held until the sync
-        point; the trainer hears that its steps are played."""
+        """Play one chunk of agent steps, held until the sync point; the trainer hears of it.
+
+        With the local backend a chunk is a round. The trainer hears that its steps are
+        played, which releases their minibatches.
+        """
         state = self.state
         chunk = self.backend.next_chunk(state.step, self.settings.epsilon)
         if chunk is None:  # nothing arrived yet: see to the trainer, then to stop requests
@@ -167,8 +198,7 @@ class FastLoop:
         self.monitor.tick(state.step, float(self.settings.epsilon(state.step)))
 
     def _wait_for_trainer(self):
-        """Step 4: wait until the trainer has trained the period's minibatches. False when a
-        stop came first."""
+        """Step 4: wait for the trainer to train the period's minibatches; False on a stop."""
         # At the last sync point no step is left to play: a stop there lets the trainer
         # finish (at most a period), since a run resumed without replay could never train
         # what it owes. A second Ctrl-C still aborts at once.
@@ -189,10 +219,12 @@ class FastLoop:
         self.backend.target_updated()
 
     def _end_period(self):
-        """The sync point: the trainer idle and nothing held, a consistent point. The next
-        period's minibatches are handed out here, so that a checkpoint written at this point
-        owes them; an evaluation is due if the step passed a multiple of --evaluate, or the
-        run ends."""
+        """End the period at its sync point: the trainer idle and nothing held, consistent.
+
+        The next period's minibatches are handed out here, so that a checkpoint written at
+        this point owes them; an evaluation is due if the step passed a multiple of
+        --evaluate, or the run ends.
+        """
         state = self.state
         self.monitor.sync_point(state.step)
         state.sync_pending = False
@@ -205,8 +237,13 @@ class FastLoop:
         state.boundary = True
 
     def _stop_mid_period(self):
-        """Stop the trainer after its current minibatch and save what the period still owes,
-        with replay's RNG where an uninterrupted run would draw those minibatches."""
+        """Stop the trainer after its current minibatch and save what the period still owes.
+
+        Replay's RNG is saved where an uninterrupted run would draw those minibatches.
+
+        Returns:
+            The agent step reached.
+        """
         self.trainer.interrupt(self.period)
         self.checkpoints.save(self.state.step, self.state.state_dict())
         return self.state.step
@@ -215,15 +252,20 @@ class FastLoop:
         return Period(self.state, self.settings, self.round_size, self.total, self.replay)
 
     def _waiting(self):
-        """The abort test of a sync point's wait: a stop request. Meanwhile the console goes
-        on (its clock, and the ETA of the minibatches training)."""
+        """The abort test of a sync point's wait: whether a stop was asked.
+
+        Meanwhile the console goes on (its clock, and the ETA of the minibatches training).
+        """
         step = self.state.step
         self.monitor.tick(step, float(self.settings.epsilon(step)))
         return self.phases.stop_requested()
 
     def _finishing(self):
-        """The abort test of the last wait: never aborts, but keeps the console going while
-        the last minibatches train, and says why a stop waits."""
+        """The abort test of the last wait: never aborts (returns False).
+
+        It keeps the console going while the last minibatches train, and says why a stop
+        waits.
+        """
         if self._waiting() and not self.told_finishing:
             self.monitor.message("stopping: the run's last steps are played and their "
                                  "minibatches are still training; the final checkpoint is "

@@ -10,7 +10,12 @@ from fast_dqn.state_schema import StateMismatch
 
 
 class HeldTransitions:
-    """The chunks received since the last flush, in arrival order."""
+    """The chunks received since the last flush, in arrival order.
+
+    Args:
+        chunks: a checkpoint's held chunks, each as (frames, actions, rewards, terminated,
+            episode_ends, shards); empty for none.
+    """
 
     def __init__(self, chunks=()):
         # Each chunk as (frames, actions, rewards, terminated, episode_ends, shards); a
@@ -20,9 +25,21 @@ class HeldTransitions:
 
     @staticmethod
     def check_saved(chunks, num_shards, frame_shape, frame_dtype):
-        """Raise StateMismatch unless a checkpoint's chunks can be flushed into a replay of
-        `num_shards` shards of frames of `frame_shape`: a chunk of another form would fail
-        in the flush, after the logs are cut back, or write wrong frames."""
+        """Check, before anything is loaded, that a checkpoint's held chunks fit the replay.
+
+        A chunk of another form would fail in the flush, after the logs are cut back, or
+        write wrong frames.
+
+        Args:
+            chunks: the checkpoint's held chunks, as HeldTransitions keeps them.
+            num_shards: the replay's shards, one per game.
+            frame_shape: the shape of one stored frame (the observation's, less the stack).
+            frame_dtype: the frames' numpy dtype.
+
+        Raises:
+            StateMismatch: a chunk names a shard outside the replay, or holds arrays of
+                other shapes or dtype.
+        """
         for i, (frames, *steps, shards) in enumerate(chunks):
             where = f"/loop/held/{i}"
             if shards.ndim != 1 or shards.dtype.kind not in "iu" or not len(shards) or \
@@ -36,6 +53,11 @@ class HeldTransitions:
                                     f"steps of frames {frame_shape} ({frame_dtype})")
 
     def append(self, chunk):
+        """Hold a chunk; one that starts new streams first ends its games' episodes.
+
+        Args:
+            chunk: the Chunk received (fast_dqn.loops.experience).
+        """
         ends = np.array(chunk.episode_ends)  # writable: a later restart may cut it
         if chunk.new_stream:
             self._cut(chunk.shards)
@@ -54,7 +76,13 @@ class HeldTransitions:
                 self.cut_in_replay.add(int(shard))
 
     def flush(self, replay):
-        """Write everything into replay: shard 0's steps first, each shard in time order."""
+        """Write everything held into replay: shard 0's steps first, each shard in time order.
+
+        Episodes cut by a restarted stream are ended in replay first; nothing is held after.
+
+        Args:
+            replay: the ReplayMemory written.
+        """
         if self.cut_in_replay:
             replay.cut_episodes(sorted(self.cut_in_replay))
             self.cut_in_replay = set()
@@ -75,8 +103,10 @@ class HeldTransitions:
 
 @dataclass
 class FastLoopState:
-    """Everything of the fast loop that a checkpoint saves and a resume restores; the loop
-    reads and moves it, and nothing else of the loop outlives a stop."""
+    """Everything of the fast loop that a checkpoint saves and a resume restores.
+
+    The loop reads and moves it, and nothing else of the loop outlives a stop.
+    """
     schedule: MinibatchSchedule   # which minibatches are due when, and those deferred
     held: HeldTransitions         # chunks received since the last sync point
     step: int = 0                 # agent steps taken, over all samplers
@@ -89,18 +119,45 @@ class FastLoopState:
 
     @classmethod
     def fresh(cls, settings, warn=None):
+        """The state of a run that starts at agent step 0.
+
+        Args:
+            settings: the loop's LoopSettings (its warm-up and train_freq, in agent steps).
+            warn: a callable told, as a sentence, of deferred minibatches a run ended without
+                training; None to tell no one.
+
+        Returns:
+            The FastLoopState, at a consistent point with nothing held.
+        """
         return cls(MinibatchSchedule(settings.prepopulate, settings.train_freq, warn=warn),
                    HeldTransitions())
 
     @classmethod
     def from_state_dict(cls, state, settings, warn=None):
-        """From a checkpoint's loop state."""
+        """The state a checkpoint's loop state holds.
+
+        Args:
+            state: the loop state of a checkpoint, a dict as state_dict() writes it.
+            settings: the loop's LoopSettings (its train_freq, in agent steps).
+            warn: a callable told, as a sentence, of deferred minibatches a run ended without
+                training; None to tell no one.
+
+        Returns:
+            The FastLoopState.
+        """
         return cls(MinibatchSchedule.from_loop_state(state, settings.train_freq, warn),
                    HeldTransitions(state["held"]), state["step"], state["trained_through"],
                    state["last_eval"], state["owed"], state["sync_pending"],
                    state["eval_pending"], state["boundary"])
 
     def state_dict(self):
+        """The state for a checkpoint, in the checkpoint's own format.
+
+        Returns:
+            {"step", "trained_through", "last_eval" (agent steps), "schedule" (the
+            MinibatchSchedule's state_dict()), "owed" (minibatches), "held" (the held
+            chunks), "sync_pending", "eval_pending", "boundary" (bools)}.
+        """
         return {"step": self.step, "trained_through": self.trained_through,
                 "last_eval": self.last_eval, "schedule": self.schedule.state_dict(),
                 "owed": self.owed, "held": self.held.chunks,

@@ -13,10 +13,23 @@ from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
 
 
 def cut_to_budget(loop, total, train_freq, evaluates=True):
-    """A checkpoint's loop state (a dict) resumed with a smaller budget, ending at `total`:
-    the minibatches handed out for steps past it are taken back (none of them was trained:
-    the trainer trains a minibatch only once its step is played), and a run already at its
-    end plays no further. Done before a refill defers what the checkpoint owed."""
+    """Fit a checkpoint's loop state to the resumed run's budget, which may be smaller.
+
+    The minibatches handed out for agent steps past `total` are taken back (none of them was
+    trained: the trainer trains a minibatch only once its step is played), and a run already
+    at its end plays no further. Done before a refill defers what the checkpoint owed.
+
+    Args:
+        loop: the loop state of a checkpoint, a dict as FastLoopState.state_dict() writes it;
+            changed in place.
+        total: the resumed run's last agent step (budget_end of its --timesteps).
+        train_freq: one minibatch per this many agent steps after warm-up.
+        evaluates: whether the resumed run evaluates; if so, a run cut to a sync point that
+            did not evaluate evaluates there.
+
+    Returns:
+        `loop`, cut to the budget.
+    """
     if loop["trained_through"] > total:
         schedule = MinibatchSchedule.from_loop_state(loop, train_freq)
         loop["owed"] = max(0, loop["owed"] - schedule.pending(total, loop["trained_through"]))

@@ -11,8 +11,14 @@ minibatches are those the Nature loop trains up to its sync point, handed out wh
 def next_sync_point(step, period, round_size, total):
     """The first round boundary after `step` that passes the next multiple of `period`.
 
-    step, period, total: agent steps; round_size: agent steps in a round (or chunk).
-    Returns the agent step of that round's end, at most `total`.
+    Args:
+        step: agent steps taken so far, over all samplers.
+        period: the target network's period C, in agent steps.
+        round_size: agent steps in a round (or, with the Ray backend, a chunk).
+        total: the run's last agent step.
+
+    Returns:
+        The agent step of that round's end, at most `total`.
     """
     crossing = (step // period + 1) * period
     return min(total, -(-crossing // round_size) * round_size)
@@ -27,12 +33,16 @@ class Period:
     Replay's RNG at the trainer's start is the period's own: a stop rewinds to it and skips
     the minibatches already trained, so the resumed run draws the rest as an uninterrupted
     one would.
+
+    Args:
+        state: the loop's FastLoopState; the period starts at its agent step.
+        settings: the loop's LoopSettings.
+        round_size: agent steps in a round (or, with the Ray backend, a chunk).
+        total: the run's last agent step.
+        replay: the ReplayMemory its minibatches are drawn from.
     """
 
     def __init__(self, state, settings, round_size, total, replay):
-        """state: the loop's FastLoopState; settings: its LoopSettings; round_size: agent
-        steps in a round (or chunk); total: the run's last agent step; replay: the
-        ReplayMemory its minibatches are drawn from."""
         self.state, self.settings, self.replay = state, settings, replay
         self.total = total
         self.start = state.step  # agent step it began at (resumed: the step it resumed at)
@@ -49,22 +59,39 @@ class Period:
         return self.state.owed
 
     def ended_by(self, previous, step):
-        """Whether a chunk that took the loop from agent step `previous` to `step` ends it:
-        the chunk passed a multiple of C, or reached the budget."""
+        """Whether a chunk that took the loop from agent step `previous` to `step` ends it.
+
+        It does when it passed a multiple of C (--target-update-freq), or reached the budget.
+
+        Args:
+            previous: the agent step before the chunk.
+            step: the agent step after it.
+
+        Returns:
+            True when the chunk ends the period.
+        """
         length = self.settings.target_update_freq
         return step // length > previous // length or step >= self.total
 
     def hand_out(self):
-        """At its start, a sync point: take from the schedule the minibatches of the agent
-        steps up to its sync point that no earlier period was handed."""
+        """Take the minibatches up to its sync point that no earlier period was handed.
+
+        Called at its start, a sync point. They come from the schedule and become the loop
+        state's `owed`; `trained_through` moves to the period's sync point.
+        """
         state = self.state
         state.owed = self._take(state.trained_through, self.sync_point, final=False)
         state.trained_through = self.sync_point
 
     def hand_out_the_rest(self):
-        """At the run's last sync point, after the last flush: the minibatches no later
-        period will train, those of a run that ends at its first sync point (handed out only
-        at the next one) and any still deferred. Returns how many it owes (minibatches)."""
+        """Take the minibatches no later period will train, at the run's last sync point.
+
+        Called after the last flush: those of a run that ends at its first sync point
+        (handed out only at the next one) and any still deferred.
+
+        Returns:
+            How many it owes now, in minibatches.
+        """
         state = self.state
         if state.trained_through < state.step or state.schedule.deferred:
             state.owed = self._take(state.trained_through, state.step, final=True)
@@ -72,13 +99,21 @@ class Period:
         return state.owed
 
     def take_round(self, previous):
-        """The minibatches due at the agent steps (previous, step] just played, taken from
-        the schedule at once (lockstep training). Returns how many (minibatches)."""
+        """Take from the schedule the minibatches due at the agent steps just played.
+
+        Lockstep training takes them at once, after each chunk.
+
+        Args:
+            previous: the agent step before the chunk; it covered (previous, state.step].
+
+        Returns:
+            How many to train now, in minibatches.
+        """
         step = self.state.step
         return self._take(previous, step, final=step >= self.total)
 
     def unplayed(self):
-        """Of its handed-out minibatches, those due at agent steps not played yet."""
+        """Of its handed-out minibatches, how many are due at agent steps not played yet."""
         return self.state.schedule.pending(self.state.step, self.state.trained_through)
 
     def mark_start(self):
@@ -90,14 +125,22 @@ class Period:
         self.state.owed = 0
 
     def rewind(self, trained):
-        """A stop ended the trainer after `trained` of its minibatches: it owes the rest,
-        and replay's RNG stands where an uninterrupted run draws them."""
+        """Owe the rest after a stop ended the trainer after `trained` of its minibatches.
+
+        Replay's RNG then stands where an uninterrupted run draws them.
+
+        Args:
+            trained: the minibatches the trainer trained before it stopped.
+        """
         self.replay.rng.bit_generator.state = self.rng_at_start
         self.replay.skip_samples(trained, self.settings.batch_size)
         self.trained = trained
         self.state.owed -= trained
 
     def _take(self, start, end, final):
-        """The minibatches of agent steps (start, end] from the schedule; `final` at the
-        run's last write of replay, the last chance to repay deferred ones."""
+        """Take the minibatches of agent steps (start, end] from the schedule.
+
+        `final` is true at the run's last write of replay, the last chance to repay
+        deferred ones. Returns how many, in minibatches.
+        """
         return self.state.schedule.take(start, end, final, replay_ready=self.replay.can_sample)

@@ -18,32 +18,49 @@ interrupt(period) on a stop mid-period.
 
 
 class ConcurrentTrainer:
-    """Drives a BackgroundTrainer (fast_dqn.loops.background_trainer) period by period."""
+    """Drives a BackgroundTrainer (fast_dqn.loops.background_trainer) period by period.
+
+    Args:
+        background: the BackgroundTrainer, whose thread trains the minibatches.
+    """
 
     def __init__(self, background):
         self.background = background
 
     def hand_out(self, period):
+        """Hand out the period's minibatches, at the sync point that begins it."""
         period.hand_out()
 
     def begin(self, period):
-        """The trainer starts on what the period owes, each minibatch once its step is
-        played."""
+        """Start the trainer on what the period owes, each minibatch once its step is played."""
         if period.minibatches:
             period.mark_start()
             self.background.start(period.minibatches, unplayed=period.unplayed())
 
     def played(self, period, previous):
-        """A chunk was played: release the minibatches of its steps."""
+        """Release the minibatches of the agent steps a chunk just played.
+
+        Args:
+            period: the Period in progress.
+            previous: the agent step before the chunk (unused here).
+        """
         self.background.pace(period.unplayed())
         self.background.check()
 
     def check(self):
+        """Re-raise a failure of the trainer's threads here."""
         self.background.check()
 
     def wait(self, period, abort):
-        """Block until the period's minibatches are trained; False, at once, when abort()
-        turns true first."""
+        """Block until the period's minibatches are trained.
+
+        Args:
+            period: the Period in progress, all of its rounds played.
+            abort: a callable, polled while waiting; when it returns true the wait ends.
+
+        Returns:
+            True when they are trained; False, at once, when abort() turned true first.
+        """
         # The period is played: whatever it owes may train (never wait on a release that no
         # further step would bring).
         self.background.pace(0)
@@ -53,8 +70,14 @@ class ConcurrentTrainer:
         return True
 
     def train_the_rest(self, period, abort):
-        """At the run's end, after the last flush: train what no later period will, on
-        replay as the flush left it."""
+        """Train, at the run's end, what no later period will.
+
+        It trains on replay as the last flush left it.
+
+        Args:
+            period: the run's last Period.
+            abort: a callable, polled while waiting (see wait).
+        """
         if period.hand_out_the_rest():
             self.begin(period)
             self.wait(period, abort)
@@ -66,12 +89,16 @@ class ConcurrentTrainer:
 
 
 class LockstepTrainer:
-    """Trains each chunk's minibatches right after it, on the loop's thread."""
+    """Trains each chunk's minibatches right after it, on the loop's thread.
+
+    Args:
+        learner: trains the main network.
+        replay: the ReplayMemory it samples.
+        settings: the loop's LoopSettings.
+        monitor: hears each loss and keeps the console going.
+    """
 
     def __init__(self, learner, replay, settings, monitor):
-        """learner: trains the main network; replay: the ReplayMemory it samples;
-        settings: the loop's LoopSettings; monitor: hears each loss and keeps the console
-        going."""
         self.learner, self.replay, self.settings, self.monitor = learner, replay, settings, monitor
 
     def hand_out(self, period):
@@ -81,8 +108,12 @@ class LockstepTrainer:
         pass
 
     def played(self, period, previous):
-        """A chunk took the loop from agent step `previous`: write it, and train the
-        minibatches due at its steps."""
+        """Write a chunk just played into replay, and train the minibatches due at its steps.
+
+        Args:
+            period: the Period in progress.
+            previous: the agent step before the chunk.
+        """
         state = period.state
         state.held.flush(self.replay)
         final = state.step >= period.total
