@@ -56,3 +56,31 @@ def test_a_resume_puts_best_back_to_what_its_checkpoint_knew(tmp_path):
     said.clear()
     resumed.load_state_dict(saved)
     assert said == [] and exported(tmp_path)[0] == 100
+
+
+def test_the_best_refuses_a_saved_best_of_a_later_step_or_another_network(tmp_path):
+    """Checked before anything is loaded (fast_dqn.run.training orders the calls): best/ and
+    the best in memory stay as they were."""
+    import pytest
+
+    from fast_dqn.state_schema import StateMismatch
+    network, said = Network(), []
+    best = BestWeights(str(tmp_path), network.weights, said.append)
+    network.version = 100
+    best.record(100, [2.0])
+    saved = through_checkpoint(best.state_dict())
+    best.check_state_dict(saved, 150)  # its own, of a step before the checkpoint's, fits
+    best.check_state_dict(None, 150)   # as does no evaluation yet
+    for edited, expected in [
+            ({**saved, "step": 200}, "/best is of step 200 or of another network's weights, "
+             "not of this run up to step 150"),
+            ({**saved, "weights": saved["weights"][::-1]}, "/best is of step 100 or of "
+             "another network's weights"),
+            ({**saved, "weights": saved["weights"][:1]}, "/best is of step 100"),
+            ({**saved, "mean": "high"}, "/best/mean is 'high', not a number"),
+            (3, "/best is 3, not null or an object")]:
+        with pytest.raises(StateMismatch) as refused:
+            best.check_state_dict(edited, 150)
+        assert expected in str(refused.value)
+    assert best.state_dict() is not None and best.state_dict()["step"] == 100
+    assert exported(tmp_path) == (100, 2.0, 100.0) and said == []

@@ -330,3 +330,52 @@ def test_loss_scaling_takes_the_unscaled_step(xla):
                                rtol=1e-6)
     assert float(optimizer.dynamic_scale.numpy()) == 2.0 ** 15  # finite grads: kept
     assert learner.minibatches_trained() == 1
+
+
+# --- the learner's own word on a checkpoint's state (fast_dqn.run.training orders the calls)
+
+def _swapped(weights):
+    return [weights[1], weights[0], *weights[2:]]
+
+
+@pytest.mark.parametrize("edit, error, expected", [
+    (lambda s: s.update(target=_swapped(s["target"])), "NetworkMismatch",
+     "weight shape (4, 8) is not compatible with provided weight shape (8,)."),
+    (lambda s: s.update(main=s["main"][:-1]), "NetworkMismatch", "has 4 weights, but the "
+     "checkpoint gives 3"),
+    (lambda s: s.update(optimizer=s["optimizer"][:-1]), "NetworkMismatch",
+     "the checkpoint's optimizer has"),
+    (lambda s: s["optimizer"].__setitem__(-1, np.zeros(3, np.float32)), "NetworkMismatch",
+     "has shape (3,) in the checkpoint"),
+    (lambda s: s["main"][0].__setitem__((0, 0), np.nan), "TrainingDiverged",
+     "weight 0 of the main network is not finite"),
+], ids=["weights swapped", "a weight missing", "a slot missing", "a slot of another shape",
+        "a NaN"])
+def test_the_learner_refuses_a_saved_state_that_does_not_fit_it_and_changes_nothing(
+        edit, error, expected):
+    from fast_dqn.agent import learner as module
+    from fast_dqn.state_schema import StateMismatch
+
+    def mlp():
+        inputs = keras.Input(shape=(4,), dtype="float32")
+        hidden = keras.layers.Dense(8, activation="relu")(inputs)
+        return keras.Model(inputs, keras.layers.Dense(2)(hidden), name="mlp")
+    keras.utils.set_random_seed(0)
+    learner = DQNLearner(mlp, make_optimizer("adam", 1e-3))
+    saved = learner.state_dict()
+    learner.check_state_dict(saved)  # its own state fits
+    learner.train(one_step(np.ones((2, 4), np.float32), [0, 1], [1.0, 0.0],
+                           np.zeros((2, 4), np.float32), [0.0, 1.0]))
+    before = learner.state_dict()
+    edit(saved)
+    with pytest.raises(getattr(module, error)) as refused:
+        learner.check_state_dict(saved)
+    assert expected in str(refused.value)
+    if error == "NetworkMismatch":  # a StateMismatch, and a ValueError as Keras's refusal was
+        assert isinstance(refused.value, StateMismatch) and isinstance(refused.value, ValueError)
+    with pytest.raises(getattr(module, error)):
+        learner.load_state_dict(saved)  # checked first: nothing is loaded
+    after = learner.state_dict()
+    for key in ("main", "target", "optimizer"):
+        for a, b in zip(before[key], after[key], strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -382,3 +382,38 @@ def test_every_batch_carries_each_transitions_discount_a_power_of_gamma(n):
     assert np.isclose(batch.discounts[:, None], powers, rtol=1e-6).any(axis=1).all()
     if n == 1:
         assert (batch.discounts == np.float32(0.99)).all()
+
+
+# --- replay's own word on a checkpoint's state (fast_dqn.run.training orders the calls)
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda s: s.update(pointers=np.array([0, 13])), "/replay/pointers is not an array of "
+     "shape (2,) of whole numbers from 0 to 12 (one per replay shard)"),
+    (lambda s: s.update(sizes=np.array([3])), "/replay/sizes is not an array of shape (2,)"),
+    (lambda s: s.update(sizes=np.array([3.0, 1.0])), "/replay/sizes is not an array"),
+    (lambda s: s.update(pointers=np.array([-1, 0])), "/replay/pointers is not an array"),
+    (lambda s: s.update(pointers=[0, 1]), "/replay/pointers is [0, 1], not an array"),
+    (lambda s: s["rng"].update(bit_generator="MT19937"),
+     "/replay/rng is a dict, not a PCG64 generator's state"),
+    (lambda s: s.pop("sizes"), '/replay has no "sizes"'),
+], ids=["pointer past its shard", "one size for two shards", "sizes as floats",
+        "negative pointer", "pointers as a list", "rng of another generator", "no sizes"])
+def test_replay_refuses_a_saved_state_that_does_not_fit_it_and_changes_nothing(edit,
+                                                                               expected):
+    from fast_dqn.state_schema import StateMismatch
+    replay = ReplayMemory(24, (4,), history_length=1, frame_dtype=np.float32, num_shards=2)
+    for t in range(5):
+        replay.add(np.full(4, t, np.float32), 0, 1.0, False, False, shard=t % 2)
+    saved = replay.state_dict()
+    replay.check_state_dict(saved)  # its own state fits
+    edit(saved)
+    before = replay.state_dict()
+    with pytest.raises(StateMismatch) as refused:
+        replay.check_state_dict(saved)
+    assert expected in str(refused.value)
+    with pytest.raises(StateMismatch):
+        replay.load_state_dict(saved)  # checked first: nothing is loaded
+    after = replay.state_dict()
+    np.testing.assert_array_equal(after["pointers"], before["pointers"])
+    np.testing.assert_array_equal(after["sizes"], before["sizes"])
+    assert after["rng"] == before["rng"]

@@ -158,7 +158,7 @@ class SavedGame:
     def state_dict(self):
         return {"env": {"layers": [], "states": [], "foreign": None}}
 
-    def check(self, state):
+    def check_state_dict(self, state):
         pass
 
 
@@ -378,19 +378,25 @@ def test_a_resume_without_replay_in_the_warm_up_says_when_training_starts(
 
 def test_the_resume_lines_say_what_happens_to_the_run():
     from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+    from fast_dqn.run.logs.resume_lines import games_restart_line, refill_line
     from fast_dqn.run.settings.validation import resolve
-    from fast_dqn.run.training import games_restart_line, refill_line
+    from fast_dqn.run.training import games_at_once
     config = resolve(Config(**dict(SMALL, timesteps=2_000, prepopulate=500)))
+    settings = config.timesteps, config.train_freq, config.prepopulate
+
+    def restart_line(config):
+        return games_restart_line(games_at_once(config), config.backend, config.env_backend)
+
     trained = MinibatchSchedule(500, 4)
     trained.refill(1_000, 500, owed=30)
-    assert refill_line(1_000, trained, config) == (
+    assert refill_line(1_000, trained, *settings) == (
         "replay was not saved in the checkpoint (--save-replay saves it): the next 500 steps "
         "refill it, and training resumes at step 1,500; the 155 minibatches missed meanwhile "
         "are made up afterwards, at up to twice the usual rate, so the run trains as many as "
         "an unbroken one")
     late = MinibatchSchedule(500, 4)
     late.refill(1_800, 500)
-    assert refill_line(1_800, late, config) == (
+    assert refill_line(1_800, late, *settings) == (
         "replay was not saved in the checkpoint (--save-replay saves it): the steps left to "
         "the run's last, 2,000, only refill it, and the 50 minibatches due meanwhile are all "
         "trained after that step")
@@ -399,7 +405,7 @@ def test_the_resume_lines_say_what_happens_to_the_run():
     for stopped_at, refill in [(0, 500), (100, 300)]:
         warm = MinibatchSchedule(500, 4)
         warm.refill(stopped_at, refill)
-        assert refill_line(stopped_at, warm, config) == (
+        assert refill_line(stopped_at, warm, *settings) == (
             "replay was not saved in the checkpoint (--save-replay saves it): the run was "
             "still in its warm-up; 500 steps refill replay before it ends, so training starts "
             "at step 500 as planned")
@@ -407,17 +413,17 @@ def test_the_resume_lines_say_what_happens_to_the_run():
     early.refill(200, 500)
     assert (
         "the run was still in its warm-up; 500 steps refill replay, so training starts at "
-        "step 700, not 500") in refill_line(200, early, config)
+        "step 700, not 500") in refill_line(200, early, *settings)
     fast = dict(SMALL, timesteps=2_000, workers=4)
-    assert games_restart_line(resolve(FastConfig(**fast, env_backend="python"))) == (
+    assert restart_line(resolve(FastConfig(**fast, env_backend="python"))) == (
         "the 4 games in progress start again from their beginning (the checkpoint was "
         "written with another --env-backend); only their unfinished parts are lost, as no "
         "game is logged before it ends")
     assert "(--env-backend vector cannot save a game in progress; runs started with " \
         "--env-backend python keep them)" in \
-        games_restart_line(FastConfig(**fast, env_backend="vector"))
-    assert games_restart_line(FastConfig(**fast, backend="ray", num_samplers=3,
-                                         envs_per_sampler=5)).startswith(
+        restart_line(FastConfig(**fast, env_backend="vector"))
+    assert restart_line(FastConfig(**fast, backend="ray", num_samplers=3,
+                                   envs_per_sampler=5)).startswith(
         "the 15 games in progress start again from their beginning (Ray's samplers")
 
 
@@ -530,3 +536,124 @@ def test_weights_that_diverge_behind_finite_losses_never_reach_a_checkpoint(tmp_
     state = store.latest().load_state()["learner"]
     assert all(np.isfinite(w).all() for w in state["main"] + state["target"]
                + [v for v in state["optimizer"] if v.dtype.kind == "f"])
+
+
+# Each loop's own part says whether a checkpoint's games fit it, on its own (RunParts only
+# orders the calls).
+
+def test_the_nature_loops_game_refuses_a_saved_game_or_observation_that_does_not_fit(
+        tmp_path):
+    import numpy as np
+
+    from fast_dqn.envs.environment import EnvStateMismatch, make_env
+    from fast_dqn.run.components import env_settings
+    from fast_dqn.run.settings.validation import resolve
+    from fast_dqn.run.training import NatureGamePart
+    from fast_dqn.state_schema import StateMismatch
+    config = resolve(small_config("nature", tmp_path))
+    env = make_env(env_settings(config), seed=0, training=True)
+    try:
+        env.reset()
+        part = NatureGamePart(env)
+        saved = {**part.state_dict(), "loop": {"obs": np.zeros((1, 4), np.float32)}}
+        part.check_state_dict(saved)  # its own fits
+        with pytest.raises(StateMismatch, match=r"^/loop/obs has shape \(4,\), not the "
+                           r"observations' \(1, 4\)$"):
+            part.check_state_dict({**saved, "loop": {"obs": np.zeros(4, np.float32)}})
+        with pytest.raises(EnvStateMismatch, match="the saved env has the layers"):
+            part.check_state_dict({**saved, "env": {**saved["env"], "layers": ["Other"]}})
+        assert part.env is env  # nothing was loaded
+    finally:
+        env.close()
+
+
+def test_the_fast_loops_games_refuse_held_steps_or_observations_that_do_not_fit(tmp_path):
+    import numpy as np
+
+    from fast_dqn.run.components import build_local_backend
+    from fast_dqn.run.settings.validation import resolve
+    from fast_dqn.run.training import SamplerGamesPart
+    from fast_dqn.state_schema import StateMismatch
+    config = resolve(FastConfig(**dict(SMALL, logdir=str(tmp_path)), workers=2,
+                                env_backend="python", concurrent=True))
+    backend = build_local_backend(config)
+    try:
+        part = SamplerGamesPart(backend)
+        obs = np.zeros((2, 1, 4), np.float32)
+        held = [(np.zeros((1, 2, 4), np.float32), np.zeros((1, 2), np.int32),
+                 np.zeros((1, 2), np.float32), np.zeros((1, 2), bool), np.zeros((1, 2), bool),
+                 np.array([0, 1]))]
+        saved = {"samplers": {**part.state_dict()["samplers"], "obs": obs},
+                 "loop": {"held": held}}
+        part.check_state_dict(saved)  # its own fits
+        other_shards = [(*held[0][:5], np.array([0, 2]))]
+        with pytest.raises(StateMismatch, match=r"^/loop/held/0 names shards outside 0\.\.1$"):
+            part.check_state_dict({**saved, "loop": {"held": other_shards}})
+        with pytest.raises(StateMismatch, match=r"^/samplers/obs is not an array of shape "
+                           r"\(2, 1, 4\)$"):
+            part.check_state_dict({**saved, "samplers": {**saved["samplers"], "obs": obs[:1]}})
+    finally:
+        backend.close()
+
+
+class RefusingGame(SavedGame):
+    """An own part that refuses every checkpoint, as a game of another env would."""
+
+    def check_state_dict(self, state):
+        from fast_dqn.state_schema import StateMismatch
+        raise StateMismatch("/env/states/0/frames holds 1 of shapes [(1, 4)], not 1 of (4,)")
+
+
+def _swap_first_two(weights):
+    weights[0], weights[1] = weights[1], weights[0]
+
+
+# (edit of the checkpoint's state, own part, what the one line says)
+REFUSALS = {
+    "game": (lambda s: None, RefusingGame, "/env/states/0/frames holds 1 of shapes"),
+    "replay": (lambda s: s["replay"]["pointers"].__setitem__(0, 5_000), SavedGame,
+               "/replay/pointers is not an array of shape (1,) of whole numbers from 0 to "
+               "2,000 (one per replay shard)"),
+    "best": (lambda s: s.update(best={"step": 400, "mean": 1.0,
+                                      "weights": s["learner"]["main"]}), SavedGame,
+             "/best is of step 400 or of another network's weights, not of this run up to "
+             "step 300"),
+    "learner": (lambda s: _swap_first_two(s["learner"]["target"]), SavedGame,
+                "do not fit this run's settings (Layer "),
+}
+
+
+@pytest.mark.parametrize("refused_by", REFUSALS)
+@pytest.mark.faults
+def test_a_refusal_by_one_part_leaves_every_part_unloaded_and_every_file_as_it_was(
+        tmp_path, monkeypatch, refused_by):
+    """RunParts checks every part before it loads any: the parts checked after the one that
+    refuses are not loaded either, and nothing of the run directory changes."""
+    import numpy as np
+
+    from fast_dqn.agent.replay_memory import ReplayMemory
+    from fast_dqn.errors import ConfigError
+    from fast_dqn.run.settings.validation import resolve
+    from fast_dqn.run.storage.best_weights import BestWeights
+    from fast_dqn.run.storage.checkpoint import Checkpoint, latest_checkpoint
+    from fast_dqn.run.training import RunParts
+    edit, own, expected = REFUSALS[refused_by]
+    config, _ = filled_parts(tmp_path, save_replay=True)
+    files = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    read = Checkpoint.load_state
+
+    def edited(self, schema=None):
+        state = read(self, schema)
+        edit(state)
+        return state
+    monkeypatch.setattr(Checkpoint, "load_state", edited)
+    loaded = []
+    for cls in (DQNLearner, ReplayMemory, BestWeights):
+        monkeypatch.setattr(cls, "load_state_dict",
+                            lambda self, state, name=cls.__name__: loaded.append(name))
+    with pytest.raises(ConfigError) as refusal:
+        RunParts(resolve(config), (1, 4), np.dtype(np.float32), 2, 1, "main",
+                 latest_checkpoint(str(tmp_path), "resume"), own=own())
+    assert refusal.value.setting == "resume" and expected in str(refusal.value)
+    assert loaded == []
+    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == files

@@ -17,6 +17,7 @@ from keras import ops
 
 from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
+from fast_dqn.state_schema import StateMismatch
 
 
 def td_targets(rewards, dones, next_target_q, discount):
@@ -119,6 +120,11 @@ def predictor(network):
 
 class TrainingDiverged(FloatingPointError):
     """The loss, the Q-values, the weights or the optimizer's slots stopped being finite."""
+
+
+class NetworkMismatch(StateMismatch, ValueError):
+    """A saved learner's weights or optimizer slots are of another network: settings that
+    shape it were changed. A ValueError too, as Keras's own refusal was."""
 
 
 def _check_finite(what, value):
@@ -293,16 +299,37 @@ class DQNLearner:
         return {"main": self.main.get_weights(), "target": self.target.get_weights(),
                 "optimizer": [v.numpy() for v in self.optimizer.variables]}
 
-    def load_state_dict(self, state):
-        """Refuses, changing nothing, a state with a NaN or an infinity (TrainingDiverged):
-        a checkpoint written before its weights were checked may hold one."""
+    def check_state_dict(self, state):
+        """Raise, changing nothing, where load_state_dict would fail on `state` (as
+        state_dict gives it): TrainingDiverged for a NaN or an infinity (a checkpoint written
+        before its weights were checked may hold one), NetworkMismatch for weights or
+        optimizer slots of another network (settings that shape it were changed)."""
         check_state_finite(state)
-        self.main.set_weights(state["main"])
-        self.target.set_weights(state["target"])
+        for network, weights in ((self.main, state["main"]), (self.target, state["target"])):
+            variables = network.weights
+            if len(variables) != len(weights):
+                raise NetworkMismatch(f"Layer {network.name} has {len(variables)} weights, "
+                                      f"but the checkpoint gives {len(weights)}")
+            for variable, value in zip(variables, weights):
+                if tuple(variable.shape) != np.shape(value):
+                    # Keras's set_weights words it so, as resumes have always shown it.
+                    raise NetworkMismatch(f"Layer {network.name} weight shape "
+                                          f"{tuple(variable.shape)} is not compatible with "
+                                          f"provided weight shape {np.shape(value)}.")
         variables = self.optimizer.variables
         if len(variables) != len(state["optimizer"]):
-            raise ValueError(f"the checkpoint's optimizer has {len(state['optimizer'])} "
-                             f"variables, this one {len(variables)}")
-        for variable, value in zip(variables, state["optimizer"]):
+            raise NetworkMismatch(f"the checkpoint's optimizer has {len(state['optimizer'])} "
+                                  f"variables, this one {len(variables)}")
+        for i, (variable, value) in enumerate(zip(variables, state["optimizer"])):
+            if tuple(variable.shape) != np.shape(value):
+                raise NetworkMismatch(f"optimizer variable {i} has shape {np.shape(value)} in "
+                                      f"the checkpoint, {tuple(variable.shape)} here")
+
+    def load_state_dict(self, state):
+        """Refuses, changing nothing, a state that does not fit (check_state_dict)."""
+        self.check_state_dict(state)
+        self.main.set_weights(state["main"])
+        self.target.set_weights(state["target"])
+        for variable, value in zip(self.optimizer.variables, state["optimizer"]):
             variable.assign(value)
         self._compiled.variables_changed()

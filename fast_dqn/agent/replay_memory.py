@@ -36,6 +36,7 @@ import numpy as np
 
 from fast_dqn.agent.batch import Batch
 from fast_dqn.errors import ConfigError
+from fast_dqn.state_schema import RUN, StateMismatch, check_state
 
 # Bytes of bookkeeping per record: action (int32), reward (float32), two bool flags.
 _EXTRA_BYTES = 4 + 4 + 1 + 1
@@ -179,7 +180,23 @@ class ReplayMemory:
         return {"pointers": self.pointers.copy(), "sizes": self.sizes.copy(),
                 "rng": self.rng.bit_generator.state}
 
+    def check_state_dict(self, state, where="/replay"):
+        """Raise StateMismatch, changing nothing, unless `state` (as state_dict gives it) fits
+        this replay: per shard a write position and a fill from 0 to the shard's capacity, and
+        a PCG64 state. where: the state's path in the checkpoint, for the message."""
+        check_state(state, RUN["replay"], where)  # the kinds, as every checkpoint's
+        # A position past the shard would write outside it, far from its cause.
+        for name in ("pointers", "sizes"):
+            values, shard = state[name], self.shard_capacity
+            if values.shape != self.pointers.shape or values.dtype.kind not in "iu" \
+                    or values.min() < 0 or values.max() > shard:
+                raise StateMismatch(f"{where}/{name} is not an array of shape "
+                                    f"{self.pointers.shape} of whole numbers from 0 to "
+                                    f"{shard:,} (one per replay shard)")
+
     def load_state_dict(self, state):
+        """Refuses, changing nothing, a state that does not fit (check_state_dict)."""
+        self.check_state_dict(state)
         self.pointers[:] = state["pointers"]
         self.sizes[:] = state["sizes"]
         self.rng.bit_generator.state = state["rng"]

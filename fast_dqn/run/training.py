@@ -27,8 +27,10 @@ from fast_dqn.run.components import (
     ray_sampler_builders,
     ray_settings,
 )
+from fast_dqn.run.logs import resume_lines
 from fast_dqn.run.logs.monitor import Monitor
 from fast_dqn.run.logs.progress import RunProgress, make_console
+from fast_dqn.run.logs.resume_lines import games_restart_line, refill_line, resumed_line
 from fast_dqn.run.logs.tensorboard_log import TensorBoardLog
 from fast_dqn.run.resume import plan_given_on_resume
 from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES, learning_settings
@@ -145,8 +147,9 @@ def unfit_games_refused(checkpoint):
                           "the run started with")
 
 
-class NatureGame:
-    """The Nature loop's own part of a checkpoint: its one game, mid-episode."""
+class NatureGamePart:
+    """The Nature loop's own part of a checkpoint: its one game, mid-episode, and the
+    observation the loop acts on next."""
 
     def __init__(self, env):
         self.env = env
@@ -154,16 +157,23 @@ class NatureGame:
     def state_dict(self):
         return {"env": env_state(self.env)}
 
-    def check(self, state):
+    def check_state_dict(self, state):
+        """Raise, changing nothing, unless the game and observation of `state` (the whole
+        checkpoint's) fit this env: EnvStateMismatch for the game, StateMismatch else."""
         check_env_state(self.env, state["env"])
+        obs, shape = state["loop"]["obs"], tuple(self.env.observation_space.shape)
+        if obs.shape != shape:
+            raise StateMismatch(f"/loop/obs has shape {obs.shape}, not the observations' "
+                                f"{shape}")
 
-    def load(self, state):
+    def load_state_dict(self, state):
         # The env is rebuilt around the saved game: later checkpoints save the new one.
         self.env = load_env_state(self.env, state["env"])
 
 
-class FastLoopSamplers:
-    """The fast loop's own part of a checkpoint: its samplers' games and held transitions."""
+class SamplerGamesPart:
+    """The fast loop's own part of a checkpoint: its samplers' games, as the backend saves
+    them, and the transitions played since the last sync point (the loop state's "held")."""
 
     def __init__(self, backend):
         self.backend = backend
@@ -171,17 +181,28 @@ class FastLoopSamplers:
     def state_dict(self):
         return {"samplers": self.backend.state_dict()}
 
-    def check(self, state):
-        check_fast_loop_parts(state, self.backend)
+    def check_state_dict(self, state):
+        """Raise, changing nothing, unless the games and held transitions of `state` (the
+        whole checkpoint's) fit this backend: EnvStateMismatch for a game, StateMismatch
+        else."""
+        from fast_dqn.loops.fast_loop_state import HeldTransitions
+        self.backend.check_state_dict(state["samplers"])
+        space = self.backend.observation_space
+        HeldTransitions.check_saved(state["loop"]["held"], self.backend.num_shards,
+                                    space.shape[1:], space.dtype)
+
+    def load_state_dict(self, state, step):
+        """Continue the saved games; returns whether they could be (else they restart)."""
+        return self.backend.load_state_dict(state["samplers"], step)
 
 
-class NothingOwn:
+class NoGamesPart:
     """A loop with no part of its own to save (tests of the shared parts)."""
 
     def state_dict(self):
         return {}
 
-    def check(self, state):
+    def check_state_dict(self, state):
         pass
 
 
@@ -189,16 +210,18 @@ class RunParts:
     """What both loops share: learner, replay, monitor, evaluator, RNGs and checkpoints.
 
     `collect` gathers their state for a checkpoint; `restore` puts a checkpoint back, and
-    returns the loop's own state. The loop's own part (NatureGame or FastLoopSamplers) is
-    saved and checked with the rest; the train_* functions load it from `state`.
+    returns the loop's own state. Each part says itself whether its share of a checkpoint
+    fits it (check_state_dict); this only orders the calls: every part is checked before any
+    is loaded, and before any file is changed. The loop's own part (NatureGamePart or
+    SamplerGamesPart) is saved and checked with the rest; the train_* functions load it.
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
                  acts_with, resume=None, stop=None, schema=NATURE_RUN, own=None):
         """acts_with: "main" or "target", the network the loop acts and evaluates with;
         schema: what the loop's checkpoints hold (fast_dqn.state_schema); own: the loop's
-        own part, whose check(state) raises, changing nothing, where it could not be
-        loaded."""
+        own part, whose check_state_dict(state) raises, changing nothing, where it could not
+        be loaded."""
         self.config = config
         self.settings = loop_settings(config)
         # What a checkpoint must match to be loaded into this run at all.
@@ -224,11 +247,19 @@ class RunParts:
                               "started with")
         self.progress = RunProgress(config.timesteps, config.train_freq, config.prepopulate,
                                     config.evaluate, config.eval_episodes)
-        self.own = own or NothingOwn()
+        self.own = own or NoGamesPart()
+        learner = self.learner
+        # Built before the monitor whose lines it writes: it checks the checkpoint's best.
+        best = BestWeights(config.logdir, {"main": learner.main_weights,
+                                           "target": learner.target_weights}[acts_with],
+                           lambda line: self.monitor.message(line))
+        # Only a run that evaluates keeps a best; every run's checkpoint has its best checked.
+        self.best = best if config.evaluate else None
         if resume:
             with unfit_state_refused(resume), unfit_games_refused(resume):
                 check_settings(config, self.state["settings"], resume.step)
-                self._load_before_files()
+                self._check_parts(best)
+                self._load_networks()
             # Accepted: a run made before first-checkpoint.txt gets it now (its first file
             # change, as the monitor's below).
             mark_checkpointed(config.logdir, resume.step)
@@ -236,13 +267,9 @@ class RunParts:
         console = make_console(config.timesteps, initial=step)
         # The state's values were checked above: the monitor's errors are its own.
         self.monitor = self._monitor(config, console, step)
-        self.evaluator = self.best = None
+        self.evaluator = None
         if config.evaluate:
-            learner = self.learner
-            q_values, weights = {"main": (learner.q_values, learner.main_weights),
-                                 "target": (learner.target_q_values, learner.target_weights)
-                                 }[acts_with]
-            self.best = BestWeights(config.logdir, weights, self.monitor.message)
+            q_values = {"main": learner.q_values, "target": learner.target_q_values}[acts_with]
             self.evaluator = Evaluator(
                 build_evaluation_games(config), q_values, config.eval_episodes,
                 config.eval_epsilon, (config.seed, EVAL_RNG_STREAM), self.monitor,
@@ -285,36 +312,28 @@ class RunParts:
         with unfit_state_refused(self.resume):
             return self._restore(adapt)
 
-    def _load_before_files(self):
-        """What of the checkpoint can still fail to fit, loaded or checked before the monitor
-        cuts the logs back to it: a refused resume leaves every file as it was."""
+    def _check_parts(self, best):
+        """Each part's word on its share of the checkpoint, before any is loaded and before
+        the monitor cuts the logs back to it: a refused resume leaves every part and every
+        file as it was. best: the BestWeights, built even where the run does not evaluate."""
         state = self.state
-        loop, replay = state["loop"], state["replay"]
-        self.own.check(state)
-        if "obs" in loop and loop["obs"].shape != self.identity["observation_shape"]:
-            raise StateMismatch(f"/loop/obs has shape {loop['obs'].shape}, not the "
-                                f"observations' {self.identity['observation_shape']}")
-        for name in ("pointers", "sizes"):
-            values, shard = replay[name], self.replay.shard_capacity
-            if values.shape != self.replay.pointers.shape or values.dtype.kind not in "iu" \
-                    or values.min() < 0 or values.max() > shard:
-                raise StateMismatch(f"/replay/{name} is not an array of shape "
-                                    f"{self.replay.pointers.shape} of whole numbers from 0 to "
-                                    f"{shard:,} (one per replay shard)")
-        best, network = state["best"], self.learner.main_weights()
-        if best is not None and (best["step"] > self.resume.step or [
-                w.shape for w in best["weights"]] != [w.shape for w in network]):
-            raise StateMismatch(f"/best is of step {best['step']:,} or of another network's "
-                                f"weights, not of this run up to step {self.resume.step:,}")
+        self.own.check_state_dict(state)
+        self.replay.check_state_dict(state["replay"])
+        best.check_state_dict(state["best"], self.resume.step)
         try:
-            self.learner.load_state_dict(state["learner"])
-            self.progress.minibatches_done = self.learner.minibatches_trained()
-        except ValueError as error:  # settings that check_settings does not know of
+            self.learner.check_state_dict(state["learner"])
+        except ValueError as error:  # NetworkMismatch: settings check_settings does not know
             raise ConfigError("resume", f"the networks of {self.resume.path} do not fit this "
                               f"run's settings ({str(error).splitlines()[0][:160]}); was "
                               "config.json edited? put back the values the run started with")
         except FloatingPointError as error:  # the learner's TrainingDiverged: see below
             raise ConfigError("resume", diverged_checkpoint(self.resume.path, error)) from None
+
+    def _load_networks(self):
+        """The learner's state, checked by _check_parts, loaded before the monitor is built:
+        the progress line counts the minibatches trained from it."""
+        self.learner.load_state_dict(self.state["learner"])
+        self.progress.minibatches_done = self.learner.minibatches_trained()
 
     def _restore(self, adapt):
         """The rest of restore(); the networks were loaded with the parts built."""
@@ -334,8 +353,9 @@ class RunParts:
             loop["schedule"] = schedule.state_dict()
             if "owed" in loop:
                 loop["owed"] = 0  # the fast loop's minibatches of the current period
-            self.monitor.message(refill_line(loop["step"], schedule, self.config))
-        self.monitor.message(f"resumed from {self.resume.path} at step {loop['step']:,}")
+            self.monitor.message(refill_line(loop["step"], schedule, self.config.timesteps,
+                                             self.config.train_freq, self.config.prepopulate))
+        self.monitor.message(resumed_line(self.resume.path, loop["step"]))
         return loop
 
     def close(self):
@@ -345,46 +365,19 @@ class RunParts:
             self.evaluator.close()
 
 
-def refill_line(step, schedule, config):
-    """What a resume without replay does to the run, in the user's words: replay refills
-    before training goes on, and the minibatches missed meanwhile are made up later."""
-    from fast_dqn.loops.minibatch_schedule import minibatches_due
-    total, start = config.timesteps, schedule.train_start
-    resumes = min(schedule.refill_until, total)
-    missed = schedule.deferred + minibatches_due(step, resumes, start, config.train_freq)
-    line = "replay was not saved in the checkpoint (--save-replay saves it): "
-    if resumes >= total:
-        return line + (f"the steps left to the run's last, {total:,}, only refill it, and the "
-                       f"{missed:,} minibatches due meanwhile are all trained after that step")
-    if step < start and resumes <= start:
-        # The refill ends within the warm-up it interrupted: nothing moves.
-        line += (f"the run was still in its warm-up; {config.prepopulate:,} steps refill "
-                 f"replay before it ends, so training starts at step {start:,} as planned")
-    elif step < start:
-        line += (f"the run was still in its warm-up; {config.prepopulate:,} steps refill "
-                 f"replay, so training starts at step {resumes:,}, not {start:,}")
-    else:
-        line += (f"the next {config.prepopulate:,} steps refill it, and training resumes at "
-                 f"step {resumes:,}")
-    if missed:
-        line += (f"; the {missed:,} minibatches missed meanwhile are made up afterwards, at "
-                 "up to twice the usual rate, so the run trains as many as an unbroken one")
-    return line
-
-
-def games_restart_line(config):
-    """What happens to the games in progress when the checkpoint cannot continue them."""
-    games = config.workers
+def games_at_once(config):
+    """How many games the fast loop plays at once: one per replay shard."""
     if config.backend == "ray":
-        games = config.num_samplers * config.envs_per_sampler
-        why = "Ray's samplers cannot save a game in progress"
-    elif config.env_backend == "vector":
-        why = ("--env-backend vector cannot save a game in progress; runs started with "
-               "--env-backend python keep them")
-    else:
-        why = "the checkpoint was written with another --env-backend"
-    return (f"the {games} games in progress start again from their beginning ({why}); "
-            "only their unfinished parts are lost, as no game is logged before it ends")
+        return config.num_samplers * config.envs_per_sampler
+    return config.workers
+
+
+def replay_line(config, replay, on_cpu=None):
+    """The start-up line about replay (fast_dqn.run.logs.resume_lines.replay_line), from
+    the run's settings. on_cpu: the networks train on the CPU (asked of the backend when
+    None)."""
+    return resume_lines.replay_line(replay, config.updates_per_call, config.replay_device,
+                                    on_cpu)
 
 
 def build_backend(config):
@@ -393,35 +386,6 @@ def build_backend(config):
         from fast_dqn.loops.ray_backend import RayBackend
         return RayBackend(ray_settings(config), *ray_sampler_builders(config))
     return build_local_backend(config)
-
-
-def replay_line(config, replay, on_cpu=None):
-    """The start-up line that says where replay is and how the trainer draws from it.
-    on_cpu: the networks train on the CPU (asked of the backend when None)."""
-    from fast_dqn.agent.replay_memory import estimate_bytes
-    size = estimate_bytes(replay.capacity, replay.frames.shape[2:], replay.frames.dtype)
-    k = config.updates_per_call
-    calls = f"the trainer trains {k} minibatch{'es' if k > 1 else ''} per compiled call " \
-        "(--updates-per-call)"
-    if config.replay_device == "device":
-        if on_cpu is None:
-            from fast_dqn.agent.backend_setup import accelerator_memory
-            on_cpu = accelerator_memory() is None
-        if on_cpu:  # --replay-device device where the device is the CPU (the line above)
-            return (f"replay: {size / 2**30:.2f} GiB in RAM, and a second copy in RAM the "
-                    f"trainer gathers its minibatches from; {calls}")
-        return (f"replay: {size / 2**30:.2f} GiB in RAM, mirrored in GPU memory, where "
-                f"minibatches are drawn; {calls}")
-    return f"replay: {size / 2**30:.2f} GiB in RAM; {calls}"
-
-
-def check_fast_loop_parts(state, backend):
-    """The fast loop's own parts of a checkpoint, checked before any is loaded."""
-    from fast_dqn.loops.fast_loop_state import HeldTransitions
-    backend.check_state_dict(state["samplers"])
-    space = backend.observation_space
-    HeldTransitions.check_saved(state["loop"]["held"], backend.num_shards, space.shape[1:],
-                                space.dtype)
 
 
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
@@ -441,7 +405,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     try:
         parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
                          backend.num_shards, "target", resume, stop, FAST_RUN,
-                         own=FastLoopSamplers(backend))
+                         own=SamplerGamesPart(backend))
     except BaseException:
         backend.close()
         raise
@@ -454,12 +418,13 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
         if loop:
             with unfit_state_refused(resume), unfit_games_refused(resume):
                 state = FastLoopState.from_state_dict(loop, parts.settings, monitor.message)
-                continued = backend.load_state_dict(parts.state["samplers"], state.step)
+                continued = parts.own.load_state_dict(parts.state, state.step)
             if not continued:
                 state.held.flush(replay)
                 replay.cut_episodes()
                 state.held = HeldTransitions()
-                monitor.message(games_restart_line(config))
+                monitor.message(games_restart_line(games_at_once(config), config.backend,
+                                                   config.env_backend))
         backend.start(parts.rng, log=monitor.message)
         if config.concurrent:
             calls = TrainCalls(learner, replay, config.batch_size,
@@ -490,7 +455,7 @@ def train_nature(config, resume=None, stop=None):
     env = make_env(env_settings(config), seed=config.seed, training=True)
     try:
         shape = env.observation_space.shape
-        game = NatureGame(env)
+        game = NatureGamePart(env)
         parts = RunParts(config, shape, env.observation_space.dtype, env.action_space.n, 1,
                          "main", resume, stop, own=game)
     except BaseException:
@@ -500,7 +465,7 @@ def train_nature(config, resume=None, stop=None):
         loop = parts.restore()
         if loop:
             with unfit_state_refused(resume), unfit_games_refused(resume):
-                game.load(parts.state)
+                game.load_state_dict(parts.state)
         return run_nature_loop(parts.settings, game.env, parts.learner, parts.replay,
                                parts.monitor, parts.rng, parts.evaluator, parts.checkpoints,
                                loop)

@@ -18,6 +18,7 @@ import numpy as np
 
 from fast_dqn.run.storage.array_file import CorruptFile
 from fast_dqn.run.storage.checkpoint import CheckpointStore, UnsupportedFormat
+from fast_dqn.state_schema import RUN, StateMismatch, check_state
 
 FOLDER = "best"
 
@@ -48,6 +49,20 @@ class BestWeights:
 
     def state_dict(self):
         return self.best
+
+    def check_state_dict(self, state, step, where="/best"):
+        """Raise StateMismatch, changing nothing, unless `state` (as state_dict gives it: the
+        best so far, or None) is of this run's network and of an evaluation at or before
+        agent step `step`, the checkpoint's. where: its path in the checkpoint."""
+        check_state(state, RUN["best"], where)  # the kinds, as every checkpoint's
+        if state is None:
+            return
+        # A later step names an evaluation eval.csv will not have; other shapes, another
+        # network, which best/ would export as this run's.
+        if state["step"] > step or [np.shape(w) for w in state["weights"]] != [
+                np.shape(w) for w in self.weights()]:
+            raise StateMismatch(f"{where} is of step {state['step']:,} or of another "
+                                f"network's weights, not of this run up to step {step:,}")
 
     def load_state_dict(self, state):
         """The best as the checkpoint knew it; best/ is made to match."""
