@@ -38,6 +38,7 @@ NOT_YET = {
     "envs.samplers",
     "loops.experience",
     "loops.overlapped_backend",
+    "run.logs.resume_lines",
     "run.resume",
     "run.storage.best_weights",
     "run.training",

@@ -479,15 +479,14 @@ def test_the_replay_line_never_contradicts_the_device_line():
 
     import numpy as np
 
-    from fast_dqn.run.training import replay_line
-    config = FastConfig(**dict(SMALL, workers=4), replay_device="device", updates_per_call=4)
+    from fast_dqn.run.logs.resume_lines import replay_line
     replay = types.SimpleNamespace(capacity=2_000, frames=np.zeros((1, 1, 84, 84), np.uint8))
-    on_cpu = replay_line(config, replay, on_cpu=True)
+    on_cpu = replay_line(replay, 4, "device", on_cpu=True)
     assert "GPU" not in on_cpu and "a second copy in RAM the trainer gathers" in on_cpu
-    assert "mirrored in GPU memory" in replay_line(config, replay, on_cpu=False)
+    assert "mirrored in GPU memory" in replay_line(replay, 4, "device", on_cpu=False)
     from fast_dqn.agent.backend_setup import accelerator_memory
     if accelerator_memory() is None:  # the backend is asked where none is given
-        assert replay_line(config, replay) == on_cpu
+        assert replay_line(replay, 4, "device") == on_cpu
 
 
 @pytest.mark.faults

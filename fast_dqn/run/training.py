@@ -372,14 +372,6 @@ def games_at_once(config):
     return config.workers
 
 
-def replay_line(config, replay, on_cpu=None):
-    """The start-up line about replay (fast_dqn.run.logs.resume_lines.replay_line), from
-    the run's settings. on_cpu: the networks train on the CPU (asked of the backend when
-    None)."""
-    return resume_lines.replay_line(replay, config.updates_per_call, config.replay_device,
-                                    on_cpu)
-
-
 def build_backend(config):
     """The fast loop's experience source for --backend (ray is imported only when chosen)."""
     if config.backend == "ray":
@@ -429,7 +421,8 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
         if config.concurrent:
             calls = TrainCalls(learner, replay, config.batch_size,
                                on_device=config.replay_device == "device")
-            monitor.message(replay_line(config, replay))
+            monitor.message(resume_lines.replay_line(replay, config.updates_per_call,
+                                                       config.replay_device))
             trainer = BackgroundTrainer(calls.train, calls.draw,
                                         on_loss=lambda result: monitor.record_train(*result),
                                         # Nothing to gather ahead where only indices travel.
