@@ -5,13 +5,12 @@ import subprocess
 import sys
 
 import pytest
+from helpers import ROOT
 
 from fast_dqn.run import cli
 from fast_dqn.run.run_kinds import NATURE
 from fast_dqn.run.settings import flags, precedence
 from fast_dqn.run.settings.hyperparameters import Config
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def never_train(config):

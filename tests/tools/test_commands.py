@@ -12,13 +12,12 @@ import venv
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
 from fast_dqn import __version__, code_version, commands
 from fast_dqn.run import cli
 from fast_dqn.run.run_kinds import FAST, NATURE
 from fast_dqn.run.storage.checkpoint import CheckpointStore
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def git_commit():
