@@ -1,98 +1,22 @@
-"""Bad input: one line naming the flag, exit 2, nothing created. And the flag forms."""
+"""A run's command line (fast_dqn.run.cli): the flag forms, --help, each setting resolved once
+on the way to training, the lines a run ends with, and its exit status when it is stopped or
+cannot write. Bad input (one line, exit 2) is tested in test_bad_input.py."""
 
+import dataclasses
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from helpers import ROOT
 
+from fast_dqn import code_version
 from fast_dqn.run import cli
 from fast_dqn.run.run_kinds import NATURE
 from fast_dqn.run.settings import flags, precedence
-from fast_dqn.run.settings.hyperparameters import Config
-
-
-def never_train(config):
-    raise AssertionError("training must not start on bad input")
-
-
-def run_main(argv, tmp_path, capsys):
-    code = cli.main(NATURE, argv, train=never_train)
-    err = capsys.readouterr().err
-    return code, err
-
-
-BAD_INPUT = [
-    (["--game", "pongg"], "--game", "pong"),
-    (["--game", "not_a_game_at_all"], "--game", "unknown game"),
-    (["--timesteps", "0"], "--timesteps", "positive"),
-    (["--timesteps", "-5"], "--timesteps", "positive"),
-    (["--timesteps", "abc"], "--timesteps", "whole number"),
-    (["--replay-capacity", "1.5"], "--replay-capacity", "whole number"),
-    (["--batch-size", "0"], "--batch-size", "positive"),
-    (["--lr", "nan"], "--lr", "finite"),
-    (["--lr", "0"], "--lr", "positive"),
-    (["--eps-start", "1.5"], "--eps-start", "[0, 1]"),
-    (["--eps-end", "-0.1"], "--eps-end", "[0, 1]"),
-    (["--eval-epsilon", "2"], "--eval-epsilon", "[0, 1]"),
-    (["--sticky-actions", "1.01"], "--sticky-actions", "[0, 1]"),
-    (["--discount", "1.2"], "--discount", "[0, 1]"),
-    (["--evaluate", "-1"], "--evaluate", "0 or more"),
-    (["--batch-size", "64", "--replay-capacity", "32", "--prepopulate", "10"], "--batch-size",
-     "larger than --replay-capacity"),
-    (["--prepopulate", "2000", "--replay-capacity", "1000"], "--prepopulate", "warm-up"),
-    (["--prepopulate", "2"], "--prepopulate", "at least"),
-    (["--replay-capacity", "100_000_000"], "--replay-capacity", "GiB"),
-    (["--optimizer", "sgd"], "--optimizer", "invalid choice"),
-    (["--full-action-space=maybe"], "--full-action-space", "true/false"),
-    (["--interp", "bogus"], "--interp", "invalid choice"),
-]
-
-
-@pytest.mark.parametrize("argv,flag,words", BAD_INPUT, ids=[" ".join(c[0]) for c in BAD_INPUT])
-def test_bad_input_is_one_line_naming_the_flag(argv, flag, words, tmp_path, capsys):
-    logdir = tmp_path / "run"
-    try:
-        code, err = run_main(argv + ["--logdir", str(logdir)], tmp_path, capsys)
-    except SystemExit as exit_:  # argparse's own errors exit from parse_args
-        code, err = exit_.code, capsys.readouterr().err
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert flag in lines[0] and words in lines[0] and "Traceback" not in err
-    assert not logdir.exists()
-
-
-def test_logdir_holding_files_is_never_touched(tmp_path, capsys):
-    run = tmp_path / "old-run"
-    run.mkdir()
-    (run / "episodes.csv").write_text("precious\n")
-    code, err = run_main(["--logdir", str(run)], tmp_path, capsys)
-    assert code == 2 and "--logdir" in err and "already holds files" in err
-    assert os.listdir(run) == ["episodes.csv"]
-    assert (run / "episodes.csv").read_text() == "precious\n"
-
-
-def test_logdir_that_is_a_file(tmp_path, capsys):
-    target = tmp_path / "afile"
-    target.write_text("x")
-    code, err = run_main(["--logdir", str(target / "run")], tmp_path, capsys)
-    assert code == 2 and "--logdir" in err and target.read_text() == "x"
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere chmod allows nothing")
-def test_unwritable_logdir(tmp_path, capsys):
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o500)
-    code, err = run_main(["--logdir", str(locked / "run")], tmp_path, capsys)
-    assert code == 2 and "--logdir" in err
-
-
-def test_unwritable_logdir_even_for_root(tmp_path, capsys):
-    # /proc refuses new files for everyone, root included.
-    code, err = run_main(["--logdir", "/proc/fast-dqn-run"], tmp_path, capsys)
-    assert code == 2 and "--logdir" in err and "cannot write" in err
+from fast_dqn.run.settings.hyperparameters import TOPICS, Config, FastConfig
+from fast_dqn.run.storage.checkpoint import CheckpointStore
 
 
 @pytest.mark.parametrize("form,value", [(["--xla"], True), (["--xla=False"], False),
@@ -111,26 +35,6 @@ def test_counts_accept_readable_forms():
     for typed, value in (("1M", 10**6), ("100k", 10**5), ("2.5k", 2500), ("1.5M", 1_500_000),
                          ("50K", 50_000), ("2G", 2 * 10**9)):
         assert parser.parse_args(["--timesteps", typed]).timesteps == value, typed
-
-
-@pytest.mark.parametrize("typed,words", [("1.5k5", "expected a whole number"),
-                                         ("0.0005k", "expected a whole number, got '0.0005k'"),
-                                         ("1m", "expected a whole number"),
-                                         ("1e400", "'1e400' is too large or too small"),
-                                         ("1e-100000000", "is too large or too small"),
-                                         ("1e-400", "is too large or too small"),
-                                         ("1" * 5000, "(5000 characters) is too long"),
-                                         ("0." + "0" * 100 + "1e100", "is too long")])
-def test_counts_that_are_no_whole_number_are_one_line(typed, words, capsys):
-    """Each in well under a second: 1e-100000000 once took Fraction over a minute."""
-    import time
-    parser = flags.build_parser("x", "y")
-    started = time.perf_counter()
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--timesteps", typed])
-    assert time.perf_counter() - started < 5
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "--timesteps" in err and words in err
 
 
 def test_game_names_resolve_in_both_cases(tmp_path):
@@ -167,18 +71,6 @@ def test_the_resume_hint_is_a_command_to_paste():
     from fast_dqn.run.cli import resume_command
     assert resume_command("run_dqn.py", "runs/pong dqn") == ("python run_dqn.py --resume "
                                                             "'runs/pong dqn'")
-
-
-def test_a_library_error_is_worded_with_the_flags_on_the_command_line(capsys):
-    from fast_dqn.errors import ConfigError
-    error = ConfigError("replay_capacity", "too large for ${env} with ${logdir}; lower it")
-    assert str(error) == "replay_capacity: too large for env with logdir; lower it"
-    assert flags.fail("run_dqn.py", error) == 2
-    assert capsys.readouterr().err == ("run_dqn.py: error: --replay-capacity: too large for "
-                                       "--env with --logdir; lower it\n")
-    # A tool's own argument names are already its words.
-    assert ConfigError("RUN_DIR", "x").worded(flags.flag_name) == "RUN_DIR: x"
-    assert ConfigError("-o", "x").worded(flags.flag_name) == "-o: x"
 
 
 @pytest.mark.parametrize("with_logdir", [True, False])
@@ -219,3 +111,82 @@ def test_the_parts_are_never_built_from_an_unresolved_config():
     with pytest.raises(TypeError, match="resolve returns, not a Config"):
         network_builder(explicit, (4, 4), 2)
     assert network_builder(resolve(explicit), (4, 4), 2)().output_shape == (None, 2)
+
+
+def test_a_finished_run_names_the_next_commands_in_the_users_words():
+    from fast_dqn.run.settings.hyperparameters import Config
+    config = Config(timesteps=1_000_000, logdir="runs/my run")
+    assert cli.next_commands("run_dqn.py", config, best=True).splitlines() == [
+        "next:",
+        "  python -m fast_dqn.tools.evaluate 'runs/my run' --best   # play its best "
+        "evaluation's weights",
+        "  python -m fast_dqn.tools.plot 'runs/my run' -o curves.png   # its learning curves",
+        "  python run_dqn.py --resume 'runs/my run' --timesteps 2M   # train it on, to twice "
+        "the budget"]
+    lines = cli.next_commands("fast-dqn nature", config, best=False).splitlines()
+    assert lines[1].startswith("  fast-dqn evaluate 'runs/my run'   # play its last checkpoint")
+    assert lines[3].startswith("  fast-dqn nature --resume 'runs/my run' --timesteps 2M")
+    assert cli.tool_command("python -m fast_dqn fast", "plot") == "python -m fast_dqn plot"
+    assert [cli._count(n) for n in (2_000_000, 500_000, 4_800, 1_234_567)] == [
+        "2M", "500k", "4_800", "1_234_567"]
+    from fast_dqn.run.settings.flags import parse_count
+    assert all(parse_count(cli._count(n)) == n for n in (2_000_000, 4_800, 1_234_567))
+
+
+@pytest.mark.faults
+def test_a_stop_that_came_as_the_run_finished_is_a_finished_run(tmp_path, capsys):
+    """SIGTERM in the last period: the run finishes that period, its last checkpoint says
+    finished, and the command line says so (exit 0), not 'continue with --resume'."""
+    logdir = tmp_path / "run"
+
+    def train(config, resume=None, stop=None):
+        os.kill(os.getpid(), __import__("signal").SIGTERM)
+        CheckpointStore(str(logdir)).save(600, {"w": np.zeros(1)}, finished=True)
+
+    assert cli.main(NATURE, ["--env=CartPole-v1", "--timesteps=600", "--prepopulate=200",
+                             f"--logdir={logdir}"], train=train) == 0
+    captured = capsys.readouterr()
+    assert "stopped after a checkpoint" not in captured.err
+    assert "next:" in captured.out
+
+
+def test_ctrl_c_while_git_is_asked_at_a_runs_start_is_one_line(monkeypatch, capsys, tmp_path):
+    def slow_git():
+        raise KeyboardInterrupt
+    monkeypatch.setattr(code_version, "commit", slow_git)
+    assert cli.main(NATURE, ["--env=CartPole-v1", f"--logdir={tmp_path / 'run'}"],
+                    train=lambda config, **kw: pytest.fail("trained")) == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "run_dqn.py: interrupted before training began; nothing was made"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_while_version_asks_git_is_one_line(monkeypatch, capsys):
+    def slow_git(prog):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(code_version, "version_line", slow_git)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(NATURE, ["--version"])
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "run_dqn.py: interrupted; nothing was made"]
+
+
+@pytest.mark.parametrize("code, ending", [("ENOSPC", "once there is space"),
+                                          ("EROFS", "once that is fixed")])
+def test_a_storage_error_in_training_says_the_fix_of_its_own_kind(tmp_path, capsys, code,
+                                                                  ending):
+    """A read-only disk between checkpoints: no space would mend it."""
+    import errno
+
+    def fails(config, **kwargs):
+        number = getattr(errno, code)
+        raise OSError(number, os.strerror(number), str(tmp_path / "run" / "episodes.csv"))
+    assert cli.main(NATURE, ["--env=CartPole-v1", f"--logdir={tmp_path / 'run'}"],
+                    train=fails) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("run_dqn.py: error: cannot write ") and last.endswith(ending), last
+
+
+def test_every_setting_is_declared_under_a_help_topic():
+    assert {f.metadata["topic"] for f in dataclasses.fields(FastConfig)} == set(TOPICS)
