@@ -86,7 +86,7 @@ def test_two_sigints_at_once_stop_a_real_run_with_a_checkpoint(tmp_path):
             if name.startswith("step-")], stderr[-3000:]
 
 
-@pytest.mark.slow  # in tests/test_faults.py's slow tier before the merge
+@pytest.mark.slow  # it signals this very process: kept in the slow tier it ran in
 def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
     from fast_dqn.run.interrupts import StopSignals
     previous = signal.getsignal(signal.SIGINT)
