@@ -5,7 +5,7 @@ r"""Crash fuzzer: tiny runs stopped at random moments, resumed until done, then 
     python -m benchmarks.crash_fuzzer --suites [--trials 100] [--seed 0] [--keep DIR] [--json FILE]
 
 --fixed runs the eight fixed trials of FIXED instead of drawn ones, each built by hand for
-one case (the test suite used to run all eight; tests/test_crash_fuzzer.py keeps two).
+one case (the test suite used to run all eight; tests/faults/test_stops_and_kills.py keeps two).
 
 Trial i (seed + i) draws a run, each choice from the trial's seed:
 - CartPole or Pong (1/2 each), the Nature or the fast loop (1/2 each), for Pong's fast loop
@@ -918,8 +918,8 @@ def trial_result(trial, events, problems, started):
 
 
 # The fixed trials, each built by hand for one case (python -m benchmarks.crash_fuzzer
-# --fixed). Their seeds are their names: 1 to 9, none drawn. tests/test_crash_fuzzer.py runs
-# trials 1 and 9, each of which reproduces a defect that was fixed (that file names them);
+# --fixed). Their seeds are their names: 1 to 9, none drawn.
+# tests/faults/test_stops_and_kills.py runs trials 1 and 9, each of which reproduces a defect that was fixed (that file names them);
 # what the others stop and check is proven in the suite by tests of its own (docs/testing.md,
 # "The crash fuzzer's fixed trials").
 FIXED = [

@@ -8,7 +8,7 @@ and prints, per weight tensor, how far each copy moved (the norm of its total we
 divided by how far the reference setting moved it:
 
 - RMSProp against the Nature rule (summed loss, epsilon 0.01 inside the square root; that the
-  summed setting is the Lua rule within 2% per layer is checked by tests/test_learner.py);
+  summed setting is the Lua rule within 2% per layer is checked by tests/agent/test_learner.py);
 - Adam with the epsilon pong-quick used to hard-code (1.5e-4) against Adam's own 1e-8.
 """
 

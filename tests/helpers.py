@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import Future
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -175,3 +176,13 @@ def on_every_minibatch(monkeypatch, hook):
         return train_many(self, batches)
     monkeypatch.setattr(DQNLearner, "train", one)
     monkeypatch.setattr(DQNLearner, "train_many", many)
+
+
+def wait_for(condition, process, seconds=240):
+    """Polls condition() every 0.1 s while process runs; fails if the process ends first or
+    seconds pass (a hang guard, not a speed check)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert process.poll() is None, "the run ended before it could be signalled"
+        assert time.monotonic() < deadline
+        time.sleep(0.1)

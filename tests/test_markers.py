@@ -14,7 +14,7 @@ OURS = {"slow", "faults", "learning", "backends", "ray"}
 
 def used_markers():
     used = set()
-    for path in glob.glob(os.path.join(ROOT, "tests", "*.py")):
+    for path in glob.glob(os.path.join(ROOT, "tests", "**", "*.py"), recursive=True):
         used |= set(re.findall(r"pytest\.mark\.(\w+)", open(path, encoding="utf-8").read()))
     return used
 

@@ -10,7 +10,7 @@ Permute, and folds the second into one Dense layer over both streams' hidden uni
         = (w_v . h_v + b_v) + (W_a[j] - mean_k W_a[k]) . h_a + (b_a[j] - mean_k b_a[k])
 
 which is one linear map of concat(h_v, h_a). The copy computes the same Q-values up to
-float32 rounding (tests/test_export.py compares them).
+float32 rounding (tests/agent/test_export.py compares them).
 """
 
 import keras

@@ -7,10 +7,10 @@ The stack, innermost first (see `fast_dqn.envs.environment.make_atari_env`):
         -> FrameHistory
 
 Each wrapper does what ale-py's AtariVectorEnv does in C++, so the python and vector sampler
-backends, evaluation and `fast_dqn.tools.evaluate` see the same frames (tests/test_frame_identity.py
-proves it on real ROMs). The order matters: the start's FIRE and no-ops are emulator frames,
-the time limit counts agent steps of a whole game, and the game statistics must see whole
-games with unclipped rewards.
+backends, evaluation and `fast_dqn.tools.evaluate` see the same frames
+(tests/envs/test_frame_identity.py proves it on real ROMs). The order matters: the start's
+FIRE and no-ops are emulator frames, the time limit counts agent steps of a whole game, and
+the game statistics must see whole games with unclipped rewards.
 
 Every wrapper here gives its state as data (`state_dict`, `load_state_dict`): a checkpoint
 keeps a game mid-play as arrays and numbers, never as pickled classes

@@ -95,7 +95,8 @@ class VectorSamplers:
     """ale-py's AtariVectorEnv: the project's preprocessing, done in C++ threads.
 
     fast_dqn.envs.atari_wrappers follows this env step for step, so both backends return the same
-    states, rewards and game ends for one seed and action sequence (tests/test_frame_identity.py).
+    states, rewards and game ends for one seed and action sequence
+    (tests/envs/test_frame_identity.py).
     Game i is seeded with seed + i, as PythonSamplers seeds its envs. `--interp` other than
     area cannot be honoured here; the flag check refuses it.
     """

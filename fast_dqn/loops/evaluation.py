@@ -8,8 +8,8 @@ draws its epsilon-greedy numbers from its own random stream (`game_seeds`). So:
   needs checkpointing;
 - W games played at once on ale-py's vector env (`AtOnce`) are exactly the games one Python
   env plays one after another (`OneAtATime`): the frames are the same
-  (tests/test_frame_identity.py), each game's draws are its own, and the returns come back in
-  game order (tests/test_evaluation.py plays both on a real ROM).
+  (tests/envs/test_frame_identity.py), each game's draws are its own, and the returns come back in
+  game order (tests/loops/test_evaluation.py plays both on a real ROM).
 
 The protocol is unchanged: full games (all lives), unclipped scores, the run's epsilon and
 no-op (or sticky) starts, and its time limit.

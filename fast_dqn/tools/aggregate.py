@@ -9,7 +9,7 @@ One seed is an anecdote. Over several runs per game this gives:
   stratified bootstrap: the runs of each game resampled with replacement, games kept. These
   are the aggregates of Agarwal et al. (2021), *Deep RL at the Edge of the Statistical
   Precipice*, which the rliable library implements and CleanRL's and Dopamine's reports use;
-  written here in a few lines of numpy, checked by hand in tests/test_aggregate.py and
+  written here in a few lines of numpy, checked by hand in tests/tools/test_aggregate.py and
   against rliable's own numbers there (docs/suite.md says why rliable is not used).
 """
 

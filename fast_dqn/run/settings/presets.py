@@ -76,7 +76,8 @@ PRESETS = {
         "evaluate": 0,
     },
     # Dopamine's DQN (Castro et al. 2018), whose published training curves
-    # (plot --reference dopamine) a run can be drawn against; tests/test_dopamine.py pins it.
+    # (plot --reference dopamine) a run can be drawn against;
+    # tests/run/settings/test_dopamine_preset.py pins it.
     "dopamine": DOPAMINE,
     "pong-quick": PONG_QUICK,
     # pong-quick's protocol with the extensions that cut agent steps (Double DQN, the dueling

@@ -1,6 +1,10 @@
-"""Faults injected into real runs: each ends the run quickly, loudly and without a hang.
+"""Faults injected into runs (a sampler, the trainer or the evaluator raising, a NaN loss,
+a full disk, a kill while a checkpoint is written, an abort): each ends the run quickly,
+loudly, in one line with its exit status and without a hang, and leaves the last good
+checkpoint to resume from.
 
-Every subprocess has a timeout, so a regression shows as a failure, not a hung CI.
+Every subprocess has a timeout, so a regression shows as a failure, not a hung CI. Stops
+from outside (signals, kill -9) are in test_stops_and_kills.py.
 """
 
 import os
@@ -8,12 +12,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from helpers import ROOT, code_path_env, logs, read_scalars, rows, run, selected
+from helpers import ROOT, code_path_env, run, selected, wait_for
 
 from fast_dqn.run.storage.checkpoint import CheckpointStore
 
@@ -164,111 +167,6 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(
     assert all(np.isfinite(w).all() for w in weights)
 
 
-def wait_for(condition, process, seconds=240):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert process.poll() is None, "the run ended before it could be signalled"
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-
-
-def test_sigterm_mid_period_checkpoints_and_exits(tmp_path):
-    logdir = tmp_path / "run"
-    process = subprocess.Popen(
-        [sys.executable, "run_fast_dqn.py", "--game=pong", "--workers=4",
-         "--prepopulate=400", "--replay-capacity=20000", "--target-update-freq=10000",
-         "--timesteps=1000000", "--evaluate=0", "--save-replay", f"--logdir={logdir}"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        # Past the first sync point the trainer owes 2,400 minibatches (about 50 s here), so
-        # the signal lands mid-period.
-        def past_first_sync():
-            path = logdir / "episodes.csv"
-            return path.exists() and any(int(row["agent_step"]) > 10_400
-                                         for row in rows(path))
-        wait_for(past_first_sync, process)
-        time.sleep(2)
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)  # a hang guard, not a speed check
-    finally:
-        process.kill()
-    assert process.returncode == 128 + signal.SIGTERM, err[-3000:]
-    assert "SIGTERM: stopping" in err and f"--resume {logdir}" in err
-    checkpoint = CheckpointStore(str(logdir)).latest()
-    assert checkpoint.has_replay and checkpoint.load_state()["loop"]["owed"] > 0
-
-
-def test_kill_9_then_resume_loses_nothing_logged(tmp_path, background):
-    # Killed once a checkpoint is written and TensorBoard is past it: the resume must cut
-    # the logs and the events back to the checkpoint, so that the run logs exactly what a
-    # straight run logs, and each step is in TensorBoard once.
-    args = ["--game=pong", "--prepopulate=400", "--replay-capacity=2000", "--evaluate=800",
-            "--eval-episodes=1", "--max-episode-steps=300", "--target-update-freq=400",
-            "--eps-decay-steps=600", "--eps-end=0.05", "--seed=3", "--save-replay",
-            "--checkpoint-freq=400", "--timesteps=1600", "--batch-size=8"]
-    straight, killed = tmp_path / "straight", tmp_path / "killed"
-    straight_run = background("run_dqn.py", args + [f"--logdir={straight}"])
-    process = subprocess.Popen([sys.executable, "run_dqn.py", *args, f"--logdir={killed}"],
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    store, seen = CheckpointStore(str(killed)), []
-
-    def stopped_past_a_checkpoint():
-        # Checked with the run stopped (SIGSTOP), so that it cannot write another
-        # checkpoint between the check and the kill; let go again if not yet.
-        if not store.steps() or store.steps()[-1] < 800:
-            return False
-        process.send_signal(signal.SIGSTOP)
-        seen[:] = store.steps()[-1:]
-        if max(episode_points(killed), default=0) > seen[0]:
-            return True
-        process.send_signal(signal.SIGCONT)
-        return False
-    try:
-        wait_for(stopped_past_a_checkpoint, process)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        process.kill()
-    assert store.latest().step == seen[0]  # so TensorBoard has games past the checkpoint
-    killed_at = max(int(row["agent_step"]) for row in rows(killed / "episodes.csv"))
-    result = run("run_dqn.py", [f"--resume={killed}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    resumed_from = int(result.stdout.split("at step ")[1].split()[0].replace(",", ""))
-    assert killed_at - resumed_from <= 400 + 300  # one interval, plus the game in progress
-    assert straight_run.result().returncode == 0, straight_run.result().stderr[-3000:]
-    assert logs(killed) == logs(straight)
-    scalars = read_scalars(killed)
-    for tag, points in scalars.items():
-        steps = [step for step, _ in points]
-        assert steps == sorted(steps) and len(set(steps)) == len(steps), tag
-    assert episode_points(killed) == [int(row["agent_step"])
-                                      for row in rows(killed / "episodes.csv")]
-    assert [step for step, _ in scalars["eval/mean"]] == [
-        int(row["agent_step"]) for row in rows(killed / "eval.csv")] == [800, 1600]
-
-
-def episode_points(logdir):
-    """The steps of the games in TensorBoard, read while the run writes: a record may be
-    half written, which reads as none yet."""
-    try:
-        return [step for step, _ in read_scalars(logdir).get("train/episode_return", [])]
-    except Exception:
-        return []
-
-
-def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
-    from fast_dqn.run.interrupts import StopSignals
-    previous = signal.getsignal(signal.SIGINT)
-    with StopSignals() as stop:
-        assert not stop()
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert stop() and stop.signum == signal.SIGTERM
-        os.kill(os.getpid(), signal.SIGTERM)  # a repeated SIGTERM changes nothing
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is previous  # handlers are put back
-
-
 @pytest.mark.parametrize("error,code,words", [
     (KeyboardInterrupt(), 130, "aborted"),
     ("checkpoint", 1, "No space left on device"),
@@ -320,46 +218,6 @@ def test_a_failed_checkpoint_says_what_is_safe_and_the_command(tmp_path, capsys,
     with pytest.raises(CheckpointError, match=r"'.*best' is a file, not the run's folder; "
                        r"move it away"):
         CheckpointStore(str(tmp_path / "other"), folder="best").save(5, {"x": 1})
-
-
-def test_one_process_per_run_until_kill_9_frees_it(tmp_path, capsys):
-    from fast_dqn.run import cli
-    from fast_dqn.run.run_kinds import FAST, NATURE
-    logdir = tmp_path / "run"
-    args = ["--env=CartPole-v1", "--workers=4", "--timesteps=1000000", "--evaluate=0",
-            "--checkpoint-freq=1000"]
-    process = subprocess.Popen([sys.executable, "run_fast_dqn.py", *args, f"--logdir={logdir}"],
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    in_use = f"error: --resume: '{logdir}' is in use by process {process.pid} on "
-    try:
-        store = CheckpointStore(str(logdir))
-        wait_for(lambda: store.steps(), process)
-        # A second process, then (in this one, as the scripts call it) the other script and
-        # a new run into the same directory: each refused, the run untouched.
-        second = run("run_fast_dqn.py", [f"--resume={logdir}"])
-        assert second.returncode == 2 and "Traceback" not in second.stderr
-        line = second.stderr.strip().splitlines()
-        assert len(line) == 1 and line[0].startswith(f"run_fast_dqn.py: {in_use}")
-        capsys.readouterr()
-
-        def train(config, **kwargs):
-            raise AssertionError("a run in use reached training")
-        assert cli.main(NATURE, [f"--resume={logdir}"], train=train) == 2
-        line = capsys.readouterr().err.strip().splitlines()
-        assert len(line) == 1 and line[0].startswith(f"run_dqn.py: {in_use}")
-        assert cli.main(FAST, args + [f"--logdir={logdir}"], train=train) == 2
-        assert process.poll() is None  # the run went on, untouched
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        process.kill()
-    budget = store.steps()[-1] + 1000
-    result = run("run_fast_dqn.py", [f"--resume={logdir}", f"--timesteps={budget}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    episodes = rows(logdir / "episodes.csv")
-    assert [int(row["episode"]) for row in episodes] == list(range(1, len(episodes) + 1))
-    steps = [int(row["agent_step"]) for row in episodes]
-    assert steps == sorted(steps) and steps[-1] <= budget
 
 
 def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoint(tmp_path):
@@ -415,58 +273,6 @@ def test_kill_9_while_a_checkpoint_is_written_leaves_the_previous_one_usable(tmp
                                                            "step-000000001200"]
 
 
-@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
-def test_a_stop_the_instant_config_json_appears_leaves_a_run_that_resumes(tmp_path, stop):
-    """The moment the file appears is the moment the old code had written 0 bytes of it."""
-    from helpers import TINY_CARTPOLE, command, flags
-    run_dir = tmp_path / "run"
-    config = run_dir / "config.json"
-    process = subprocess.Popen(command("run_dqn.py", [*flags(dict(TINY_CARTPOLE,
-                                                                  timesteps=600)),
-                                                      f"--logdir={run_dir}"]),
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not config.exists():
-            assert process.poll() is None and time.monotonic() < deadline
-        process.send_signal(stop)
-        process.wait(timeout=60)
-    finally:
-        process.kill()
-    import json
-    assert json.loads(config.read_text())["loop"] == "dqn"
-    result = run("run_dqn.py", [f"--resume={run_dir}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert [name for name in os.listdir(run_dir) if name.startswith(".config")] == []
-
-
-def test_evaluate_and_plot_beside_a_run_that_checkpoints_every_100_steps(tmp_path):
-    """The attack that crashed evaluate 6 times in 6: its chosen checkpoint pruned before
-    it was read."""
-    from helpers import TINY_CARTPOLE, command, flags
-    run_dir = tmp_path / "run"
-    process = subprocess.Popen(command("run_dqn.py", [*flags(dict(
-        TINY_CARTPOLE, timesteps=200_000, checkpoint_freq=100)), f"--logdir={run_dir}"]),
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        store = CheckpointStore(str(run_dir))
-        wait_for(lambda: store.steps() and store.steps()[-1] >= 300, process)
-        for _ in range(3):
-            result = subprocess.run([sys.executable, "-m", "fast_dqn.tools.evaluate",
-                                     str(run_dir), "--episodes", "2"], cwd=ROOT,
-                                    capture_output=True, text=True, timeout=300)
-            assert result.returncode == 0, result.stderr[-3000:]
-            assert "over 2 games" in result.stdout
-            assert process.poll() is None  # still training beside it
-        result = subprocess.run([sys.executable, "-m", "fast_dqn.tools.plot", str(run_dir),
-                                 "-o", str(tmp_path / "c.png")], cwd=ROOT,
-                                capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
-    finally:
-        process.kill()
-        process.wait(timeout=60)
-
-
 def test_ctrl_c_while_tensorflow_imports_is_one_line_and_exit_130(tmp_path, monkeypatch,
                                                                   capsys):
     from fast_dqn.agent import backend_setup
@@ -481,20 +287,3 @@ def test_ctrl_c_while_tensorflow_imports_is_one_line_and_exit_130(tmp_path, monk
     assert capsys.readouterr().err == ("run_dqn.py: interrupted before training began; "
                                        "nothing was made\n")
     assert not (tmp_path / "run").exists()
-
-
-@pytest.mark.slow  # a real run
-def test_a_run_outlives_its_console(tmp_path):
-    """`python run_dqn.py ... | head -1`: the reader goes away after the first line. The run
-    goes on to its end and its last checkpoint; what it would have printed is dropped."""
-    run_dir = tmp_path / "run"
-    process = subprocess.Popen(
-        [sys.executable, "run_dqn.py", "--env=CartPole-v1", "--timesteps=600",
-         "--prepopulate=100", "--evaluate=300", "--eval-episodes=1", f"--logdir={run_dir}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-    process.stdout.readline()
-    process.stdout.close()
-    process.stderr.close()
-    assert process.wait(timeout=300) == 0
-    assert os.listdir(run_dir / "checkpoints") == ["step-000000000600"]
-    assert len((run_dir / "eval.csv").read_text().splitlines()) == 3  # header, 300, 600

@@ -306,7 +306,7 @@ def test_an_env_runs_config_json_records_no_atari_setting_and_resumes(tmp_path, 
 @pytest.mark.parametrize("workers", [16, 32, 64])
 def test_every_preset_runs_at_16_32_and_64_workers(tmp_path, preset, workers):
     """pong-fastest's target period, 1,000, is a multiple of none of them: its periods end
-    at the first round past each multiple (tests/test_fast_loop.py counts the minibatches)."""
+    at the first round past each multiple (tests/loops/test_fast_loop.py counts the minibatches)."""
     config = cli.validate_and_resolve(parse([f"--preset={preset}", f"--workers={workers}",
                                              f"--logdir={tmp_path / 'r'}"], FastConfig))
     assert config.workers == workers

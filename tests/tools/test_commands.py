@@ -1,7 +1,9 @@
 """The installed command: `fast-dqn COMMAND` (and `python -m fast_dqn COMMAND`) runs the
 scripts and tools under their own flags, `--version` everywhere, and the code's version and
-commit recorded in config.json and in every checkpoint. The slow test installs the package
-with pip into a fresh virtual environment and runs its command."""
+commit recorded in config.json and in every checkpoint; a tool stopped by a signal, meeting a
+full disk or losing its reader says so in one line. The slow test installs the package with
+pip into a fresh virtual environment and runs its command. A run's own command line is tested
+in tests/run/test_cli.py."""
 
 import json
 import os
@@ -12,13 +14,12 @@ import venv
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
 from fast_dqn import __version__, code_version, commands
 from fast_dqn.run import cli
 from fast_dqn.run.run_kinds import FAST, NATURE
 from fast_dqn.run.storage.checkpoint import CheckpointStore
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def git_commit():
@@ -189,54 +190,6 @@ def test_pip_install_gives_the_fast_dqn_command(tmp_path):
                                        "breakout.csv"))
 
 
-def test_a_finished_run_names_the_next_commands_in_the_users_words():
-    from fast_dqn.run.settings.hyperparameters import Config
-    config = Config(timesteps=1_000_000, logdir="runs/my run")
-    assert cli.next_commands("run_dqn.py", config, best=True).splitlines() == [
-        "next:",
-        "  python -m fast_dqn.tools.evaluate 'runs/my run' --best   # play its best "
-        "evaluation's weights",
-        "  python -m fast_dqn.tools.plot 'runs/my run' -o curves.png   # its learning curves",
-        "  python run_dqn.py --resume 'runs/my run' --timesteps 2M   # train it on, to twice "
-        "the budget"]
-    lines = cli.next_commands("fast-dqn nature", config, best=False).splitlines()
-    assert lines[1].startswith("  fast-dqn evaluate 'runs/my run'   # play its last checkpoint")
-    assert lines[3].startswith("  fast-dqn nature --resume 'runs/my run' --timesteps 2M")
-    assert cli.tool_command("python -m fast_dqn fast", "plot") == "python -m fast_dqn plot"
-    assert [cli._count(n) for n in (2_000_000, 500_000, 4_800, 1_234_567)] == [
-        "2M", "500k", "4_800", "1_234_567"]
-    from fast_dqn.run.settings.flags import parse_count
-    assert all(parse_count(cli._count(n)) == n for n in (2_000_000, 4_800, 1_234_567))
-
-
-@pytest.mark.faults
-def test_a_stop_that_came_as_the_run_finished_is_a_finished_run(tmp_path, capsys):
-    """SIGTERM in the last period: the run finishes that period, its last checkpoint says
-    finished, and the command line says so (exit 0), not 'continue with --resume'."""
-    logdir = tmp_path / "run"
-
-    def train(config, resume=None, stop=None):
-        os.kill(os.getpid(), __import__("signal").SIGTERM)
-        CheckpointStore(str(logdir)).save(600, {"w": np.zeros(1)}, finished=True)
-
-    assert cli.main(NATURE, ["--env=CartPole-v1", "--timesteps=600", "--prepopulate=200",
-                             f"--logdir={logdir}"], train=train) == 0
-    captured = capsys.readouterr()
-    assert "stopped after a checkpoint" not in captured.err
-    assert "next:" in captured.out
-
-
-def test_an_atari_setting_on_the_resume_of_an_env_run_is_refused_as_such(tmp_path, capsys):
-    logdir = tmp_path / "run"
-    assert cli.main(NATURE, ["--env=CartPole-v1", f"--logdir={logdir}"],
-                    train=lambda config, **kw: None) == 0
-    assert cli.main(NATURE, [f"--resume={logdir}", "--noop-max=30"],
-                    train=lambda config, **kw: None) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
-        "--noop-max: is a setting of the Atari protocol, which a gymnasium --env run does not "
-        "use; drop it")
-
-
 def test_seeds_of_an_env_run_made_before_and_after_the_null_record_are_one_setting(tmp_path):
     from fast_dqn.run.settings import hyperparameters as hp
     from fast_dqn.tools.plot import groups
@@ -339,41 +292,3 @@ def test_a_full_disk_under_a_tool_is_one_line(monkeypatch, capsys, code, advice)
     assert capsys.readouterr().err.strip().splitlines() == [
         f"fast-dqn plot: error: cannot write 'c.png' ({os.strerror(getattr(errno, code))}); "
         f"no partial file is left: {advice}"]
-
-
-def test_ctrl_c_while_git_is_asked_at_a_runs_start_is_one_line(monkeypatch, capsys, tmp_path):
-    def slow_git():
-        raise KeyboardInterrupt
-    monkeypatch.setattr(code_version, "commit", slow_git)
-    assert cli.main(NATURE, ["--env=CartPole-v1", f"--logdir={tmp_path / 'run'}"],
-                    train=lambda config, **kw: pytest.fail("trained")) == 130
-    assert capsys.readouterr().err.strip().splitlines() == [
-        "run_dqn.py: interrupted before training began; nothing was made"]
-    assert not (tmp_path / "run").exists()
-
-
-def test_ctrl_c_while_version_asks_git_is_one_line(monkeypatch, capsys):
-    def slow_git(prog):
-        raise KeyboardInterrupt
-    monkeypatch.setattr(code_version, "version_line", slow_git)
-    with pytest.raises(SystemExit) as stop:
-        cli.main(NATURE, ["--version"])
-    assert stop.value.code == 130
-    assert capsys.readouterr().err.strip().splitlines() == [
-        "run_dqn.py: interrupted; nothing was made"]
-
-
-@pytest.mark.parametrize("code, ending", [("ENOSPC", "once there is space"),
-                                          ("EROFS", "once that is fixed")])
-def test_a_storage_error_in_training_says_the_fix_of_its_own_kind(tmp_path, capsys, code,
-                                                                  ending):
-    """A read-only disk between checkpoints: no space would mend it."""
-    import errno
-
-    def fails(config, **kwargs):
-        number = getattr(errno, code)
-        raise OSError(number, os.strerror(number), str(tmp_path / "run" / "episodes.csv"))
-    assert cli.main(NATURE, ["--env=CartPole-v1", f"--logdir={tmp_path / 'run'}"],
-                    train=fails) == 1
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith("run_dqn.py: error: cannot write ") and last.endswith(ending), last

@@ -64,8 +64,8 @@ def test_the_learner_tests_pass_on_the_other_backend(backend):
     if not installed(backend):
         pytest.skip(f"{backend} is not installed (pip install -e '.[jax]')")
     result = child(backend, ["-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "tests/test_learner.py", "tests/test_fused_updates.py",
-                             "tests/test_backend_setup.py"])
+                             "tests/agent/test_learner.py", "tests/agent/test_fused_updates.py",
+                             "tests/agent/test_backend_setup.py"])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout
 

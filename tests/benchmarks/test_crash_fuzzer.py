@@ -16,48 +16,6 @@ pytestmark = pytest.mark.faults  # stop/resume proofs: see docs/testing.md's mar
 
 from benchmarks import crash_fuzzer as fuzzer
 
-KEPT = [
-    # The reported failure (docs/reliability-internals.md, "The crash fuzzer"): Ctrl-C mid-period on
-    # the fast loop without --save-replay made the resume fail with "ValueError: replay
-    # memory holds no complete transition yet", until the refill. With evaluate and plot
-    # beside it, and a value of its checkpoint's state.json replaced before the resume.
-    fuzzer.fixed_trial(1),
-    # A budget cut at the first resume, then Ctrl-C and a plain --resume: it used to fall back
-    # to config.json's first budget (3543f53: a plain resume forgot the --timesteps an earlier
-    # resume gave, and ran on past it, or refused "below the checkpoint's step" for a flag
-    # never typed). Now it goes on to the cut budget its checkpoint recorded, says it keeps
-    # it, and logs what a straight run with that budget logs.
-    fuzzer.fixed_trial(9),
-]
-
-
-@pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
-@pytest.mark.parametrize("trial", KEPT, ids=lambda t: t.describe().replace(" ", "-"))
-def test_a_run_stopped_at_random_moments_finishes_with_consistent_logs(tmp_path, trial):
-    passed, line = fuzzer.run_fixed_trial(trial, str(tmp_path))
-    assert passed, line
-
-
-def test_the_fixed_trials_are_the_benchmarks_and_each_must_show_what_it_did(monkeypatch,
-                                                                           tmp_path, capsys):
-    ran = []
-
-    def trial_that_did_nothing(trial, workdir):
-        ran.append(trial.seed)
-        return True, f"trial {trial.seed}: {trial.describe()} | SIGINT->130 | ok (1 s)"
-    monkeypatch.setattr(fuzzer, "run_trial", trial_that_did_nothing)
-    # --fixed runs exactly FIXED, in order; the kept ones are among them.
-    assert fuzzer.main(["--fixed", f"--keep={tmp_path}"]) == 1
-    assert ran == [trial.seed for trial in fuzzer.FIXED] == [1, 2, 3, 4, 6, 7, 9, 8]
-    assert all(trial in fuzzer.FIXED for trial in KEPT)
-    # A trial whose line lacks what it is there for fails, naming what it lacks.
-    out = capsys.readouterr().out
-    assert "trial 9: " in out and "| FAILED (1 s)" in out and "['[timesteps=', 'kept', 'step-* renamed]', 'refused->2']" in out
-    assert out.strip().splitlines()[-1] == "8 trials, 3 passed, failed: 1 6 7 9 8"
-    with pytest.raises(SystemExit):
-        fuzzer.main(["--fixed", "--trials=3"])
-    assert "--fixed runs the fixed trials" in capsys.readouterr().err
-
 
 @pytest.mark.slow  # a real run of the script
 def test_the_checks_catch_a_duplicated_episode_and_a_leftover_partial_checkpoint(tmp_path):

@@ -84,3 +84,17 @@ def test_two_sigints_at_once_stop_a_real_run_with_a_checkpoint(tmp_path):
     assert f" --resume {logdir}\n" in stderr  # as it can be pasted
     assert [name for name in os.listdir(logdir / "checkpoints")
             if name.startswith("step-")], stderr[-3000:]
+
+
+@pytest.mark.slow  # it signals this very process: kept in the slow tier it ran in
+def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
+    from fast_dqn.run.interrupts import StopSignals
+    previous = signal.getsignal(signal.SIGINT)
+    with StopSignals() as stop:
+        assert not stop()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop() and stop.signum == signal.SIGTERM
+        os.kill(os.getpid(), signal.SIGTERM)  # a repeated SIGTERM changes nothing
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is previous  # handlers are put back

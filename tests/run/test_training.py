@@ -450,7 +450,7 @@ def test_a_seeded_run_is_the_same_run_whatever_the_updates_per_call(tmp_path):
     """On TensorFlow a call of K updates is the K single updates, bit for bit: so a seeded
     fast run with K = 1, 64 or 7 (which cuts each period of 50 minibatches differently)
     plays the same games and ends with the same networks and optimizer. (On JAX the scan
-    rounds otherwise, within the tolerance tests/test_fused_updates.py checks.)"""
+    rounds otherwise, within the tolerance tests/agent/test_fused_updates.py checks.)"""
     import keras
     import numpy as np
 

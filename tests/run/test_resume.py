@@ -38,7 +38,7 @@ def straight_logs(straight):
     return logs(logdir)
 
 
-# The Nature loop's real splits are test_faults' kill -9 (Pong) and test_damaged_runs' logs
+# The Nature loop's real splits are test_stops_and_kills' kill -9 (Pong) and test_damaged_runs' logs
 # damaged between runs (CartPole, a budget raised on resume); in process, test_training and
 # test_nature_loop split it anywhere.
 @pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers

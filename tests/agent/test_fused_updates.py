@@ -1,8 +1,8 @@
 """K minibatches in one compiled call (DQNLearner.train_many, train_from_replay) against K
 single calls on the same minibatches, and replay's gather on the device against numpy's.
 
-On the process's Keras backend; tests/test_keras_backends.py runs this file again on the
-other one."""
+On the process's Keras backend; tests/end_to_end/test_keras_backends.py runs this file
+again on the other one."""
 
 import keras
 import numpy as np

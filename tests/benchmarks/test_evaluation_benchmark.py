@@ -1,14 +1,12 @@
 """benchmarks/evaluation.py, tiny: both variants run the same games and it prints its table."""
 
-import os
 import subprocess
 import sys
 
 import pytest
+from helpers import ROOT
 
 pytestmark = pytest.mark.slow  # a real network on real games
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_evaluation_benchmark_prints_both_variants():

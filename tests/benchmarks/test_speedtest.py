@@ -1,15 +1,13 @@
 """benchmarks/speedtest.py --quick: every configuration runs and reports sane figures."""
 
 import csv
-import os
 import subprocess
 import sys
 
 import pytest
+from helpers import ROOT
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_speedtest_quick(tmp_path):

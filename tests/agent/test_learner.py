@@ -1,7 +1,7 @@
 import keras
 import numpy as np
 import pytest
-from backend_math import gradient, weight_gradients
+from backend_math import gradient, nature_lua_gradients, pong_like_batch
 from keras import ops
 
 from fast_dqn.agent.batch import Batch
@@ -175,20 +175,6 @@ def test_mixed_precision_learner_trains_and_keeps_float32_q_values():
     assert learner.q_values(batch[0]).dtype == np.float32
 
 
-def nature_lua_gradients(learner, batch, discount=0.99):
-    """dw as NeuralQLearner.lua computes it: the TD error of the taken action, clipped to
-    [-1, 1], backpropagated through the main network and summed over the minibatch."""
-    states, actions, rewards, next_states, dones, _ = batch
-    next_max = learner.target_q_values(next_states).max(axis=1)
-    targets = rewards + discount * (1.0 - dones) * next_max
-    taken = learner.q_values(states)[np.arange(len(actions)), actions]
-    clipped = np.clip(targets - taken, -1.0, 1.0).astype(np.float32)
-    one_hot = np.eye(learner.main.output_shape[-1], dtype=np.float32)[actions]
-    # Lua ascends with +delta; the descent gradient is its negative.
-    return weight_gradients(learner.main, states,
-                            lambda q: -ops.sum(q * (one_hot * clipped[:, None])))
-
-
 def nature_rmsprop_step(grads, g, g2, lr=2.5e-4):
     """One update of the Lua code: g = 0.95 g + 0.05 dw; g2 = 0.95 g2 + 0.05 dw^2;
     w -= lr * dw / sqrt(g2 - g^2 + 0.01)."""
@@ -198,14 +184,6 @@ def nature_rmsprop_step(grads, g, g2, lr=2.5e-4):
         g2[i] = 0.95 * g2[i] + 0.05 * dw * dw
         deltas.append(-lr * dw / np.sqrt(g2[i] - g[i] ** 2 + 0.01))
     return deltas
-
-
-def pong_like_batch(rng, n=32, num_actions=6):
-    frames = rng.integers(0, 2, (n, 4, 84, 84), dtype=np.uint8) * 144  # binary screens
-    next_frames = np.roll(frames, 1, axis=3)
-    return Batch.of(frames, rng.integers(0, num_actions, n),
-                    rng.choice([-1.0, 0.0, 0.0, 0.0, 1.0], n), next_frames,
-                    rng.random(n) < 0.1, 0.99)
 
 
 @pytest.mark.parametrize("repeat_one_batch", [False, True])

@@ -10,6 +10,7 @@ from fast_dqn.envs.environment import make_env
 from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
 from fast_dqn.run.components import env_settings
 from fast_dqn.run.settings.hyperparameters import FastConfig
+from fast_dqn.run.settings.presets import PRESETS
 
 FIELDS = ("rewards", "terminated", "truncated", "game_over", "game_returns", "game_lengths")
 
@@ -56,3 +57,10 @@ def test_the_same_frames_with_sticky_actions_and_all_actions():
                         max_episode_steps=300)
     counts = drive_both(config, num_samplers=2, steps=1000, seed=5)
     assert counts["game_overs"] + counts["cuts"] >= 1
+
+
+@pytest.mark.slow  # real ROMs for a thousand steps: the slow tier
+def test_the_same_frames_on_dopamines_protocol():
+    config = FastConfig(**{**PRESETS["dopamine"], "max_episode_steps": 300}, game="breakout")
+    counts = drive_both(config, num_samplers=2, steps=1000, seed=7)
+    assert counts["game_overs"] + counts["cuts"] >= 1 and counts["life_losses"] == 0

@@ -1,5 +1,6 @@
 """Every kind of bad input: one line naming the flag or file and the fix, exit status 2, no
-traceback, and nothing created or changed on disk."""
+traceback, and nothing created or changed on disk: flags, run directories, hand-edited
+config.json files and checkpoints, a resume's flags against its run's, and limits of memory."""
 
 import dataclasses
 import json
@@ -16,7 +17,8 @@ from fast_dqn.errors import ConfigError
 from fast_dqn.run import cli
 from fast_dqn.run.resume import describe_kept, resume_config
 from fast_dqn.run.run_kinds import FAST, NATURE, RUN_KINDS
-from fast_dqn.run.settings.hyperparameters import TOPICS, FastConfig
+from fast_dqn.run.settings import flags
+from fast_dqn.run.settings.hyperparameters import FastConfig
 from fast_dqn.run.settings.validation import validate
 from fast_dqn.run.storage import checkpoint as ckpt
 from fast_dqn.run.storage.checkpoint import CheckpointStore
@@ -299,10 +301,6 @@ def test_every_declared_limit_is_checked_naming_its_setting(field):
     assert error.value.setting == field.name
 
 
-def test_every_setting_is_declared_under_a_help_topic():
-    assert {f.metadata["topic"] for f in dataclasses.fields(FastConfig)} == set(TOPICS)
-
-
 def _under_ulimit_v(gib):
     import resource
     limit = int(gib * 2**30)
@@ -347,3 +345,128 @@ def test_a_replay_beyond_ulimit_v_is_refused_before_the_run_directory_exists(tmp
     assert "--replay-capacity: a replay of 500,000 steps needs 3.29 GiB" in done.stderr
     assert "raise that limit (ulimit -v unlimited) or lower --replay-capacity" in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def never_train(config):
+    raise AssertionError("training must not start on bad input")
+
+
+def run_main(argv, tmp_path, capsys):
+    code = cli.main(NATURE, argv, train=never_train)
+    err = capsys.readouterr().err
+    return code, err
+
+
+BAD_INPUT = [
+    (["--game", "pongg"], "--game", "pong"),
+    (["--game", "not_a_game_at_all"], "--game", "unknown game"),
+    (["--timesteps", "0"], "--timesteps", "positive"),
+    (["--timesteps", "-5"], "--timesteps", "positive"),
+    (["--timesteps", "abc"], "--timesteps", "whole number"),
+    (["--replay-capacity", "1.5"], "--replay-capacity", "whole number"),
+    (["--batch-size", "0"], "--batch-size", "positive"),
+    (["--lr", "nan"], "--lr", "finite"),
+    (["--lr", "0"], "--lr", "positive"),
+    (["--eps-start", "1.5"], "--eps-start", "[0, 1]"),
+    (["--eps-end", "-0.1"], "--eps-end", "[0, 1]"),
+    (["--eval-epsilon", "2"], "--eval-epsilon", "[0, 1]"),
+    (["--sticky-actions", "1.01"], "--sticky-actions", "[0, 1]"),
+    (["--discount", "1.2"], "--discount", "[0, 1]"),
+    (["--evaluate", "-1"], "--evaluate", "0 or more"),
+    (["--batch-size", "64", "--replay-capacity", "32", "--prepopulate", "10"], "--batch-size",
+     "larger than --replay-capacity"),
+    (["--prepopulate", "2000", "--replay-capacity", "1000"], "--prepopulate", "warm-up"),
+    (["--prepopulate", "2"], "--prepopulate", "at least"),
+    (["--replay-capacity", "100_000_000"], "--replay-capacity", "GiB"),
+    (["--optimizer", "sgd"], "--optimizer", "invalid choice"),
+    (["--full-action-space=maybe"], "--full-action-space", "true/false"),
+    (["--interp", "bogus"], "--interp", "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("argv,flag,words", BAD_INPUT, ids=[" ".join(c[0]) for c in BAD_INPUT])
+def test_bad_input_is_one_line_naming_the_flag(argv, flag, words, tmp_path, capsys):
+    logdir = tmp_path / "run"
+    try:
+        code, err = run_main(argv + ["--logdir", str(logdir)], tmp_path, capsys)
+    except SystemExit as exit_:  # argparse's own errors exit from parse_args
+        code, err = exit_.code, capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert flag in lines[0] and words in lines[0] and "Traceback" not in err
+    assert not logdir.exists()
+
+
+def test_logdir_holding_files_is_never_touched(tmp_path, capsys):
+    run = tmp_path / "old-run"
+    run.mkdir()
+    (run / "episodes.csv").write_text("precious\n")
+    code, err = run_main(["--logdir", str(run)], tmp_path, capsys)
+    assert code == 2 and "--logdir" in err and "already holds files" in err
+    assert os.listdir(run) == ["episodes.csv"]
+    assert (run / "episodes.csv").read_text() == "precious\n"
+
+
+def test_logdir_that_is_a_file(tmp_path, capsys):
+    target = tmp_path / "afile"
+    target.write_text("x")
+    code, err = run_main(["--logdir", str(target / "run")], tmp_path, capsys)
+    assert code == 2 and "--logdir" in err and target.read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere chmod allows nothing")
+def test_unwritable_logdir(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    code, err = run_main(["--logdir", str(locked / "run")], tmp_path, capsys)
+    assert code == 2 and "--logdir" in err
+
+
+def test_unwritable_logdir_even_for_root(tmp_path, capsys):
+    # /proc refuses new files for everyone, root included.
+    code, err = run_main(["--logdir", "/proc/fast-dqn-run"], tmp_path, capsys)
+    assert code == 2 and "--logdir" in err and "cannot write" in err
+
+
+@pytest.mark.parametrize("typed,words", [("1.5k5", "expected a whole number"),
+                                         ("0.0005k", "expected a whole number, got '0.0005k'"),
+                                         ("1m", "expected a whole number"),
+                                         ("1e400", "'1e400' is too large or too small"),
+                                         ("1e-100000000", "is too large or too small"),
+                                         ("1e-400", "is too large or too small"),
+                                         ("1" * 5000, "(5000 characters) is too long"),
+                                         ("0." + "0" * 100 + "1e100", "is too long")])
+def test_counts_that_are_no_whole_number_are_one_line(typed, words, capsys):
+    """Each in well under a second: 1e-100000000 once took Fraction over a minute."""
+    import time
+    parser = flags.build_parser("x", "y")
+    started = time.perf_counter()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--timesteps", typed])
+    assert time.perf_counter() - started < 5
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--timesteps" in err and words in err
+
+
+def test_a_library_error_is_worded_with_the_flags_on_the_command_line(capsys):
+    from fast_dqn.errors import ConfigError
+    error = ConfigError("replay_capacity", "too large for ${env} with ${logdir}; lower it")
+    assert str(error) == "replay_capacity: too large for env with logdir; lower it"
+    assert flags.fail("run_dqn.py", error) == 2
+    assert capsys.readouterr().err == ("run_dqn.py: error: --replay-capacity: too large for "
+                                       "--env with --logdir; lower it\n")
+    # A tool's own argument names are already its words.
+    assert ConfigError("RUN_DIR", "x").worded(flags.flag_name) == "RUN_DIR: x"
+    assert ConfigError("-o", "x").worded(flags.flag_name) == "-o: x"
+
+
+def test_an_atari_setting_on_the_resume_of_an_env_run_is_refused_as_such(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    assert cli.main(NATURE, ["--env=CartPole-v1", f"--logdir={logdir}"],
+                    train=lambda config, **kw: None) == 0
+    assert cli.main(NATURE, [f"--resume={logdir}", "--noop-max=30"],
+                    train=lambda config, **kw: None) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "--noop-max: is a setting of the Atari protocol, which a gymnasium --env run does not "
+        "use; drop it")

@@ -1,7 +1,7 @@
 """`fast-dqn suite` without training: the game sets, the checks that refuse bad input before
 anything is written, the commands it gives each run, its table, and a suite's score
 (fast_dqn.tools.suite_scores) on synthetic logs against a computation by hand. The real
-suites, local and on Ray, are in tests/test_suite_runs.py."""
+suites, local and on Ray, are in tests/end_to_end/test_suite_runs.py."""
 
 import csv
 import itertools

@@ -98,7 +98,8 @@ def test_disk_full_gives_a_clear_error_and_keeps_the_previous_checkpoint(tmp_pat
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(ckpt, "write_arrays", full)
-    # What is safe and the command to run are the command line's to say (tests/test_faults.py).
+    # What is safe and the command to run are the command line's to say
+    # (tests/faults/test_injected_faults.py).
     with pytest.raises(CheckpointError, match=r"could not write the checkpoint of step 200 "
                        r"in .* \(No space left on device\)$"):
         store.save(200, {"step": 200}, replay_like())
@@ -191,7 +192,7 @@ def damage_manifest(path, how):
 
 
 def make_run(path, checkpoints):
-    """A Nature-loop run directory with stand-in checkpoints (tests/test_bad_input.py's
+    """A Nature-loop run directory with stand-in checkpoints (tests/run/test_bad_input.py's
     helper; test modules never import from each other)."""
     from fast_dqn.run.settings.hyperparameters import Config
     from fast_dqn.run.storage.run_directory import create_run_directory
