@@ -377,46 +377,6 @@ def test_a_seeded_run_draws_the_same_minibatches_whatever_the_call_size(prefetch
     assert drawn[1] == drawn[64] == drawn[7]
 
 
-def test_the_two_trainers_answer_the_loop_alike():
-    """Lockstep is a second trainer behind the concurrent one's interface, so the loop names
-    no mode: each of the calls the loop makes is answered by both."""
-    from fast_dqn.loops.period_trainers import ConcurrentTrainer, LockstepTrainer
-
-    def calls(cls):
-        return {name for name in vars(cls) if not name.startswith("_")}
-    assert calls(ConcurrentTrainer) == calls(LockstepTrainer) == {
-        "hand_out", "begin", "played", "check", "wait", "train_the_rest", "interrupt"}
-
-
-def test_a_period_hands_out_up_to_its_sync_point_and_a_stop_rewinds_to_its_start():
-    from fast_dqn.loops.fast_loop_state import FastLoopState
-    from fast_dqn.loops.period import Period
-    config = dataclasses.replace(BASE, workers=4)
-    settings = loop_settings(config)
-    replay = ReplayMemory(config.replay_capacity, (2,), K, frame_dtype=np.int64,
-                          num_shards=config.workers, seed=3)
-    for step in range(0, 200, 4):
-        replay.add_batch(np.full((1, 2), step), np.zeros(1), np.zeros(1), np.zeros(1, bool),
-                         np.zeros(1, bool), shard=0)
-    state = FastLoopState.fresh(settings)
-    state.step = state.trained_through = config.prepopulate
-    period = Period(state, settings, config.workers, 960, replay)
-    end = next_sync_point(state.step, config.target_update_freq, config.workers, 960)
-    assert period.sync_point == end
-    period.hand_out()
-    assert period.minibatches == minibatches_due(state.step, end, config.prepopulate,
-                                                 config.train_freq) > 3
-    assert state.trained_through == end and period.unplayed() == period.minibatches
-    assert not period.ended_by(state.step, state.step + 4)
-    assert period.ended_by(end - 4, end)
-    period.mark_start()
-    drawn = [replay.sample(config.batch_size)[0].tolist() for _ in range(3)]
-    owed = period.minibatches
-    period.rewind(2)
-    assert period.minibatches == owed - 2 and period.trained == 2
-    assert replay.sample(config.batch_size)[0].tolist() == drawn[2]
-
-
 @pytest.mark.parametrize("concurrent", [True, False])
 def test_main_is_copied_to_target_only_once_the_period_is_trained(concurrent):
     """Step 6 follows step 4: each copy carries every minibatch the Nature loop trains up

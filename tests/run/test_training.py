@@ -376,75 +376,6 @@ def test_a_resume_without_replay_in_the_warm_up_says_when_training_starts(
     assert len(train_calls) == minibatches_due(0, 400, SMALL["prepopulate"], 4)
 
 
-def test_the_resume_lines_say_what_happens_to_the_run():
-    from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
-    from fast_dqn.run.logs.resume_lines import games_restart_line, refill_line
-    from fast_dqn.run.settings.validation import resolve
-    from fast_dqn.run.training import games_at_once
-    config = resolve(Config(**dict(SMALL, timesteps=2_000, prepopulate=500)))
-    settings = config.timesteps, config.train_freq, config.prepopulate
-
-    def restart_line(config):
-        return games_restart_line(games_at_once(config), config.backend, config.env_backend)
-
-    trained = MinibatchSchedule(500, 4)
-    trained.refill(1_000, 500, owed=30)
-    assert refill_line(1_000, trained, *settings) == (
-        "replay was not saved in the checkpoint (--save-replay saves it): the next 500 steps "
-        "refill it, and training resumes at step 1,500; the 155 minibatches missed meanwhile "
-        "are made up afterwards, at up to twice the usual rate, so the run trains as many as "
-        "an unbroken one")
-    late = MinibatchSchedule(500, 4)
-    late.refill(1_800, 500)
-    assert refill_line(1_800, late, *settings) == (
-        "replay was not saved in the checkpoint (--save-replay saves it): the steps left to "
-        "the run's last, 2,000, only refill it, and the 50 minibatches due meanwhile are all "
-        "trained after that step")
-    # Stopped in the warm-up: a number is never compared with itself, and a refill that
-    # ends before the planned start moves nothing.
-    for stopped_at, refill in [(0, 500), (100, 300)]:
-        warm = MinibatchSchedule(500, 4)
-        warm.refill(stopped_at, refill)
-        assert refill_line(stopped_at, warm, *settings) == (
-            "replay was not saved in the checkpoint (--save-replay saves it): the run was "
-            "still in its warm-up; 500 steps refill replay before it ends, so training starts "
-            "at step 500 as planned")
-    early = MinibatchSchedule(500, 4)
-    early.refill(200, 500)
-    assert (
-        "the run was still in its warm-up; 500 steps refill replay, so training starts at "
-        "step 700, not 500") in refill_line(200, early, *settings)
-    fast = dict(SMALL, timesteps=2_000, workers=4)
-    assert restart_line(resolve(FastConfig(**fast, env_backend="python"))) == (
-        "the 4 games in progress start again from their beginning (the checkpoint was "
-        "written with another --env-backend); only their unfinished parts are lost, as no "
-        "game is logged before it ends")
-    assert "(--env-backend vector cannot save a game in progress; runs started with " \
-        "--env-backend python keep them)" in \
-        restart_line(FastConfig(**fast, env_backend="vector"))
-    assert restart_line(FastConfig(**fast, backend="ray", num_samplers=3,
-                                   envs_per_sampler=5)).startswith(
-        "the 15 games in progress start again from their beginning (Ray's samplers")
-
-
-# A fast-loop stop before its first sync point leaves replay empty (everything played is
-# still held). With --save-replay that empty replay is saved as replay all the same: the
-# resume must not take it for a checkpoint without replay, pause training for a refill, and
-# so part from the straight run (found by crash-fuzzer trial 5005).
-@pytest.mark.faults
-def test_a_stop_before_the_first_sync_point_saves_its_empty_replay(tmp_path, fast_loops,
-                                                                   capsys):
-    from fast_dqn.run.storage.checkpoint import CheckpointStore
-    config = small_config("fast", tmp_path, timesteps=400, save_replay=True)
-    stopped_at = train_fast(config, stop=lambda: fast_loops[-1].state.step >= 40)
-    checkpoint = CheckpointStore(str(tmp_path)).latest()
-    assert stopped_at == checkpoint.step == 40 < SMALL["target_update_freq"]
-    assert checkpoint.has_replay
-    assert train_fast(config, resume=checkpoint) == 400
-    assert "replay was not saved" not in capsys.readouterr().out
-    assert fast_loops[-1].state.schedule.refill_until == 0
-
-
 @pytest.mark.slow  # three CartPole runs: 25 s
 def test_a_seeded_run_is_the_same_run_whatever_the_updates_per_call(tmp_path):
     """On TensorFlow a call of K updates is the K single updates, bit for bit: so a seeded
@@ -470,6 +401,24 @@ def test_a_seeded_run_is_the_same_run_whatever_the_updates_per_call(tmp_path):
             for a, b in zip(states[1][part], states[k][part]):
                 np.testing.assert_array_equal(a, b)
     assert states[1]["optimizer"][0] == minibatches_due(0, 800, SMALL["prepopulate"], 4)
+
+
+# A fast-loop stop before its first sync point leaves replay empty (everything played is
+# still held). With --save-replay that empty replay is saved as replay all the same: the
+# resume must not take it for a checkpoint without replay, pause training for a refill, and
+# so part from the straight run (found by crash-fuzzer trial 5005).
+@pytest.mark.faults
+def test_a_stop_before_the_first_sync_point_saves_its_empty_replay(tmp_path, fast_loops,
+                                                                   capsys):
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    config = small_config("fast", tmp_path, timesteps=400, save_replay=True)
+    stopped_at = train_fast(config, stop=lambda: fast_loops[-1].state.step >= 40)
+    checkpoint = CheckpointStore(str(tmp_path)).latest()
+    assert stopped_at == checkpoint.step == 40 < SMALL["target_update_freq"]
+    assert checkpoint.has_replay
+    assert train_fast(config, resume=checkpoint) == 400
+    assert "replay was not saved" not in capsys.readouterr().out
+    assert fast_loops[-1].state.schedule.refill_until == 0
 
 
 def test_the_replay_line_never_contradicts_the_device_line():
