@@ -21,16 +21,36 @@ from fast_dqn.state_schema import StateMismatch
 
 
 def td_targets(rewards, dones, next_target_q, discount):
-    """y = r + gamma * (1 - done) * max_a' Q_target(s', a').
+    """The Nature TD targets: y = r + gamma * (1 - done) * max_a' Q_target(s', a').
 
-    discount: gamma, or per transition gamma^m for an m-step return (fast_dqn.agent.
-    replay_memory sums the rewards)."""
+    Args:
+        rewards: the minibatch's rewards (summed over m steps for an m-step return).
+        dones: 1.0 where the transition ends the game, 0.0 elsewhere.
+        next_target_q: the target network's Q-values of the next states, one row each.
+        discount: gamma, or per transition gamma^m for an m-step return
+            (fast_dqn.agent.replay_memory sums the rewards).
+
+    Returns:
+        The targets, one per transition.
+    """
     return rewards + discount * (1.0 - dones) * ops.max(next_target_q, axis=1)
 
 
 def double_td_targets(rewards, dones, next_main_q, next_target_q, discount):
-    """Double DQN (van Hasselt et al. 2016): the main network picks a', the target
-    network values it: y = r + gamma * (1 - done) * Q_target(s', argmax_a' Q_main(s', a'))."""
+    """Double DQN's TD targets (van Hasselt et al. 2016): main picks a', the target values it.
+
+    y = r + gamma * (1 - done) * Q_target(s', argmax_a' Q_main(s', a')).
+
+    Args:
+        rewards: the minibatch's rewards (summed over m steps for an m-step return).
+        dones: 1.0 where the transition ends the game, 0.0 elsewhere.
+        next_main_q: the main network's Q-values of the next states, one row each.
+        next_target_q: the target network's Q-values of the next states, one row each.
+        discount: gamma, or per transition gamma^m for an m-step return.
+
+    Returns:
+        The targets, one per transition.
+    """
     value = _taken(next_target_q, ops.argmax(next_main_q, axis=1))
     return rewards + discount * (1.0 - dones) * value
 
@@ -86,9 +106,21 @@ class RMSpropFromMeanSquare(keras.optimizers.RMSprop):
 
 
 def make_optimizer(name, lr, epsilon=None, loss_scaling=False, rmsprop_init=0.0):
-    """epsilon None takes the source's value (OPTIMIZER_DEFAULTS); loss_scaling wraps it for
-    mixed precision, so small float16 gradients do not vanish; rmsprop_init: RMSProp's
-    starting mean square (RMSpropFromMeanSquare)."""
+    """The optimizer named `name`, with the source's settings for it.
+
+    Args:
+        name: "rmsprop" (centered, rho 0.95, as Nature) or "adam".
+        lr: the learning rate.
+        epsilon: the optimizer's epsilon; None takes the source's value (OPTIMIZER_DEFAULTS).
+        loss_scaling: wrap it for mixed precision, so small float16 gradients do not vanish.
+        rmsprop_init: RMSProp's starting mean square (RMSpropFromMeanSquare).
+
+    Returns:
+        A Keras optimizer, not built yet.
+
+    Raises:
+        ValueError: for a name it does not know.
+    """
     if name not in OPTIMIZER_DEFAULTS:
         raise ValueError(f"unknown optimizer {name!r}")
     if epsilon is None:
@@ -113,8 +145,16 @@ def _backend_module():
 
 
 def predictor(network):
-    """network(states) -> numpy Q-values, compiled once for this backend; for a copy of a
-    network that acts elsewhere (a Ray sampler)."""
+    """A function from states to numpy Q-values, compiled once for this backend.
+
+    For a copy of a network that acts elsewhere (a Ray sampler).
+
+    Args:
+        network: the Keras network to predict with.
+
+    Returns:
+        predict(states) -> numpy Q-values, one row per state.
+    """
     return _backend_module().predictor(network)
 
 
@@ -123,8 +163,10 @@ class TrainingDiverged(FloatingPointError):
 
 
 class NetworkMismatch(StateMismatch, ValueError):
-    """A saved learner's weights or optimizer slots are of another network: settings that
-    shape it were changed. A ValueError too, as Keras's own refusal was."""
+    """A saved learner's weights or optimizer slots are of another network.
+
+    Settings that shape it were changed. A ValueError too, as Keras's own refusal was.
+    """
 
 
 def _check_finite(what, value):
@@ -152,8 +194,14 @@ def _diverged(where):
 
 
 def check_state_finite(state):
-    """Refuse a learner's state_dict (numpy, as a checkpoint holds it) with a NaN or an
-    infinity anywhere: TrainingDiverged naming the first such array."""
+    """Refuse a learner's state_dict with a NaN or an infinity anywhere.
+
+    Args:
+        state: the learner's state_dict, as numpy (as a checkpoint holds it).
+
+    Raises:
+        TrainingDiverged: naming the first array that is not finite.
+    """
     where = first_not_finite(
         [(f"weight {i} of the main network", w) for i, w in enumerate(state["main"])]
         + [(f"weight {i} of the target network", w) for i, w in enumerate(state["target"])]
@@ -167,12 +215,20 @@ class DQNLearner:
 
     Their state lives where the backend computes (fast_dqn.agent.train_step_jax says how on
     JAX): `main`, `target` and the weight and state readers bring the Keras variables up to
-    date first, so a reader always sees the latest update."""
+    date first, so a reader always sees the latest update.
+
+    The discount comes with each minibatch (fast_dqn.agent.batch): the learner keeps none.
+
+    Args:
+        build_network: a function of no arguments that builds a fresh Q-network.
+        optimizer: the Keras optimizer (make_optimizer); the learner builds it.
+        xla: compile the steps with XLA.
+        loss_reduction: "sum" (as Nature) or "mean" over the minibatch (dqn_loss).
+        double: Double DQN's target (see double_td_targets); off, the Nature target.
+    """
 
     def __init__(self, build_network, optimizer, xla=False, loss_reduction="sum",
                  double=False):
-        """double: Double DQN's target (see double_td_targets); off, the Nature target. The
-        discount comes with each minibatch (fast_dqn.agent.batch): the learner keeps none."""
         self.loss_reduction = loss_reduction
         self.double = double
         self._main = build_network()
@@ -191,15 +247,18 @@ class DQNLearner:
 
     @property
     def target(self):
+        """The target network, its variables up to date (read it only while nobody trains)."""
         self._compiled.keras_variables()
         return self._target
 
     def _train_step(self, main, target, states, actions, rewards, next_states, dones,
                     discounts, next_target_q=None):
-        """(loss, the loss the gradients come from, mean Q) of one minibatch; the backend
-        module takes the gradients and applies them to main. next_target_q: the target
-        network's Q-values of next_states where the caller computed them already (for
-        several minibatches in one pass: the target is frozen while they train)."""
+        """(loss, the loss the gradients come from, mean Q) of one minibatch.
+
+        The backend module takes the gradients and applies them to main. next_target_q: the
+        target network's Q-values of next_states where the caller computed them already (for
+        several minibatches in one pass: the target is frozen while they train).
+        """
         if next_target_q is None:
             next_target_q = target(next_states, training=False)
         if self.double:
@@ -213,22 +272,51 @@ class DQNLearner:
         return loss, self.optimizer.scale_loss(loss), ops.mean(q)
 
     def train(self, batch):
-        """One gradient step on a minibatch (a fast_dqn.agent.batch.Batch); returns (loss,
-        mean Q) as floats."""
+        """One gradient step on a minibatch.
+
+        Args:
+            batch: one minibatch, a fast_dqn.agent.batch.Batch (or its fields in order).
+
+        Returns:
+            (loss, mean Q) of the minibatch, as floats.
+
+        Raises:
+            TrainingDiverged: where the loss or the mean Q is not finite.
+        """
         loss, mean_q = self._compiled.train(*Batch.of(*batch))
         # Checked at every step: one NaN spreads to every weight within a few updates, and
         # a checkpoint must never hold a diverged network.
         return float(_check_finite("the loss", loss)), float(_check_finite("the mean Q", mean_q))
 
     def train_many(self, batches):
-        """K gradient steps in one compiled call, in order, on a Batch whose arrays hold K
-        minibatches stacked on a leading axis; returns (losses, mean Qs), K of each."""
+        """K gradient steps in one compiled call, in order, on K stacked minibatches.
+
+        Args:
+            batches: a Batch whose arrays hold K minibatches stacked on a leading axis.
+
+        Returns:
+            (losses, mean Qs) as numpy, K of each.
+
+        Raises:
+            TrainingDiverged: where a loss or a mean Q is not finite.
+        """
         batches = Batch.of_stacked(*batches)
         return self._checked(*self._compiled.train_many(*batches))
 
     def train_from_replay(self, mirror, shards, idx):
-        """K gradient steps in one compiled call on the minibatches at (K, B) indices of a
-        ReplayMirror (fast_dqn.agent.replay_mirror), gathered on the device."""
+        """K gradient steps in one compiled call on minibatches gathered on the device.
+
+        Args:
+            mirror: a ReplayMirror (fast_dqn.agent.replay_mirror) of replay's arrays.
+            shards: the shard of each transition, (K, B): K minibatches of B.
+            idx: the index of each transition in its shard, (K, B).
+
+        Returns:
+            (losses, mean Qs) as numpy, K of each.
+
+        Raises:
+            TrainingDiverged: where a loss or a mean Q is not finite.
+        """
         return self._checked(*self._compiled.train_from_replay(
             mirror.gather, mirror.device.arrays, np.asarray(shards, np.int32),
             np.asarray(idx, np.int32)))
@@ -241,25 +329,60 @@ class DQNLearner:
                 _check_finite("the mean Q", np.asarray(mean_qs)))
 
     def mirror_replay(self, replay):
-        """A copy of `replay`'s arrays on the device, for train_from_replay."""
+        """A copy of `replay`'s arrays on the device, for train_from_replay.
+
+        Args:
+            replay: the ReplayMemory to mirror.
+
+        Returns:
+            A ReplayMirror (fast_dqn.agent.replay_mirror).
+        """
         from fast_dqn.agent.replay_mirror import ReplayMirror
         return ReplayMirror(replay, _backend_module().DeviceArrays)
 
     def q_values(self, states):
+        """The main network's Q-values of `states`.
+
+        Args:
+            states: a stack of observations, one per row.
+
+        Returns:
+            The Q-values as numpy, one row per state.
+
+        Raises:
+            TrainingDiverged: where a Q-value is not finite.
+        """
         return _check_finite("a Q-value of the main network", self._compiled.main_q(states))
 
     def target_q_values(self, states):
+        """The target network's Q-values of `states`.
+
+        Args:
+            states: a stack of observations, one per row.
+
+        Returns:
+            The Q-values as numpy, one row per state.
+
+        Raises:
+            TrainingDiverged: where a Q-value is not finite.
+        """
         return _check_finite("a Q-value of the target network",
                              self._compiled.target_q(states))
 
     def update_target(self):
+        """Copy the main network's weights to the target network (only while nobody trains)."""
         self._compiled.update_target()
 
     def check_weights(self):
-        """Raise TrainingDiverged unless every weight of both networks and every slot of the
-        optimizer is finite: one reduction on the device, one bool to the host. Whatever hands
-        the learner's state on (a checkpoint, best/, an export, copies that act elsewhere)
-        calls it first: a call may leave NaN weights behind finite losses."""
+        """Refuse a learner any weight or optimizer slot of which is not finite.
+
+        One reduction on the device, one bool to the host. Whatever hands the learner's state
+        on (a checkpoint, best/, an export, copies that act elsewhere) calls it first: a call
+        may leave NaN weights behind finite losses.
+
+        Raises:
+            TrainingDiverged: naming the first weight or slot that is not finite.
+        """
         if self._compiled.all_finite():
             return
         # Diverged: the search for which one may be slow.
@@ -271,16 +394,32 @@ class DQNLearner:
         raise _diverged(where or "a weight")
 
     def target_weights(self):
-        """The target network's weights as numpy, for copies that act elsewhere."""
+        """The target network's weights, for copies that act elsewhere.
+
+        Returns:
+            The weights as a list of numpy arrays, checked finite first (check_weights).
+        """
         self.check_weights()
         return self.target.get_weights()
 
     def main_weights(self):
-        """The main network's weights as numpy."""
+        """The main network's weights.
+
+        Returns:
+            The weights as a list of numpy arrays, checked finite first (check_weights).
+        """
         self.check_weights()
         return self.main.get_weights()
 
     def set_main_weights(self, weights):
+        """Set the main network's weights, refusing any that are not finite.
+
+        Args:
+            weights: a list of numpy arrays, as main_weights gives them.
+
+        Raises:
+            TrainingDiverged: naming the first weight that is not finite.
+        """
         where = first_not_finite((f"weight {i} of the main network", w)
                                  for i, w in enumerate(weights))
         if where:
@@ -289,21 +428,36 @@ class DQNLearner:
         self._compiled.variables_changed()
 
     def minibatches_trained(self):
-        """The optimizer's update count: every minibatch trained since the run began."""
+        """The optimizer's update count.
+
+        Returns:
+            Every minibatch trained since the run began, in minibatches.
+        """
         return self._compiled.iterations()
 
     def state_dict(self):
-        """Both networks and the optimizer's slots, as numpy: all a checkpoint needs; checked
-        finite first (check_weights)."""
+        """Both networks and the optimizer's slots: all a checkpoint needs.
+
+        Returns:
+            {"main", "target", "optimizer"}: lists of numpy arrays, checked finite first
+            (check_weights).
+        """
         self.check_weights()
         return {"main": self.main.get_weights(), "target": self.target.get_weights(),
                 "optimizer": [v.numpy() for v in self.optimizer.variables]}
 
     def check_state_dict(self, state):
-        """Raise, changing nothing, where load_state_dict would fail on `state` (as
-        state_dict gives it): TrainingDiverged for a NaN or an infinity (a checkpoint written
-        before its weights were checked may hold one), NetworkMismatch for weights or
-        optimizer slots of another network (settings that shape it were changed)."""
+        """Raise, changing nothing, where load_state_dict would fail on `state`.
+
+        Args:
+            state: a learner's state, as state_dict gives it.
+
+        Raises:
+            TrainingDiverged: for a NaN or an infinity (a checkpoint written before its
+                weights were checked may hold one).
+            NetworkMismatch: for weights or optimizer slots of another network (settings
+                that shape it were changed).
+        """
         check_state_finite(state)
         for network, weights in ((self.main, state["main"]), (self.target, state["target"])):
             variables = network.weights
@@ -326,7 +480,13 @@ class DQNLearner:
                                       f"the checkpoint, {tuple(variable.shape)} here")
 
     def load_state_dict(self, state):
-        """Refuses, changing nothing, a state that does not fit (check_state_dict)."""
+        """Load both networks and the optimizer's slots from `state`.
+
+        Refuses, changing nothing, a state that does not fit (check_state_dict).
+
+        Args:
+            state: a learner's state, as state_dict gives it.
+        """
         self.check_state_dict(state)
         self.main.set_weights(state["main"])
         self.target.set_weights(state["target"])

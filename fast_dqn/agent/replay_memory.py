@@ -43,10 +43,25 @@ _EXTRA_BYTES = 4 + 4 + 1 + 1
 
 
 def estimate_bytes(capacity, frame_shape, frame_dtype=np.uint8):
+    """The RAM a replay of `capacity` records takes, frames and bookkeeping.
+
+    Args:
+        capacity: the replay's records (agent steps it holds).
+        frame_shape: the shape of one stored frame.
+        frame_dtype: the frames' dtype.
+
+    Returns:
+        The size in bytes.
+    """
     return capacity * (int(np.prod(frame_shape)) * np.dtype(frame_dtype).itemsize + _EXTRA_BYTES)
 
 
 def available_memory_bytes():
+    """The RAM available to a new allocation, as psutil sees it.
+
+    Returns:
+        The available RAM, in bytes.
+    """
     import psutil
     return psutil.virtual_memory().available
 
@@ -58,8 +73,13 @@ _ADDRESS_SPACE_HEADROOM = 1 << 30
 
 
 def address_space_left():
-    """Bytes this process may still map under `ulimit -v` (RLIMIT_AS), beside what it maps
-    now; None where there is no limit. Not RAM: TensorFlow alone maps 2.3 GiB of addresses."""
+    """The address space this process may still map under `ulimit -v` (RLIMIT_AS).
+
+    Not RAM: TensorFlow alone maps 2.3 GiB of addresses.
+
+    Returns:
+        What it may map beside what it maps now, in bytes; None where there is no limit.
+    """
     import resource
 
     import psutil
@@ -71,12 +91,26 @@ def address_space_left():
 
 def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=None,
                          copies=1, address_space=None):
-    """Refuse a replay that cannot fit in RAM, before a single byte is allocated. copies: 2
-    where a mirror for the learner (fast_dqn.agent.replay_mirror) is kept in RAM too, as
-    --replay-device device is on a CPU.
+    """Refuse a replay that cannot fit in RAM, before a single byte is allocated.
 
     numpy's zeros are lazily mapped, so an oversized buffer would otherwise fail hours later
     when the pages are first touched, or bring the OOM killer.
+
+    Args:
+        capacity: the replay's records (agent steps it holds).
+        frame_shape: the shape of one stored frame.
+        frame_dtype: the frames' dtype.
+        available: the RAM available, in bytes; None asks psutil.
+        copies: 2 where a mirror for the learner (fast_dqn.agent.replay_mirror) is kept in
+            RAM too, as --replay-device device is on a CPU; else 1.
+        address_space: the address space left under `ulimit -v`, in bytes; None asks the
+            process (address_space_left).
+
+    Returns:
+        The bytes the replay needs, all copies together.
+
+    Raises:
+        ConfigError: on replay_capacity, where it would not fit in RAM or address space.
     """
     need = copies * estimate_bytes(capacity, frame_shape, frame_dtype)
     available = available_memory_bytes() if available is None else available
@@ -99,18 +133,54 @@ def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=
 
 
 def records_to_sample(history_length, n_step):
-    """Records a shard holds before it has a transition to sample: a stack's frames and the
-    n steps its return sums, the last with its successor stored."""
+    """The records a shard holds before it has a transition to sample.
+
+    A stack's frames and the n steps its return sums, the last with its successor stored.
+
+    Args:
+        history_length: frames in a stacked state.
+        n_step: the steps an n-step return sums (1: one-step returns).
+
+    Returns:
+        The number of records.
+    """
     return history_length + n_step
 
 
 def min_capacity(num_shards, history_length, n_step):
-    """The smallest replay whose every shard can hold a transition to sample and the record
-    being written: the rule the command line checks and the constructor enforces."""
+    """The smallest replay whose every shard holds a transition to sample and a record to write.
+
+    The rule the command line checks and the constructor enforces.
+
+    Args:
+        num_shards: the replay's shards, one per sampler.
+        history_length: frames in a stacked state.
+        n_step: the steps an n-step return sums (1: one-step returns).
+
+    Returns:
+        The smallest capacity, in records (agent steps).
+    """
     return num_shards * (records_to_sample(history_length, n_step) + 1)
 
 
 class ReplayMemory:
+    """Replay memory of single frames in `num_shards` rings, one per sampler (see the top).
+
+    Args:
+        capacity: the records it holds over all shards (agent steps); each shard holds
+            capacity // num_shards.
+        frame_shape: the shape of one stored frame.
+        history_length: frames in a stacked state.
+        frame_dtype: the frames' dtype.
+        seed: the seed of the sampling RNG.
+        num_shards: its shards, one per sampler (the Nature loop's: 1).
+        n_step: the steps an n-step return sums (1: one-step returns).
+        discount: gamma, per agent step.
+
+    Raises:
+        ConfigError: on replay_capacity, below min_capacity.
+    """
+
     def __init__(self, capacity, frame_shape, history_length, frame_dtype=np.uint8, seed=0,
                  num_shards=1, n_step=1, discount=0.99):
         per_shard = capacity // num_shards
@@ -141,7 +211,16 @@ class ReplayMemory:
         return int(self.sizes.sum())
 
     def add(self, frame, action, reward, terminal, episode_end, shard=0):
-        """Store one step: the newest frame of s_t, a_t, r_t and how the step ended."""
+        """Store one step: the newest frame of s_t, a_t, r_t and how the step ended.
+
+        Args:
+            frame: the newest frame of s_t.
+            action: a_t.
+            reward: r_t.
+            terminal: s_{t+1} has no value (the learner's episode ended).
+            episode_end: the step ended the episode, by a terminal or the time limit.
+            shard: the shard to write, the sampler's.
+        """
         i = self.pointers[shard]
         self.frames[shard, i] = frame
         self.actions[shard, i] = action
@@ -153,7 +232,16 @@ class ReplayMemory:
         self._changed[shard] = min(self._changed[shard] + 1, self.shard_capacity)
 
     def add_batch(self, frames, actions, rewards, terminals, episode_ends, shard=0):
-        """Store consecutive steps of one shard, as `add` would one at a time."""
+        """Store consecutive steps of one shard, as `add` would one at a time.
+
+        Args:
+            frames: the newest frame of each step, oldest first.
+            actions: the step's actions.
+            rewards: the step's rewards.
+            terminals: for each step, whether s_{t+1} has no value.
+            episode_ends: for each step, whether it ended the episode.
+            shard: the shard to write, the sampler's.
+        """
         n = len(actions)
         if n > self.shard_capacity:  # only the newest records would survive anyway
             cut = n - self.shard_capacity
@@ -171,19 +259,36 @@ class ReplayMemory:
         self._changed[shard] = min(self._changed[shard] + n, self.shard_capacity)
 
     def arrays(self):
-        """The big arrays, by name, for a checkpoint to write or to fill in place."""
+        """The big arrays, by name, for a checkpoint to write or to fill in place.
+
+        Returns:
+            {name: the array itself, not a copy}.
+        """
         return {"frames": self.frames, "actions": self.actions, "rewards": self.rewards,
                 "terminals": self.terminals, "episode_ends": self.episode_ends}
 
     def state_dict(self):
-        """Everything but the arrays: write positions, fill and the sampling RNG."""
+        """Everything but the arrays: write positions, fill and the sampling RNG.
+
+        Returns:
+            {"pointers", "sizes": copies, one per shard, in records; "rng": the PCG64 state}.
+        """
         return {"pointers": self.pointers.copy(), "sizes": self.sizes.copy(),
                 "rng": self.rng.bit_generator.state}
 
     def check_state_dict(self, state, where="/replay"):
-        """Raise StateMismatch, changing nothing, unless `state` (as state_dict gives it) fits
-        this replay: per shard a write position and a fill from 0 to the shard's capacity, and
-        a PCG64 state. where: the state's path in the checkpoint, for the message."""
+        """Raise, changing nothing, unless `state` fits this replay.
+
+        It fits with, per shard, a write position and a fill from 0 to the shard's capacity,
+        and a PCG64 state.
+
+        Args:
+            state: a replay's state, as state_dict gives it.
+            where: the state's path in the checkpoint, for the message.
+
+        Raises:
+            StateMismatch: where it does not fit.
+        """
         check_state(state, RUN["replay"], where)  # the kinds, as every checkpoint's
         # A position past the shard would write outside it, far from its cause.
         for name in ("pointers", "sizes"):
@@ -195,7 +300,13 @@ class ReplayMemory:
                                     f"{shard:,} (one per replay shard)")
 
     def load_state_dict(self, state):
-        """Refuses, changing nothing, a state that does not fit (check_state_dict)."""
+        """Load write positions, fill and the sampling RNG; the arrays are filled in place.
+
+        Refuses, changing nothing, a state that does not fit (check_state_dict).
+
+        Args:
+            state: a replay's state, as state_dict gives it.
+        """
         self.check_state_dict(state)
         self.pointers[:] = state["pointers"]
         self.sizes[:] = state["sizes"]
@@ -203,7 +314,11 @@ class ReplayMemory:
         self._changed[:] = self.shard_capacity  # the arrays were filled in place
 
     def take_changes(self):
-        """(shards, columns) of the records written, or cut, since the last call."""
+        """The records written, or cut, since the last call.
+
+        Returns:
+            (shards, columns): one entry per record.
+        """
         cols = [(self.pointers[s] - c + np.arange(c)) % self.shard_capacity
                 for s, c in enumerate(self._changed)]
         shards = np.repeat(np.arange(self.num_shards), self._changed)
@@ -216,6 +331,9 @@ class ReplayMemory:
         For games that restart (a resume, a replaced sampler): no stack may join the old game
         to the new one, and the last stored transition, whose successor is lost, must never be
         sampled.
+
+        Args:
+            shards: the shards whose games restart; None: all.
         """
         shards = range(self.num_shards) if shards is None else shards
         for shard in (s for s in shards if self.sizes[s]):
@@ -223,11 +341,21 @@ class ReplayMemory:
             self._changed[shard] = max(self._changed[shard], 1)  # the newest record
 
     def skip_samples(self, count, batch_size):
-        """Advance the RNG exactly as `count` calls of sample(batch_size) would."""
+        """Advance the RNG exactly as `count` calls of sample(batch_size) would.
+
+        Args:
+            count: the minibatches to skip.
+            batch_size: transitions per minibatch.
+        """
         for _ in range(count):
             self.sample_indices(batch_size)
 
     def can_sample(self):
+        """Whether any shard holds a complete transition to sample.
+
+        Returns:
+            True when sample may be called.
+        """
         return self._candidates().sum() > 0
 
     def _candidates(self):
@@ -237,7 +365,17 @@ class ReplayMemory:
                           0)
 
     def sample_indices(self, batch_size):
-        """(shards, indices) of `batch_size` valid transitions, uniformly at random."""
+        """Draw `batch_size` valid transitions, uniformly at random.
+
+        Args:
+            batch_size: transitions to draw.
+
+        Returns:
+            (shards, indices), one entry per transition.
+
+        Raises:
+            ValueError: where no shard holds a complete transition yet.
+        """
         counts = self._candidates()
         total = int(counts.sum())
         if total <= 0:
@@ -261,30 +399,65 @@ class ReplayMemory:
         raise RuntimeError("replay memory holds only time-limit cuts; cannot sample")
 
     def sample_indices_many(self, count, batch_size):
-        """(shards, indices), each (count, batch_size): `count` calls of sample_indices in
-        order, so the same draws as `count` calls of sample."""
+        """Draw `count` minibatches as `count` calls of sample_indices in order would.
+
+        So the same draws as `count` calls of sample.
+
+        Args:
+            count: the minibatches to draw.
+            batch_size: transitions per minibatch.
+
+        Returns:
+            (shards, indices), each of shape (count, batch_size).
+        """
         drawn = [self.sample_indices(batch_size) for _ in range(count)]
         return (np.stack([s for s, _ in drawn]), np.stack([i for _, i in drawn]))
 
     def gather_many(self, shards, idx):
-        """The minibatches at (K, B) indices, stacked as a Batch of (K, B, ...) arrays: one
-        gather of all K * B transitions, the same bytes as K gathers."""
+        """The minibatches at (K, B) indices, stacked as one Batch.
+
+        One gather of all K * B transitions, the same bytes as K gathers.
+
+        Args:
+            shards: the shard of each transition, (K, B).
+            idx: the index of each transition in its shard, (K, B).
+
+        Returns:
+            A Batch of (K, B, ...) arrays.
+        """
         k, b = idx.shape
         flat = (shards.ravel(), idx.ravel())
         batch = self.gather_n_step(*flat) if self.n_step > 1 else self.gather(*flat)
         return Batch(*(np.reshape(a, (k, b, *a.shape[1:])) for a in batch))
 
     def sample(self, batch_size):
-        """A Batch of `batch_size` transitions drawn uniformly, each with its bootstrap
-        discount: gamma for one-step returns, gamma^m for n-step ones (see the top)."""
+        """A minibatch of `batch_size` transitions drawn uniformly.
+
+        Args:
+            batch_size: transitions to draw.
+
+        Returns:
+            A Batch, each transition with its bootstrap discount: gamma for one-step
+            returns, gamma^m for n-step ones (see the top).
+        """
         shards, idx = self.sample_indices(batch_size)
         if self.n_step > 1:
             return self.gather_n_step(shards, idx)
         return self.gather(shards, idx)
 
     def stacks(self, shards, idx):
-        """The states of records `idx`: each record's frame and the k-1 before it, those from
-        before the record's episode began (an episode end at any record in [j, i-1]) zeroed."""
+        """The stacked states of records `idx` of `shards`.
+
+        Each is the record's frame and the k-1 before it, those from before the record's
+        episode began (an episode end at any record in [j, i-1]) zeroed.
+
+        Args:
+            shards: the shard of each record, one per transition.
+            idx: the record's index in its shard, one per transition.
+
+        Returns:
+            The states, (B, k, ...) frames.
+        """
         k = self.history_length
         cols = (idx[:, None] + self._offsets[:k]) % self.shard_capacity
         frames = self.frames[shards[:, None], cols]
@@ -295,7 +468,16 @@ class ReplayMemory:
         return frames
 
     def n_step_returns(self, shards, idx):
-        """(returns, steps m, terminal) of the n-step transitions starting at records `idx`."""
+        """The n-step sums of the transitions starting at records `idx` of `shards`.
+
+        Args:
+            shards: the shard of each record, one per transition.
+            idx: the record's index in its shard, one per transition.
+
+        Returns:
+            (returns, steps m, terminal): the discounted sums, the steps each covers, and
+            whether it ended at a terminal.
+        """
         n = self.n_step
         cols = (idx[:, None] + np.arange(n)) % self.shard_capacity       # (B, n)
         rows = shards[:, None]
@@ -312,6 +494,15 @@ class ReplayMemory:
         return returns.astype(np.float32), steps, terminal
 
     def gather_n_step(self, shards, idx):
+        """The n-step transitions starting at records `idx` of `shards`.
+
+        Args:
+            shards: the shard of each record, one per transition.
+            idx: the record's index in its shard, one per transition.
+
+        Returns:
+            A Batch, each transition with its bootstrap discount gamma^m.
+        """
         returns, steps, terminal = self.n_step_returns(shards, idx)
         next_states = self.stacks(shards, (idx + steps) % self.shard_capacity)
         if terminal.any():
@@ -321,7 +512,15 @@ class ReplayMemory:
                      terminal.astype(np.float32), discounts)
 
     def gather(self, shards, idx):
-        """The one-step transitions of records `idx` of `shards` (None: all of shard 0)."""
+        """The one-step transitions of records `idx` of `shards`.
+
+        Args:
+            shards: the shard of each record, one per transition; None: all of shard 0.
+            idx: the record's index in its shard, one per transition.
+
+        Returns:
+            A Batch, each transition with its bootstrap discount gamma.
+        """
         k = self.history_length
         shards = np.zeros_like(idx) if shards is None else shards
         cols = (idx[:, None] + self._offsets) % self.shard_capacity   # (B, k + 1)

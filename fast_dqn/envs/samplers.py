@@ -34,7 +34,11 @@ class SamplerStep:
 
 
 class PythonSamplers:
-    """One wrapped env per sampler (see fast_dqn.envs.environment.make_atari_env)."""
+    """One wrapped env per sampler (see fast_dqn.envs.environment.make_atari_env).
+
+    Args:
+        envs: the wrapped envs, one per sampler, seeded by the caller.
+    """
 
     def __init__(self, envs):
         self.envs = envs
@@ -43,9 +47,22 @@ class PythonSamplers:
         self.observation_space = envs[0].observation_space
 
     def reset(self):
+        """New games in every env.
+
+        Returns:
+            Each sampler's first state, stacked: (W, k, H, W) uint8.
+        """
         return np.stack([env.reset()[0] for env in self.envs])
 
     def step(self, actions):
+        """One agent step of every game; games that end are reset at once.
+
+        Args:
+            actions: one action per sampler.
+
+        Returns:
+            A SamplerStep, one entry per sampler.
+        """
         n = self.num_samplers
         obs = [None] * n
         rewards = np.zeros(n, np.float32)
@@ -62,12 +79,24 @@ class PythonSamplers:
                            game_returns, game_lengths)
 
     def state_dict(self):
+        """Every game's emulator and wrapper state, to continue it exactly.
+
+        Returns:
+            {"backend": "python", "envs": one env_state per sampler}.
+        """
         from fast_dqn.envs.environment import env_state
         return {"backend": "python", "envs": [env_state(env) for env in self.envs]}
 
     def load_state_dict(self, state, step):
-        """Continue every game exactly where the checkpoint left it; returns whether it could
-        (False for a checkpoint of another backend or sampler count)."""
+        """Continue every game exactly where the checkpoint left it.
+
+        Args:
+            state: the samplers' state, as state_dict gives it.
+            step: the agent step the run resumes at (unused here: the games continue).
+
+        Returns:
+            Whether it could: False for a checkpoint of another backend or sampler count.
+        """
         from fast_dqn.envs.environment import load_env_state
         if not self.check_state_dict(state):
             return False
@@ -76,8 +105,17 @@ class PythonSamplers:
         return True
 
     def check_state_dict(self, state):
-        """Whether load_state_dict would continue the saved games (False: it starts new
-        ones); raises, changing nothing, where it would fail (check_env_state)."""
+        """Whether load_state_dict would continue the saved games; False: it starts new ones.
+
+        Args:
+            state: the samplers' state, as state_dict gives it.
+
+        Returns:
+            True where it would continue them.
+
+        Raises:
+            StateMismatch: changing nothing, where loading would fail (check_env_state).
+        """
         from fast_dqn.envs.environment import check_env_state
         if state.get("backend") != "python" or not isinstance(state.get("envs"), list) \
                 or len(state["envs"]) != self.num_samplers:
@@ -87,6 +125,7 @@ class PythonSamplers:
         return True
 
     def close(self):
+        """Close every env."""
         for env in self.envs:
             env.close()
 
@@ -99,10 +138,15 @@ class VectorSamplers:
     (tests/envs/test_frame_identity.py).
     Game i is seeded with seed + i, as PythonSamplers seeds its envs. `--interp` other than
     area cannot be honoured here; the flag check refuses it.
+
+    Args:
+        settings: an EnvSettings (its interp aside: this env resizes with area).
+        num_samplers: the games, one per sampler (W).
+        seed: the first game's seed; game i's is seed + i.
+        num_threads: the C++ threads that step them; 0: one per game, at most one per CPU.
     """
 
     def __init__(self, settings, num_samplers, seed, num_threads=0):
-        """settings: an EnvSettings (its interp aside: this env resizes with area)."""
         from ale_py.vector_env import AtariVectorEnv
         self.env = AtariVectorEnv(
             settings.game, num_samplers,
@@ -127,7 +171,14 @@ class VectorSamplers:
         self.since_start = np.zeros(num_samplers, np.int64)
 
     def reset(self, seeds=None):
-        """New games in every slot: seeded self.seed, self.seed + 1, ..., or one seed each."""
+        """New games in every slot.
+
+        Args:
+            seeds: one seed per slot; None: self.seed, self.seed + 1, ...
+
+        Returns:
+            Each sampler's first state, stacked: (W, k, 84, 84) uint8.
+        """
         obs, info = self.env.reset(seed=self.seed if seeds is None
                                    else np.asarray(seeds, np.int64))
         self.returns[:] = 0
@@ -137,8 +188,15 @@ class VectorSamplers:
         return self._pad(obs)
 
     def restart(self, slot, seed):
-        """A new game seeded `seed` in slot `slot` alone, the others untouched (after a
-        reset); returns every slot's observation."""
+        """A new game seeded `seed` in slot `slot` alone, the others untouched (after a reset).
+
+        Args:
+            slot: the sampler whose game restarts.
+            seed: the new game's seed.
+
+        Returns:
+            Every slot's observation, stacked: (W, k, 84, 84) uint8.
+        """
         mask = np.zeros(self.num_samplers, bool)
         mask[slot] = True
         obs, info = self.env.reset(seed=np.array([seed], np.int64),
@@ -148,16 +206,33 @@ class VectorSamplers:
         return self._pad(obs)
 
     def step(self, actions):
+        """One agent step of every game; games that end are reset at once.
+
+        Args:
+            actions: one action per sampler.
+
+        Returns:
+            A SamplerStep, one entry per sampler.
+        """
         self.send(actions)
         return self.recv()
 
     def send(self, actions):
-        """Start one agent step of every game; the C++ threads play it while the caller
-        goes on (fast_dqn.loops.overlapped_backend acts for another group meanwhile)."""
+        """Start one agent step of every game; the C++ threads play it while the caller goes on.
+
+        fast_dqn.loops.overlapped_backend acts for another group meanwhile.
+
+        Args:
+            actions: one action per sampler.
+        """
         self.env.send(np.asarray(actions, dtype=np.int32))
 
     def recv(self):
-        """Wait for the step that `send` started; returns it as a SamplerStep."""
+        """Wait for the step that `send` started.
+
+        Returns:
+            A SamplerStep, one entry per sampler.
+        """
         obs, rewards, terminated, truncated, info = self.env.recv()
         rewards = np.asarray(rewards, dtype=np.float64)
         self.returns += rewards
@@ -178,14 +253,36 @@ class VectorSamplers:
                            game_over, game_returns, game_lengths)
 
     def state_dict(self):
+        """The backend's name alone: AtariVectorEnv cannot save its emulators.
+
+        Returns:
+            {"backend": "vector"}.
+        """
         return {"backend": "vector"}
 
     def check_state_dict(self, state):
+        """Whether load_state_dict would continue the saved games: never, nothing of them loads.
+
+        Args:
+            state: the samplers' state, as a checkpoint holds it.
+
+        Returns:
+            False.
+        """
         return False  # nothing of the saved games is loaded
 
     def load_state_dict(self, state, step):
-        """AtariVectorEnv cannot save its emulators: the games restart, from a seed that
-        depends on the step so a resumed run does not replay its first games. Returns False."""
+        """Start new games on resume, seeded by the step: AtariVectorEnv cannot save emulators.
+
+        The seed depends on the step so a resumed run does not replay its first games.
+
+        Args:
+            state: the samplers' state, as a checkpoint holds it (unused).
+            step: the agent step the run resumes at.
+
+        Returns:
+            False: the saved games were not continued.
+        """
         self.seed = game_seed(self.seed + step, self.num_samplers)
         return False
 
@@ -202,6 +299,7 @@ class VectorSamplers:
         return obs
 
     def close(self):
+        """Close the vector env and its threads."""
         self.env.close()
 
 

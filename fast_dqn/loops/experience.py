@@ -68,10 +68,15 @@ def join_chunks(chunks):
 
 
 class LocalBackend:
-    """The samplers of fast_dqn.envs.samplers, stepped by the calling thread; one chunk per round.
+    """Samplers of fast_dqn.envs.samplers stepped by the calling thread; one chunk per round.
 
     With `batched`, the greedy samplers of a round go through the target network in one call
     (synchronized sampling); otherwise each calls it alone.
+
+    Args:
+        samplers: a PythonSamplers or VectorSamplers (fast_dqn.envs.samplers); one replay
+            shard per game.
+        batched: act for the round's greedy samplers in one call of the network.
     """
 
     def __init__(self, samplers, batched=True):
@@ -85,14 +90,36 @@ class LocalBackend:
         self.q_values = None  # act_through() sets it
 
     def start(self, rng, log=None):
+        """Begin playing: keep the action RNG, and reset the games not restored.
+
+        Args:
+            rng: the numpy Generator that draws the epsilon-greedy actions.
+            log: where to report events (the run's console); unused here.
+        """
         self.rng = rng
         if self.obs is None:
             self.obs = self.samplers.reset()
 
     def act_through(self, q_values, weights):
+        """Act from now on through `q_values`.
+
+        Args:
+            q_values: the network to act with (the fast loop gives the target network's
+                target_q_values), called here on a stack of states.
+            weights: a weight source for remote copies; unused here, acting is local.
+        """
         self.q_values = q_values
 
     def next_chunk(self, step, epsilon_at):
+        """Play one round: an epsilon-greedy action for every game, then one step of each.
+
+        Args:
+            step: the loop's agent step, where the round begins.
+            epsilon_at: the exploration rate at given agent steps, vectorized.
+
+        Returns:
+            A Chunk of one row: W agent steps, one per game (never None: it plays in place).
+        """
         eps = epsilon_at(step + np.arange(self.round_size))
         actions = epsilon_greedy_rows(self.obs, eps, self.q_values, self.num_actions, self.rng,
                                       batched=self.batched)
@@ -105,23 +132,45 @@ class LocalBackend:
                      result.game_lengths[None], eps[None], self.shards)
 
     def target_updated(self):
-        pass  # acting calls the target network itself
+        """Main was copied to target: nothing to do, acting calls the target network itself."""
 
     def state_dict(self):
+        """The games for a checkpoint: the samplers' state and their current states.
+
+        Returns:
+            The samplers' state_dict, with "obs": the games' states, (W, k, H, W).
+        """
         return {**self.samplers.state_dict(), "obs": self.obs}
 
     def check_state_dict(self, state):
-        """Raise, changing nothing, if load_state_dict would fail on `state`."""
+        """Raise, changing nothing, if load_state_dict would fail on `state`.
+
+        Args:
+            state: the backend's state, as state_dict gives it.
+
+        Raises:
+            StateMismatch: where the samplers or the saved states do not fit.
+        """
         shape = (self.num_shards, *self.observation_space.shape)
         if self.samplers.check_state_dict(state) and \
                 getattr(state.get("obs"), "shape", None) != shape:
             raise StateMismatch(f"/samplers/obs is not an array of shape {shape}")
 
     def load_state_dict(self, state, step):
+        """Continue the saved games where the samplers can; else they restart.
+
+        Args:
+            state: the backend's state, as state_dict gives it.
+            step: the agent step the run resumes at (it seeds restarted games).
+
+        Returns:
+            Whether the games were restored; False: the loop cuts replay's episodes.
+        """
         if not self.samplers.load_state_dict(state, step):
             return False
         self.obs = state["obs"]
         return True
 
     def close(self):
+        """Close the samplers."""
         self.samplers.close()

@@ -38,8 +38,13 @@ from fast_dqn.loops.experience import Chunk
 class OverlappedBackend:
     """Two groups of equal size (fast_dqn.envs.samplers.VectorSamplers), stepped in turn.
 
-    groups: the two samplers, games 0..W/2-1 and W/2..W-1; period: agent steps between
-    target updates (--target-update-freq)."""
+    Args:
+        groups: the two VectorSamplers, games 0..W/2-1 and W/2..W-1.
+        period: agent steps between target updates (--target-update-freq).
+
+    Raises:
+        ValueError: unless there are two groups of the same size.
+    """
 
     def __init__(self, groups, period):
         if len(groups) != 2 or groups[0].num_samplers != groups[1].num_samplers:
@@ -55,16 +60,39 @@ class OverlappedBackend:
         self.q_values = None           # act_through() sets it
 
     def start(self, rng, log=None):
+        """Begin playing: keep the action RNG, and reset the games.
+
+        Args:
+            rng: the numpy Generator that draws the epsilon-greedy actions.
+            log: where to report events (the run's console); unused here.
+        """
         self.rng = rng
         for g, group in enumerate(self.groups):
             if self.obs[g] is None:
                 self.obs[g] = group.reset()
 
     def act_through(self, q_values, weights):
+        """Act from now on through `q_values`.
+
+        Args:
+            q_values: the network to act with (the fast loop gives the target network's
+                target_q_values), called here on a stack of states.
+            weights: a weight source for remote copies; unused here, acting is local.
+        """
         self.q_values = q_values
 
     def next_chunk(self, step, epsilon_at):
-        """The chunk of agent steps [step, step + W/2): its group's last step, received."""
+        """The chunk of agent steps [step, step + W/2): its group's last step, received.
+
+        Then sends the next steps that no sync point holds back.
+
+        Args:
+            step: the loop's agent step, where the chunk begins.
+            epsilon_at: the exploration rate at given agent steps, vectorized.
+
+        Returns:
+            A Chunk of one row: W/2 agent steps, one per game of the group.
+        """
         half = self.round_size
         g = (step // half) % 2
         self._send_due(step, step, epsilon_at)  # a step held back for a sync point
@@ -95,22 +123,42 @@ class OverlappedBackend:
             self.in_flight[g] = (base, obs[:, -1].copy(), actions, eps)
 
     def target_updated(self):
-        pass  # acting calls the target network itself, and nothing is in flight now
+        """Main was copied to target: nothing to do.
+
+        Acting calls the target network itself, and nothing is in flight at a sync point.
+        """
 
     def state_dict(self):
+        """The games' current states; the vector env cannot save the games themselves.
+
+        Returns:
+            {"backend": "vector", "obs": both groups' states, (W, k, 84, 84)}.
+        """
         return {"backend": "vector", "obs": np.concatenate(self.obs)}
 
     def check_state_dict(self, state):
-        """Nothing of the saved games is loaded, so nothing can fail."""
+        """Nothing of the saved games is loaded, so nothing can fail.
+
+        Args:
+            state: the backend's state, as a checkpoint holds it (unused).
+        """
 
     def load_state_dict(self, state, step):
-        """The games restart (the vector env cannot save them), from seeds that depend on
-        the step. Returns False."""
+        """Restart the games from seeds that depend on `step`: the vector env cannot save them.
+
+        Args:
+            state: the backend's state, as a checkpoint holds it.
+            step: the agent step the run resumes at.
+
+        Returns:
+            False: the games were not restored.
+        """
         for group in self.groups:
             group.load_state_dict(state, step)
         self.obs, self.in_flight = [None, None], [None, None]
         return False
 
     def close(self):
+        """Close both groups."""
         for group in self.groups:
             group.close()

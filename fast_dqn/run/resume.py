@@ -23,19 +23,38 @@ from fast_dqn.run.storage.run_directory import (
 
 
 def hold_run(run_dir):
-    """Lock a run directory for --resume, once it is known to be a run: nothing is written
-    into a directory that is not one."""
+    """Lock a run directory for --resume, once it is known to be a run.
+
+    Nothing is written into a directory that is not one.
+
+    Args:
+        run_dir: the run's directory.
+
+    Returns:
+        The RunLock held on it.
+
+    Raises:
+        ConfigError: where run_dir is no run (load_run_config says why).
+    """
     load_run_config(run_dir, "resume")
     return RunLock(run_dir, "resume")
 
 
 def resume_config(run_dir, explicit, kind):
-    """The saved config of RUN_DIR with the allowed overrides, its latest checkpoint (None
-    when the run stopped before writing its first one, which then starts again at step 0),
-    and the RUN_PLAN settings taken from that checkpoint rather than config.json (see
-    kept_plan). kind: the RunKind of the script resuming it.
+    """The saved config of RUN_DIR with the allowed overrides, and its latest checkpoint.
 
-    Raises ConfigError for anything that would make the resumed run not the same run.
+    Args:
+        run_dir: the run's directory.
+        explicit: the flags typed with --resume, {setting: value}.
+        kind: the RunKind of the script resuming it.
+
+    Returns:
+        (config, checkpoint, kept): the resolved config; the latest checkpoint, None when the
+        run stopped before writing its first one (it then starts again at step 0); and the
+        RUN_PLAN settings taken from that checkpoint rather than config.json (kept_plan).
+
+    Raises:
+        ConfigError: for anything that would make the resumed run not the same run.
     """
     from fast_dqn.run.storage.checkpoint import latest_checkpoint
     saved = load_run_config(run_dir, "resume")
@@ -73,12 +92,22 @@ def resume_config(run_dir, explicit, kind):
 
 
 def check_dead_start(run_dir, values):
-    """A run without a checkpoint is started again from step 0, its logs discarded
+    """Refuse a restart from step 0 of a run without a checkpoint that got further than one.
+
+    A run without a checkpoint is started again from step 0, its logs discarded
     (run_directory.discard_dead_start): right only for a run that stopped before its first
-    checkpoint. Raises ConfigError, changing nothing, where its files say it got further:
-    something in checkpoints/ that is no checkpoint (renamed folders), first-checkpoint.txt,
-    or, for a run made before that file, logs that reach the step its first checkpoint was
-    due by."""
+    checkpoint.
+
+    Args:
+        run_dir: the run's directory.
+        values: its saved settings, {setting: value} (saved_values).
+
+    Raises:
+        ConfigError: changing nothing, where its files say it got further: something in
+            checkpoints/ that is no checkpoint (renamed folders), first-checkpoint.txt, or,
+            for a run made before that file, logs that reach the step its first checkpoint
+            was due by.
+    """
     folder = os.path.join(run_dir, "checkpoints")
     fix = (f"nothing was changed: put its checkpoints back in '{folder}' to resume it, or "
            "start a new run with another --logdir")
@@ -103,9 +132,11 @@ def check_dead_start(run_dir, values):
 
 
 def _checkpoint_folder_names(folder, fix):
-    """The names in a run's checkpoints/ that holds no checkpoint, all hidden (the run's
-    partial checkpoints, or other programs' .DS_Store, .nfs*); else ConfigError: a file
-    there, or a name that is not hidden (a renamed checkpoint)."""
+    """The names in a run's checkpoints/ that holds no checkpoint, all hidden.
+
+    Hidden: the run's partial checkpoints, or other programs' .DS_Store, .nfs*. Else
+    ConfigError: a file there, or a name that is not hidden (a renamed checkpoint).
+    """
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise ConfigError("resume", f"'{folder}' is a file, not the run's checkpoints folder; "
                           + fix)
@@ -121,11 +152,13 @@ def _checkpoint_folder_names(folder, fix):
 
 
 def _first_checkpoint_due(values):
-    """The agent step by which a run of these settings has written its first checkpoint (its
-    logs may reach that step before it is written): the first multiple of --checkpoint-freq,
-    or the budget's end where that comes first, and in the fast loop the sync point where
-    that step falls (a period and a chunk later at most); None when nothing is due before a
-    stop (--checkpoint-freq 0)."""
+    """The agent step by which a run of these settings has written its first checkpoint.
+
+    Its logs may reach that step before it is written: the first multiple of
+    --checkpoint-freq, or the budget's end where that comes first, and in the fast loop the
+    sync point where that step falls (a period and a chunk later at most); None when nothing
+    is due before a stop (--checkpoint-freq 0).
+    """
     freq, end = values.get("checkpoint_freq"), values.get("timesteps")
     if not freq:
         return None
@@ -139,8 +172,10 @@ def _first_checkpoint_due(values):
 
 
 def _last_logged_step(run_dir):
-    """The largest agent step in the run's episodes.csv, eval.csv and best/ (0 if none):
-    damaged rows are passed over, since this only asks how far the run got."""
+    """The largest agent step in the run's episodes.csv, eval.csv and best/ (0 if none).
+
+    Damaged rows are passed over, since this only asks how far the run got.
+    """
     import csv
 
     from fast_dqn.run.storage.best_weights import best_store
@@ -163,7 +198,14 @@ def _last_logged_step(run_dir):
 
 
 def describe_kept(kept):
-    """The line that says which settings an earlier --resume gave are kept."""
+    """The line that says which settings an earlier --resume gave are kept.
+
+    Args:
+        kept: the settings kept, {setting: value} (kept_plan).
+
+    Returns:
+        One line.
+    """
     return "keeping what an earlier --resume gave: " + ", ".join(
         f"{flag_name(name)} {'on' if value else 'off'}" if isinstance(value, bool)
         else f"{flag_name(name)} {value:,}" for name, value in kept.items()) + \
@@ -171,9 +213,17 @@ def describe_kept(kept):
 
 
 def plan_given_on_resume(config):
-    """The RUN_PLAN settings of `config` that differ from its config.json: what a resume
-    changed, which its checkpoints record. A run as started records nothing, so a later
-    hand edit of config.json is not overridden by a value nobody gave on a resume."""
+    """The RUN_PLAN settings of `config` that differ from config.json: what a resume changed.
+
+    Its checkpoints record them. A run as started records nothing, so a later hand edit of
+    config.json is not overridden by a value nobody gave on a resume.
+
+    Args:
+        config: the run's resolved config.
+
+    Returns:
+        {setting: value}; empty where the run has no config.json (a run driven in process).
+    """
     try:
         saved = load_run_config(config.logdir, "resume")
     except ConfigError:  # no config.json (a run driven in process): nothing to compare
@@ -183,8 +233,19 @@ def plan_given_on_resume(config):
 
 
 def kept_plan(checkpoint, values, explicit, config_class):
-    """The RUN_PLAN settings the checkpoint recorded that differ from config.json and were
-    not typed now. A recorded value of the wrong type (a hand-edited manifest) is ignored."""
+    """The RUN_PLAN settings the checkpoint recorded apart from config.json, not typed now.
+
+    A recorded value of the wrong type (a hand-edited manifest) is ignored.
+
+    Args:
+        checkpoint: the checkpoint resumed from, or None.
+        values: config.json's settings, {setting: value} (saved_values).
+        explicit: the flags typed with --resume, {setting: value}.
+        config_class: the run's Config class, for the types of its settings.
+
+    Returns:
+        {setting: value}.
+    """
     if checkpoint is None:
         return {}
     defaults = config_class()
@@ -194,8 +255,18 @@ def kept_plan(checkpoint, values, explicit, config_class):
 
 
 def saved_values(saved, config_class):
-    """config.json's settings, as the run used them: a setting added since it was written
-    has its default, which is what that run used, so typing that value on resume agrees."""
+    """config.json's settings, as the run used them.
+
+    A setting added since it was written has its default, which is what that run used, so
+    typing that value on resume agrees.
+
+    Args:
+        saved: config.json as loaded, {setting: value}.
+        config_class: the run's Config class, whose fields and defaults it fills in.
+
+    Returns:
+        {setting: value} for every field of config_class.
+    """
     defaults = config_class()
     values = {f.name: saved.get(f.name, getattr(defaults, f.name))
               for f in dataclasses.fields(config_class)}
@@ -210,8 +281,18 @@ def saved_values(saved, config_class):
 
 
 def apply_flags(values, explicit, run_dir):
-    """The flags typed with --resume: those that may change replace the saved values; any
-    other must equal its saved value."""
+    """Apply the flags typed with --resume to the saved values, in place.
+
+    Those that may change replace the saved values; any other must equal its saved value.
+
+    Args:
+        values: the saved settings, {setting: value}; updated in place.
+        explicit: the flags typed with --resume, {setting: value}.
+        run_dir: the run's directory, which stays its --logdir.
+
+    Raises:
+        ConfigError: for a flag that conflicts with the saved run.
+    """
     if "logdir" in explicit and os.path.abspath(explicit["logdir"]) != os.path.abspath(run_dir):
         raise ConfigError("logdir", "a resumed run stays in its own directory; drop --logdir")
     for name, value in explicit.items():

@@ -42,23 +42,50 @@ from fast_dqn.state_schema import FAST_RUN, NATURE_RUN, StateMismatch, check_sta
 
 
 def start_backend(config):
-    # The networks go where the backend puts them by default: the first GPU, if any.
+    """Set up the Keras backend for the run, and print the line that says on what it trains.
+
+    The networks go where the backend puts them by default: the first GPU, if any.
+
+    Args:
+        config: the run's resolved config (its seed, threads and precision).
+    """
     print(device_line(*configure_backend(config.seed, config.threads), config.precision,
                       chosen=getattr(config, "precision_chosen", False)), flush=True)
 
 
 def diverged_checkpoint(path, error):
-    """Why a checkpoint holding a NaN or an infinity is refused, and what to do: written by
-    a fast-dqn that did not check the weights before saving them (or edited), it holds a
-    network that had diverged; played or trained on, it would fail at its first use."""
+    """Why a checkpoint holding a NaN or an infinity is refused, and what to do.
+
+    Written by a fast-dqn that did not check the weights before saving them (or edited), it
+    holds a network that had diverged; played or trained on, it would fail at its first use.
+
+    Args:
+        path: the checkpoint's folder.
+        error: the TrainingDiverged that names what is not finite.
+
+    Returns:
+        One message.
+    """
     return (f"{path} holds a diverged network ({error}): it was saved before fast-dqn "
             "checked the weights, and nothing can go on from it; start a new run, with a "
             "lower --lr (or, for --env, smaller rewards)")
 
 
 def check_settings(config, recorded, step):
-    """config.json against the settings the checkpoint was trained with: a hand edit of one
-    that shapes the networks or replay would load it wrongly, or not at all."""
+    """Refuse a config.json that differs from the settings the checkpoint was trained with.
+
+    A hand edit of one that shapes the networks or replay would load it wrongly, or not at
+    all.
+
+    Args:
+        config: the run's resolved config.
+        recorded: the checkpoint's settings, {setting: value} (learning_settings).
+        step: the checkpoint's agent step, for the message.
+
+    Raises:
+        StateMismatch: for a recorded value of no kind the setting takes.
+        ConfigError: for a setting config.json now gives another value.
+    """
     current = learning_settings(config)
     # Only the settings both know: a later release's new setting is not an edit.
     fields = {f.name: f for f in dataclasses.fields(config.as_config())}
@@ -80,8 +107,10 @@ def check_settings(config, recorded, step):
 
 
 def _as_saved(config, name, value):
-    """A setting as config.json writes it, and what it resolved to where that differs (null
-    is the optimizer's own default, say)."""
+    """A setting as config.json writes it, and what it resolved to where that differs.
+
+    Null is the optimizer's own default, say.
+    """
     try:
         saved = load_run_config(config.logdir, "resume").get(name, value)
     except ConfigError:
@@ -108,8 +137,22 @@ def _fits(state, schema):
 
 
 def load_run_state(checkpoint, schema):
-    """The checkpoint's state, checked against `schema` (the loop's). The other loop's state
-    means config.json's "loop" was edited, and is named as such, not as a damaged file."""
+    """The checkpoint's state, checked against `schema` (the loop's).
+
+    The other loop's state means config.json's "loop" was edited, and is named as such, not
+    as a damaged file.
+
+    Args:
+        checkpoint: the Checkpoint resumed from.
+        schema: the loop's state schema (fast_dqn.state_schema).
+
+    Returns:
+        The checkpoint's state, as its parts' state_dicts.
+
+    Raises:
+        ConfigError: for the other loop's state.
+        StateMismatch: for a state that fits neither.
+    """
     state = checkpoint.load_state()
     mine, theirs = ("dqn", "fast") if schema is NATURE_RUN else ("fast", "dqn")
     if not _fits(state, schema) and _fits(state, {"dqn": NATURE_RUN, "fast": FAST_RUN}[theirs]):
@@ -122,9 +165,19 @@ def load_run_state(checkpoint, schema):
 
 @contextlib.contextmanager
 def unfit_state_refused(checkpoint):
-    """Turn a checkpoint state that a component cannot load into one line naming the
-    checkpoint and what to do. Around the loading only: a bug elsewhere keeps its traceback.
-    A ConfigError already says more (settings edited in config.json) and passes through."""
+    """Turn a checkpoint state that a part cannot load into one line naming the checkpoint.
+
+    The line also says what to do. Around the loading only: a bug elsewhere keeps its
+    traceback. A ConfigError already says more (settings edited in config.json) and passes
+    through.
+
+    Args:
+        checkpoint: the Checkpoint resumed from; None lets every error through.
+
+    Raises:
+        ConfigError: in place of the StateMismatch, TypeError, KeyError, IndexError or
+            ValueError of the loading.
+    """
     try:
         yield
     except ConfigError:
@@ -137,8 +190,17 @@ def unfit_state_refused(checkpoint):
 
 @contextlib.contextmanager
 def unfit_games_refused(checkpoint):
-    """Turn a saved game that does not fit this run's env into one line: the wrapper stack
-    follows settings that check_settings compares, so only an edit gets here."""
+    """Turn a saved game that does not fit this run's env into one line.
+
+    The wrapper stack follows settings that check_settings compares, so only an edit gets
+    here.
+
+    Args:
+        checkpoint: the Checkpoint resumed from.
+
+    Raises:
+        ConfigError: in place of an EnvStateMismatch.
+    """
     try:
         yield
     except EnvStateMismatch as error:
@@ -148,8 +210,13 @@ def unfit_games_refused(checkpoint):
 
 
 class NatureGamePart:
-    """The Nature loop's own part of a checkpoint: its one game, mid-episode, and the
-    observation the loop acts on next."""
+    """The Nature loop's own part of a checkpoint: its one game, and the observation it acts on.
+
+    The game is saved mid-episode; the observation is the one the loop acts on next.
+
+    Args:
+        env: the run's training env.
+    """
 
     def __init__(self, env):
         self.env = env
@@ -158,8 +225,15 @@ class NatureGamePart:
         return {"env": env_state(self.env)}
 
     def check_state_dict(self, state):
-        """Raise, changing nothing, unless the game and observation of `state` (the whole
-        checkpoint's) fit this env: EnvStateMismatch for the game, StateMismatch else."""
+        """Raise, changing nothing, unless the game and observation of `state` fit this env.
+
+        Args:
+            state: the whole checkpoint's state.
+
+        Raises:
+            EnvStateMismatch: for the game.
+            StateMismatch: for the observation.
+        """
         check_env_state(self.env, state["env"])
         obs, shape = state["loop"]["obs"], tuple(self.env.observation_space.shape)
         if obs.shape != shape:
@@ -172,8 +246,14 @@ class NatureGamePart:
 
 
 class SamplerGamesPart:
-    """The fast loop's own part of a checkpoint: its samplers' games, as the backend saves
-    them, and the transitions played since the last sync point (the loop state's "held")."""
+    """The fast loop's own part of a checkpoint: its samplers' games and the held transitions.
+
+    The games as the backend saves them; the held transitions are those played since the
+    last sync point (the loop state's "held").
+
+    Args:
+        backend: the fast loop's experience backend.
+    """
 
     def __init__(self, backend):
         self.backend = backend
@@ -182,9 +262,15 @@ class SamplerGamesPart:
         return {"samplers": self.backend.state_dict()}
 
     def check_state_dict(self, state):
-        """Raise, changing nothing, unless the games and held transitions of `state` (the
-        whole checkpoint's) fit this backend: EnvStateMismatch for a game, StateMismatch
-        else."""
+        """Raise, changing nothing, unless the games and held transitions of `state` fit.
+
+        Args:
+            state: the whole checkpoint's state.
+
+        Raises:
+            EnvStateMismatch: for a game.
+            StateMismatch: for the rest.
+        """
         from fast_dqn.loops.fast_loop_state import HeldTransitions
         self.backend.check_state_dict(state["samplers"])
         space = self.backend.observation_space
@@ -192,7 +278,15 @@ class SamplerGamesPart:
                                     space.shape[1:], space.dtype)
 
     def load_state_dict(self, state, step):
-        """Continue the saved games; returns whether they could be (else they restart)."""
+        """Continue the saved games.
+
+        Args:
+            state: the whole checkpoint's state.
+            step: the agent step the run resumes at.
+
+        Returns:
+            Whether they could be continued; False: they restart.
+        """
         return self.backend.load_state_dict(state["samplers"], step)
 
 
@@ -214,14 +308,26 @@ class RunParts:
     fits it (check_state_dict); this only orders the calls: every part is checked before any
     is loaded, and before any file is changed. The loop's own part (NatureGamePart or
     SamplerGamesPart) is saved and checked with the rest; the train_* functions load it.
+
+    Args:
+        config: the run's resolved config.
+        observation_shape: the shape of one stacked state, (k, H, W) for Atari.
+        frame_dtype: the dtype replay stores frames in.
+        num_actions: the game's actions.
+        num_shards: replay's shards, one per game played at once.
+        acts_with: "main" or "target", the network the loop acts and evaluates with.
+        resume: the Checkpoint to continue from, or None.
+        stop: a function of no arguments, true when the run is asked to stop.
+        schema: what the loop's checkpoints hold (fast_dqn.state_schema).
+        own: the loop's own part, whose check_state_dict(state) raises, changing nothing,
+            where it could not be loaded; None: NoGamesPart.
+
+    Raises:
+        ConfigError: for a checkpoint that does not fit this run, every part left unloaded.
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
                  acts_with, resume=None, stop=None, schema=NATURE_RUN, own=None):
-        """acts_with: "main" or "target", the network the loop acts and evaluates with;
-        schema: what the loop's checkpoints hold (fast_dqn.state_schema); own: the loop's
-        own part, whose check_state_dict(state) raises, changing nothing, where it could not
-        be loaded."""
         self.config = config
         self.settings = loop_settings(config)
         # What a checkpoint must match to be loaded into this run at all.
@@ -304,18 +410,27 @@ class RunParts:
                 **self.own.state_dict()}
 
     def restore(self, adapt=None):
-        """Load the checkpoint into the parts; returns the loop state, or None. adapt(loop):
-        the loop's own changes to its state (a smaller budget), made before a refill defers
-        what the state owes."""
+        """Load the checkpoint into the parts.
+
+        Args:
+            adapt: adapt(loop) -> loop: the loop's own changes to its state (a smaller
+                budget), made before a refill defers what the state owes; None: none.
+
+        Returns:
+            The loop's state, or None where the run does not resume.
+        """
         if not self.resume:
             return None
         with unfit_state_refused(self.resume):
             return self._restore(adapt)
 
     def _check_parts(self, best):
-        """Each part's word on its share of the checkpoint, before any is loaded and before
-        the monitor cuts the logs back to it: a refused resume leaves every part and every
-        file as it was. best: the BestWeights, built even where the run does not evaluate."""
+        """Each part's word on its share of the checkpoint, before any is loaded or any log cut.
+
+        The monitor cuts the logs back to the checkpoint only after: a refused resume leaves
+        every part and every file as it was. best: the BestWeights, built even where the run
+        does not evaluate.
+        """
         state = self.state
         self.own.check_state_dict(state)
         self.replay.check_state_dict(state["replay"])
@@ -330,8 +445,10 @@ class RunParts:
             raise ConfigError("resume", diverged_checkpoint(self.resume.path, error)) from None
 
     def _load_networks(self):
-        """The learner's state, checked by _check_parts, loaded before the monitor is built:
-        the progress line counts the minibatches trained from it."""
+        """Load the learner's state, checked by _check_parts, before the monitor is built.
+
+        The progress line counts the minibatches trained from it.
+        """
         self.learner.load_state_dict(self.state["learner"])
         self.progress.minibatches_done = self.learner.minibatches_trained()
 
@@ -381,9 +498,20 @@ def build_backend(config):
 
 
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
-    """The fast loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
+    """Train with the fast loop: assemble the run, restore it, and run the loop.
+
     The config is validated and resolved as the command line's is
-    (fast_dqn.run.settings.validation)."""
+    (fast_dqn.run.settings.validation).
+
+    Args:
+        config: the run's FastConfig.
+        backend_factory: backend_factory(config) -> the experience backend.
+        resume: the Checkpoint to continue from, or None.
+        stop: a function of no arguments; true asks the run to stop.
+
+    Returns:
+        The agent step reached, over all samplers.
+    """
     from fast_dqn.agent.train_calls import TrainCalls
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import FastLoop, budget_end
@@ -438,9 +566,19 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
 
 
 def train_nature(config, resume=None, stop=None):
-    """The Nature loop. resume: a Checkpoint to continue from; stop(): true asks it to stop.
+    """Train with the Nature loop: assemble the run, restore it, and run the loop.
+
     The config is validated and resolved as the command line's is
-    (fast_dqn.run.settings.validation)."""
+    (fast_dqn.run.settings.validation).
+
+    Args:
+        config: the run's Config.
+        resume: the Checkpoint to continue from, or None.
+        stop: a function of no arguments; true asks the run to stop.
+
+    Returns:
+        The agent step reached: config.timesteps, or fewer after a stop.
+    """
     from fast_dqn.loops.nature_loop import run_nature_loop
 
     config = resolve(config)

@@ -11,23 +11,32 @@ from fast_dqn.loops.minibatch_schedule import minibatches_due
 
 
 def resumed_line(path, step):
-    """The line that names the checkpoint a run goes on from. path: the checkpoint's folder;
-    step: its agent step."""
+    """The line that names the checkpoint a run goes on from.
+
+    Args:
+        path: the checkpoint's folder.
+        step: its agent step.
+
+    Returns:
+        One line.
+    """
     return f"resumed from {path} at step {step:,}"
 
 
 def refill_line(step, schedule, timesteps, train_freq, prepopulate):
-    """What a resume without replay does to the run: replay refills before training goes on,
-    and the minibatches missed meanwhile are made up later.
+    """What a resume without replay does to the run: replay refills before training goes on.
+
+    The minibatches missed meanwhile are made up later.
 
     Args:
-      step: the agent step resumed at.
-      schedule: the run's MinibatchSchedule, its refill already planned.
-      timesteps: the run's budget, in agent steps.
-      train_freq: agent steps per minibatch.
-      prepopulate: agent steps a refill (and the warm-up) takes.
+        step: the agent step resumed at.
+        schedule: the run's MinibatchSchedule, its refill already planned.
+        timesteps: the run's budget, in agent steps.
+        train_freq: agent steps per minibatch.
+        prepopulate: agent steps a refill (and the warm-up) takes.
+
     Returns:
-      One line.
+        One line.
     """
     total, start = timesteps, schedule.train_start
     resumes = min(schedule.refill_until, total)
@@ -56,11 +65,12 @@ def games_restart_line(games, backend, env_backend):
     """What happens to the games in progress when the checkpoint cannot continue them.
 
     Args:
-      games: how many games the run plays at once.
-      backend: --backend ("threads" or "ray").
-      env_backend: --env-backend ("python" or "vector").
+        games: how many games the run plays at once.
+        backend: --backend ("threads" or "ray").
+        env_backend: --env-backend ("python" or "vector").
+
     Returns:
-      One line.
+        One line.
     """
     if backend == "ray":
         why = "Ray's samplers cannot save a game in progress"
@@ -77,12 +87,13 @@ def replay_line(replay, updates_per_call, replay_device, on_cpu=None):
     """The start-up line that says where replay is and how the trainer draws from it.
 
     Args:
-      replay: the run's ReplayMemory.
-      updates_per_call: minibatches the trainer trains per compiled call.
-      replay_device: --replay-device as resolved ("device" or "host").
-      on_cpu: the networks train on the CPU (asked of the backend when None).
+        replay: the run's ReplayMemory.
+        updates_per_call: minibatches the trainer trains per compiled call.
+        replay_device: --replay-device as resolved ("device" or "host").
+        on_cpu: the networks train on the CPU (asked of the backend when None).
+
     Returns:
-      One line.
+        One line.
     """
     size = estimate_bytes(replay.capacity, replay.frames.shape[2:], replay.frames.dtype)
     k = updates_per_call

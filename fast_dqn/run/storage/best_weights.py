@@ -24,18 +24,41 @@ FOLDER = "best"
 
 
 def best_store(run_dir, warn=None):
+    """The one-deep CheckpointStore of a run's best/.
+
+    Args:
+        run_dir: the run's directory.
+        warn: where to report what the store passes over; None: nowhere.
+
+    Returns:
+        A CheckpointStore that keeps 1.
+    """
     return CheckpointStore(run_dir, keep=1, warn=warn, folder=FOLDER)
 
 
 class BestWeights:
+    """The best evaluation so far and its weights, exported to RUN_DIR/best/ as it improves.
+
+    Args:
+        run_dir: the run's directory.
+        weights: a function of no arguments: the weights the evaluation just played with,
+            as numpy arrays.
+        message: where to say a rollback of best/ on resume.
+    """
+
     def __init__(self, run_dir, weights, message=print):
-        """weights(): the weights the evaluation just played with, as numpy arrays."""
         self.store = best_store(run_dir, warn=message)
         self.weights = weights
         self.message = message
         self.best = None  # {"step", "mean", "weights"} of the best evaluation so far
 
     def record(self, step, returns):
+        """Keep and export the weights just evaluated if their mean beats every earlier one.
+
+        Args:
+            step: the agent step of the evaluation.
+            returns: its games' returns.
+        """
         mean = float(np.mean(returns))
         if self.best is not None and mean <= self.best["mean"]:
             return
@@ -48,12 +71,24 @@ class BestWeights:
                                             "weights": self.best["weights"]})
 
     def state_dict(self):
+        """The best so far, for a checkpoint.
+
+        Returns:
+            {"step", "mean", "weights"} of the best evaluation, or None before the first.
+        """
         return self.best
 
     def check_state_dict(self, state, step, where="/best"):
-        """Raise StateMismatch, changing nothing, unless `state` (as state_dict gives it: the
-        best so far, or None) is of this run's network and of an evaluation at or before
-        agent step `step`, the checkpoint's. where: its path in the checkpoint."""
+        """Raise, changing nothing, unless `state` fits this run's network and agent `step`.
+
+        Args:
+            state: the best so far, as state_dict gives it (or None).
+            step: the checkpoint's agent step; the evaluation must be at or before it.
+            where: the state's path in the checkpoint, for the message.
+
+        Raises:
+            StateMismatch: where it does not fit.
+        """
         check_state(state, RUN["best"], where)  # the kinds, as every checkpoint's
         if state is None:
             return
@@ -65,7 +100,11 @@ class BestWeights:
                                 f"network's weights, not of this run up to step {step:,}")
 
     def load_state_dict(self, state):
-        """The best as the checkpoint knew it; best/ is made to match."""
+        """Take the best as the checkpoint knew it; best/ is made to match.
+
+        Args:
+            state: the best so far, as state_dict gives it (or None).
+        """
         self.best = state
         if self.best is None:
             # No evaluation before the checkpoint: an export is of a step played again.
