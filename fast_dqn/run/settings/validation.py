@@ -213,7 +213,7 @@ def groups_can_play(config):
 
     See fast_dqn.loops.overlapped_backend: the groups need the vector env, batched acting and
     an even --workers. One group stays the default: on 2 CPU cores two measured 0.83 to 1.03
-    times one (docs/benchmarks.md), and no GPU has measured them yet.
+    times one (docs/benchmarks.md); on one H200, 1.27 times (docs/gpu.md).
 
     Args:
         config: a FastConfig.
