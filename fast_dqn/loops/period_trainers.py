@@ -66,7 +66,7 @@ class ConcurrentTrainer:
         self.background.pace(0)
         if not self.background.wait(abort=abort):
             return False
-        period.trained_all()
+        period.mark_trained()
         return True
 
     def train_the_rest(self, period, abort):
