@@ -14,6 +14,8 @@ Each period, in order:
        transitions are held, not yet written to replay;        _play_rounds
     4. wait for the trainer;                                    _wait_for_trainer
     5. flush the held transitions into replay, sampler 0 first; _flush_held
+       at the run's end, the trainer then trains what only this last flush makes
+       trainable (fast_dqn.loops.period, hand_out_the_rest);
     6. copy main -> target.                                     _copy_main_to_target
     The sync point then ends the period, and hands out the next one's minibatches
     (fast_dqn.loops.period).                                    _end_period
@@ -206,12 +208,19 @@ class FastLoop:
         return self.trainer.wait(self.period, abort=self._finishing if last else self._waiting)
 
     def _flush_held(self):
-        """Step 5: write what is held into replay, shard 0 first."""
+        """Step 5: write what is held into replay, shard 0 first; at the end, train the rest.
+
+        At the run's end the trainer then trains what only this last flush makes trainable:
+        the minibatches no later sync point will hand out (those of a run that ends at its
+        first sync point, and any a refill still deferred), before main is copied for the
+        last time.
+        """
         self.state.held.flush(self.replay)
         if self.state.step >= self.total:
-            # The run's end: what no later sync point will hand out trains now, on the
-            # replay this flush completed, before main is copied for the last time.
-            self.trainer.train_the_rest(self.period, abort=self._finishing)
+            trained = self.trainer.train_the_rest(self.period, abort=self._finishing)
+            # _finishing never aborts, so the wait cannot end early: a False here would
+            # leave minibatches untrained that no resume could train.
+            assert trained, "the run's last minibatches were not trained"
 
     def _copy_main_to_target(self):
         """Step 6: copy main -> target, for the learner and the samplers."""

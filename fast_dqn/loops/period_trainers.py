@@ -77,10 +77,15 @@ class ConcurrentTrainer:
         Args:
             period: the run's last Period.
             abort: a callable, polled while waiting (see wait).
+
+        Returns:
+            True when they are trained (also when there were none); False when abort()
+            turned true first.
         """
         if period.hand_out_the_rest():
             self.begin(period)
-            self.wait(period, abort)
+            return self.wait(period, abort)
+        return True
 
     def interrupt(self, period):
         """Stop after the minibatch in training; the period then owes the rest."""
@@ -130,7 +135,7 @@ class LockstepTrainer:
         return True  # every minibatch trained as its chunk was played
 
     def train_the_rest(self, period, abort):
-        pass  # the last chunk's take repaid every deferred minibatch
+        return True  # the last chunk's take repaid every deferred minibatch
 
     def interrupt(self, period):
         pass  # nothing trains between chunks
