@@ -31,7 +31,7 @@ backend a chunk is a round; with the Ray backend it is one actor's batch of step
 the actor's copy of the target network. Which trainer trains a period's minibatches, and when,
 is fast_dqn.loops.period_trainers: a BackgroundTrainer's thread while the rounds play, or,
 without concurrency, the loop's own thread after each chunk, whose transitions are then
-written at once (so steps 4 and 5 find nothing left to do).
+written at once (so step 4 finds nothing to wait for and step 5 nothing held).
 
 The Nature ratios hold in every mode: the same warm-up, epsilon by global agent step, and over
 the whole run exactly the minibatches the Nature loop would train
