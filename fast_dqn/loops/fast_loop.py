@@ -38,8 +38,12 @@ the whole run exactly the minibatches the Nature loop would train
 (fast_dqn.loops.minibatch_schedule says when, also across a resume without replay).
 
 What the loop carries between rounds, and a checkpoint saves, is one FastLoopState
-(fast_dqn.loops.fast_loop_state). How a stop mid-period and a resume keep the run exact is
-fast_dqn.loops.fast_loop_stops.
+(fast_dqn.loops.fast_loop_state). A stop is served at the next chunk, also while the loop
+waits for the trainer. Mid-period, the trainer stops after its current minibatch, and the
+checkpoint keeps what is held, the minibatches the period still owes, and replay's RNG rewound
+to where they will be drawn (fast_dqn.loops.period, Period.rewind); a resume with a smaller
+--timesteps takes back those handed out for steps past its end (cut_to_budget). So a resumed
+run trains, acts and logs exactly as an uninterrupted one.
 """
 
 import numpy as np

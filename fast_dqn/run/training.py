@@ -515,8 +515,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     from fast_dqn.agent.train_calls import TrainCalls
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import FastLoop, budget_end
-    from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions
-    from fast_dqn.loops.fast_loop_stops import cut_to_budget
+    from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions, cut_to_budget
 
     config = resolve(config)
     start_backend(config)
