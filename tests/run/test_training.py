@@ -428,7 +428,7 @@ def test_the_replay_line_never_contradicts_the_device_line():
 
     import numpy as np
 
-    from fast_dqn.run.logs.resume_lines import replay_line
+    from fast_dqn.run.logs.console_lines import replay_line
     replay = types.SimpleNamespace(capacity=2_000, frames=np.zeros((1, 1, 84, 84), np.uint8))
     on_cpu = replay_line(replay, 4, "device", on_cpu=True)
     assert "GPU" not in on_cpu and "a second copy in RAM the trainer gathers" in on_cpu
