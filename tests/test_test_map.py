@@ -45,7 +45,6 @@ COVERED_ELSEWHERE = {
     "loops.evaluate_then_checkpoint": "tests/loops/test_nature_loop.py",
     "loops.experience": "tests/loops/test_backends.py",
     "loops.fast_loop_state": "tests/loops/test_fast_loop.py",
-    "loops.fast_loop_stops": "tests/loops/test_fast_loop.py",
     "loops.ray_backend": "tests/loops/test_backends.py",
     "loops.settings": "tests/loops/test_nature_loop.py",
     "run.components": "tests/run/test_training.py",

@@ -25,7 +25,8 @@ def td_targets(rewards, dones, next_target_q, discount):
 
     Args:
         rewards: the minibatch's rewards (summed over m steps for an m-step return).
-        dones: 1.0 where the transition ends the game, 0.0 elsewhere.
+        dones: 1.0 where the transition ends the learner's episode (with episodic life, a
+            lost life), 0.0 elsewhere.
         next_target_q: the target network's Q-values of the next states, one row each.
         discount: gamma, or per transition gamma^m for an m-step return
             (fast_dqn.agent.replay_memory sums the rewards).
@@ -43,7 +44,8 @@ def double_td_targets(rewards, dones, next_main_q, next_target_q, discount):
 
     Args:
         rewards: the minibatch's rewards (summed over m steps for an m-step return).
-        dones: 1.0 where the transition ends the game, 0.0 elsewhere.
+        dones: 1.0 where the transition ends the learner's episode (with episodic life, a
+            lost life), 0.0 elsewhere.
         next_main_q: the main network's Q-values of the next states, one row each.
         next_target_q: the target network's Q-values of the next states, one row each.
         discount: gamma, or per transition gamma^m for an m-step return.

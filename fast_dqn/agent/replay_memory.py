@@ -18,11 +18,12 @@ state s_{t+m} and its bootstrap discount gamma^m, where m = n unless the episode
 - at a time-limit cut within them the sum stops before the cut's step and bootstraps from the
   cut's own state, which is stored (its successor is not): no sum reaches past a cut;
 - the n records all lie in one shard, on its own side of the write pointer, so no sum spans
-  two games, two samplers or old and new data. The newest n-1 transitions of each shard wait
-  until n records follow them, even those whose episode already ended.
+  two games or old and new data. The newest n-1 transitions of each shard wait until n
+  records follow them, even those whose episode already ended.
 Frames are still stored once; the n-step sums are computed at sample time.
 
-The memory is split into `num_shards` equal rings, one per sampler, so every sampler's
+The memory is split into `num_shards` equal rings, one per game played at once (the W
+samplers' games, or the Ray backend's num_samplers x envs_per_sampler), so every game's
 trajectory stays contiguous and stacks never mix two games. Sampling is uniform over the valid
 transitions of all shards together. The Nature loop uses one shard. A record is addressed as
 (shards, idx), shard first, in every function here and in those that gather on the device
@@ -153,7 +154,7 @@ def min_capacity(num_shards, history_length, n_step):
     The rule the command line checks and the constructor enforces.
 
     Args:
-        num_shards: the replay's shards, one per sampler.
+        num_shards: the replay's shards, one per game played at once.
         history_length: frames in a stacked state.
         n_step: the steps an n-step return sums (1: one-step returns).
 
@@ -164,7 +165,7 @@ def min_capacity(num_shards, history_length, n_step):
 
 
 class ReplayMemory:
-    """Replay memory of single frames in `num_shards` rings, one per sampler (see the top).
+    """Replay memory of single frames in `num_shards` rings, one per game (see the top).
 
     Args:
         capacity: the records it holds over all shards (agent steps); each shard holds
@@ -173,7 +174,7 @@ class ReplayMemory:
         history_length: frames in a stacked state.
         frame_dtype: the frames' dtype.
         seed: the seed of the sampling RNG.
-        num_shards: its shards, one per sampler (the Nature loop's: 1).
+        num_shards: its shards, one per game played at once (the Nature loop's: 1).
         n_step: the steps an n-step return sums (1: one-step returns).
         discount: gamma, per agent step.
 
@@ -187,7 +188,7 @@ class ReplayMemory:
         if capacity < min_capacity(num_shards, history_length, n_step):
             raise ConfigError("replay_capacity",
                               f"must be at least {min_capacity(num_shards, history_length, n_step)}"
-                              " to hold one transition per sampler")
+                              " to hold one transition per game played at once")
         self.num_shards = num_shards
         self.shard_capacity = per_shard
         self.capacity = per_shard * num_shards
@@ -219,7 +220,7 @@ class ReplayMemory:
             reward: r_t.
             terminal: s_{t+1} has no value (the learner's episode ended).
             episode_end: the step ended the episode, by a terminal or the time limit.
-            shard: the shard to write, the sampler's.
+            shard: the shard to write, the game's.
         """
         i = self.pointers[shard]
         self.frames[shard, i] = frame
@@ -240,7 +241,7 @@ class ReplayMemory:
             rewards: the step's rewards.
             terminals: for each step, whether s_{t+1} has no value.
             episode_ends: for each step, whether it ended the episode.
-            shard: the shard to write, the sampler's.
+            shard: the shard to write, the game's.
         """
         n = len(actions)
         if n > self.shard_capacity:  # only the newest records would survive anyway
@@ -375,6 +376,8 @@ class ReplayMemory:
 
         Raises:
             ValueError: where no shard holds a complete transition yet.
+            RuntimeError: where 1,000 draws found only time-limit cuts, which have no stored
+                successor state.
         """
         counts = self._candidates()
         total = int(counts.sum())

@@ -3,7 +3,7 @@ them in one compiled call.
 
 Every minibatch's indices are drawn on the host from replay's own RNG, in order, as
 ReplayMemory.sample draws them: so a seeded run trains the same minibatches in the same
-order whatever K, and a stop's RNG rewind (fast_dqn.loops.fast_loop_stops) stays exact.
+order whatever K, and a stop's RNG rewind (fast_dqn.loops.period, Period.rewind) stays exact.
 Where replay is mirrored on the device (fast_dqn.agent.replay_mirror), only the indices
 travel; else the K minibatches are gathered on the host and copied in one transfer.
 """

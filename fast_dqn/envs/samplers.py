@@ -24,7 +24,7 @@ from fast_dqn.envs.environment import game_seed
 
 @dataclass
 class SamplerStep:
-    observations: np.ndarray   # (W, k, H, W) uint8: each sampler's next state
+    observations: np.ndarray   # (W, k, 84, 84) uint8: each sampler's next state
     rewards: np.ndarray        # (W,) float32, clipped to their sign, for the learner
     terminated: np.ndarray     # (W,) bool: the learner's episode ended (a life lost counts)
     truncated: np.ndarray      # (W,) bool: cut by the time limit
@@ -50,7 +50,7 @@ class PythonSamplers:
         """New games in every env.
 
         Returns:
-            Each sampler's first state, stacked: (W, k, H, W) uint8.
+            Each sampler's first state, stacked: (W, k, 84, 84) uint8.
         """
         return np.stack([env.reset()[0] for env in self.envs])
 
@@ -114,7 +114,10 @@ class PythonSamplers:
             True where it would continue them.
 
         Raises:
-            StateMismatch: changing nothing, where loading would fail (check_env_state).
+            StateMismatch: changing nothing, where a saved value has another form
+                (check_env_state).
+            EnvStateMismatch: changing nothing, where a saved game has other wrapper layers
+                (a ValueError, not a StateMismatch; check_env_state).
         """
         from fast_dqn.envs.environment import check_env_state
         if state.get("backend") != "python" or not isinstance(state.get("envs"), list) \

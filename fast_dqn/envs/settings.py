@@ -14,7 +14,9 @@ class EnvSettings:
     game: str               # an ALE game name; ignored when `env` is set
     env: str | None         # a gymnasium env id (--env): only stats and history are added
     history_length: int     # frames stacked into one state
-    noop_max: int           # up to this many no-ops at the start of a game
+    noop_max: int           # a new game starts with U no-op emulator frames (not agent
+                            # steps), U drawn from 0..noop_max-1 (FIRE, if pressed, is
+                            # the first); atari_wrappers.GameStart
     fire_start: bool        # press FIRE at the start of a game (never after a lost life)
     action_repeat: int      # emulator frames per agent step, the last two max-pooled
     max_episode_steps: int  # a game is cut after this many agent steps

@@ -41,8 +41,9 @@ def call_sizes(n, per_call):
     """How a period of n minibatches is cut into calls, by their sizes alone, never by timing.
 
     As many calls of `per_call` as fit, then the rest in powers of two, largest first. A
-    compiled call is compiled once per size, so a run makes at most log2(per_call) + 1 of
-    them, whatever its periods' lengths.
+    compiled call is compiled once per size, so a run makes at most ceil(log2(per_call)) + 1
+    of them (per_call and the powers of two below it: 7 for 48 or 64), whatever its periods'
+    lengths.
 
     Args:
         n: the period's minibatches.

@@ -138,7 +138,7 @@ class LocalBackend:
         """The games for a checkpoint: the samplers' state and their current states.
 
         Returns:
-            The samplers' state_dict, with "obs": the games' states, (W, k, H, W).
+            The samplers' state_dict, with "obs": the games' states, (W, k, 84, 84).
         """
         return {**self.samplers.state_dict(), "obs": self.obs}
 

@@ -14,6 +14,8 @@ Each period, in order:
        transitions are held, not yet written to replay;        _play_rounds
     4. wait for the trainer;                                    _wait_for_trainer
     5. flush the held transitions into replay, sampler 0 first; _flush_held
+       at the run's end, the trainer then trains what only this last flush makes
+       trainable (fast_dqn.loops.period, hand_out_the_rest);
     6. copy main -> target.                                     _copy_main_to_target
     The sync point then ends the period, and hands out the next one's minibatches
     (fast_dqn.loops.period).                                    _end_period
@@ -29,15 +31,19 @@ backend a chunk is a round; with the Ray backend it is one actor's batch of step
 the actor's copy of the target network. Which trainer trains a period's minibatches, and when,
 is fast_dqn.loops.period_trainers: a BackgroundTrainer's thread while the rounds play, or,
 without concurrency, the loop's own thread after each chunk, whose transitions are then
-written at once (so steps 4 and 5 find nothing left to do).
+written at once (so step 4 finds nothing to wait for and step 5 nothing held).
 
 The Nature ratios hold in every mode: the same warm-up, epsilon by global agent step, and over
 the whole run exactly the minibatches the Nature loop would train
 (fast_dqn.loops.minibatch_schedule says when, also across a resume without replay).
 
 What the loop carries between rounds, and a checkpoint saves, is one FastLoopState
-(fast_dqn.loops.fast_loop_state). How a stop mid-period and a resume keep the run exact is
-fast_dqn.loops.fast_loop_stops.
+(fast_dqn.loops.fast_loop_state). A stop is served at the next chunk, also while the loop
+waits for the trainer. Mid-period, the trainer stops after its current minibatch, and the
+checkpoint keeps what is held, the minibatches the period still owes, and replay's RNG rewound
+to where they will be drawn (fast_dqn.loops.period, Period.rewind); a resume with a smaller
+--timesteps takes back those handed out for steps past its end (cut_to_budget). So a resumed
+run trains, acts and logs exactly as an uninterrupted one.
 """
 
 import numpy as np
@@ -206,12 +212,19 @@ class FastLoop:
         return self.trainer.wait(self.period, abort=self._finishing if last else self._waiting)
 
     def _flush_held(self):
-        """Step 5: write what is held into replay, shard 0 first."""
+        """Step 5: write what is held into replay, shard 0 first; at the end, train the rest.
+
+        At the run's end the trainer then trains what only this last flush makes trainable:
+        the minibatches no later sync point will hand out (those of a run that ends at its
+        first sync point, and any a refill still deferred), before main is copied for the
+        last time.
+        """
         self.state.held.flush(self.replay)
         if self.state.step >= self.total:
-            # The run's end: what no later sync point will hand out trains now, on the
-            # replay this flush completed, before main is copied for the last time.
-            self.trainer.train_the_rest(self.period, abort=self._finishing)
+            trained = self.trainer.train_the_rest(self.period, abort=self._finishing)
+            # _finishing never aborts, so the wait cannot end early: a False here would
+            # leave minibatches untrained that no resume could train.
+            assert trained, "the run's last minibatches were not trained"
 
     def _copy_main_to_target(self):
         """Step 6: copy main -> target, for the learner and the samplers."""

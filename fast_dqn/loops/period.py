@@ -45,17 +45,19 @@ class Period:
     def __init__(self, state, settings, round_size, total, replay):
         self.state, self.settings, self.replay = state, settings, replay
         self.total = total
-        self.start = state.step  # agent step it began at (resumed: the step it resumed at)
         # The agent step of the round that ends it; a period resumed with its rounds all
         # played ends where it stands.
         self.sync_point = state.step if state.sync_pending else next_sync_point(
             state.step, settings.target_update_freq, round_size, total)
-        self.trained = 0          # minibatches a stop found trained
         self.rng_at_start = None  # replay's RNG state as the trainer began on it
 
     @property
     def minibatches(self):
-        """Its minibatches not yet trained (minibatches)."""
+        """Its minibatches handed out and not known to be trained (minibatches).
+
+        The count falls only when the trainer's wait ends, or a stop rewinds: not while the
+        trainer runs.
+        """
         return self.state.owed
 
     def ended_by(self, previous, step):
@@ -120,7 +122,7 @@ class Period:
         """The trainer begins on its minibatches now: keep replay's RNG."""
         self.rng_at_start = self.replay.rng.bit_generator.state
 
-    def trained_all(self):
+    def mark_trained(self):
         """The trainer has trained all of its minibatches."""
         self.state.owed = 0
 
@@ -134,7 +136,6 @@ class Period:
         """
         self.replay.rng.bit_generator.state = self.rng_at_start
         self.replay.skip_samples(trained, self.settings.batch_size)
-        self.trained = trained
         self.state.owed -= trained
 
     def _take(self, start, end, final):

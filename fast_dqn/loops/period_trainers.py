@@ -66,7 +66,7 @@ class ConcurrentTrainer:
         self.background.pace(0)
         if not self.background.wait(abort=abort):
             return False
-        period.trained_all()
+        period.mark_trained()
         return True
 
     def train_the_rest(self, period, abort):
@@ -77,10 +77,15 @@ class ConcurrentTrainer:
         Args:
             period: the run's last Period.
             abort: a callable, polled while waiting (see wait).
+
+        Returns:
+            True when they are trained (also when there were none); False when abort()
+            turned true first.
         """
         if period.hand_out_the_rest():
             self.begin(period)
-            self.wait(period, abort)
+            return self.wait(period, abort)
+        return True
 
     def interrupt(self, period):
         """Stop after the minibatch in training; the period then owes the rest."""
@@ -114,14 +119,8 @@ class LockstepTrainer:
             period: the Period in progress.
             previous: the agent step before the chunk.
         """
-        state = period.state
-        state.held.flush(self.replay)
-        final = state.step >= period.total
-        for _ in range(period.take_round(previous)):
-            self.monitor.record_train(
-                *self.learner.train(self.replay.sample(self.settings.batch_size)))
-            if final:  # the deferred ones all train here: keep the console going
-                self.monitor.tick(state.step, float(self.settings.epsilon(state.step)))
+        period.state.held.flush(self.replay)
+        self._train(period, period.take_round(previous))
 
     def check(self):
         pass
@@ -130,7 +129,32 @@ class LockstepTrainer:
         return True  # every minibatch trained as its chunk was played
 
     def train_the_rest(self, period, abort):
-        pass  # the last chunk's take repaid every deferred minibatch
+        """Train, at the run's end, the minibatches still deferred.
+
+        After a straight run's last chunk there are none: its take repaid them. A run resumed
+        with its budget cut to its step plays no chunk, so what a refill deferred trains here.
+
+        Args:
+            period: the run's last Period.
+            abort: unused: nothing trains on another thread.
+
+        Returns:
+            True: they are trained (or dropped, with a warning, where replay cannot be
+            sampled).
+        """
+        # (step, step] holds no due minibatch: the take at the run's end is the deferred ones.
+        self._train(period, period.take_round(period.state.step))
+        return True
+
+    def _train(self, period, count):
+        """Train `count` minibatches on the loop's thread, each heard by the monitor."""
+        state = period.state
+        final = state.step >= period.total
+        for _ in range(count):
+            self.monitor.record_train(
+                *self.learner.train(self.replay.sample(self.settings.batch_size)))
+            if final:  # the deferred ones all train here: keep the console going
+                self.monitor.tick(state.step, float(self.settings.epsilon(state.step)))
 
     def interrupt(self, period):
         pass  # nothing trains between chunks

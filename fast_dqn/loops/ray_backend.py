@@ -337,7 +337,8 @@ class RayBackend:
     def load_state_dict(self, state, step):
         """Restart the actors' games from seeds moved on by `step`; none are restored.
 
-        The actors' games cannot be saved (ale-py's vector env has no state API).
+        The actors' games are not saved: the backend does not ship their states back from
+        the actors (which may run Python samplers, whose games have a state).
 
         Args:
             state: the backend's state_dict from a checkpoint, unused.

@@ -27,10 +27,14 @@ from fast_dqn.run.components import (
     ray_sampler_builders,
     ray_settings,
 )
-from fast_dqn.run.logs import resume_lines
+from fast_dqn.run.logs.console_lines import (
+    games_restart_line,
+    refill_line,
+    replay_line,
+    resumed_line,
+)
 from fast_dqn.run.logs.monitor import Monitor
 from fast_dqn.run.logs.progress import RunProgress, make_console
-from fast_dqn.run.logs.resume_lines import games_restart_line, refill_line, resumed_line
 from fast_dqn.run.logs.tensorboard_log import TensorBoardLog
 from fast_dqn.run.resume import plan_given_on_resume
 from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES, learning_settings
@@ -515,8 +519,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     from fast_dqn.agent.train_calls import TrainCalls
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import FastLoop, budget_end
-    from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions
-    from fast_dqn.loops.fast_loop_stops import cut_to_budget
+    from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions, cut_to_budget
 
     config = resolve(config)
     start_backend(config)
@@ -549,8 +552,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
         if config.concurrent:
             calls = TrainCalls(learner, replay, config.batch_size,
                                on_device=config.replay_device == "device")
-            monitor.message(resume_lines.replay_line(replay, config.updates_per_call,
-                                                       config.replay_device))
+            monitor.message(replay_line(replay, config.updates_per_call, config.replay_device))
             trainer = BackgroundTrainer(calls.train, calls.draw,
                                         on_loss=lambda result: monitor.record_train(*result),
                                         # Nothing to gather ahead where only indices travel.

@@ -428,7 +428,7 @@ def test_the_replay_line_never_contradicts_the_device_line():
 
     import numpy as np
 
-    from fast_dqn.run.logs.resume_lines import replay_line
+    from fast_dqn.run.logs.console_lines import replay_line
     replay = types.SimpleNamespace(capacity=2_000, frames=np.zeros((1, 1, 84, 84), np.uint8))
     on_cpu = replay_line(replay, 4, "device", on_cpu=True)
     assert "GPU" not in on_cpu and "a second copy in RAM the trainer gathers" in on_cpu
@@ -605,3 +605,30 @@ def test_a_refusal_by_one_part_leaves_every_part_unloaded_and_every_file_as_it_w
     assert refusal.value.setting == "resume" and expected in str(refusal.value)
     assert loaded == []
     assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == files
+
+
+
+# Lockstep, stopped mid-period with minibatches still deferred by an earlier resume without
+# replay, then resumed with --timesteps cut to its step: the resumed run plays no chunk, so
+# only the run's end can train the deferred ones, as a straight run would. The second run
+# saves replay: resumed without it, a lockstep run holds no transition to sample (its chunks
+# were written at once), so the deferred ones are dropped with a warning.
+@pytest.mark.faults
+def test_a_lockstep_resume_cut_to_its_step_trains_the_deferred_minibatches(
+        tmp_path, train_calls, fast_loops):
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    config = small_config("fast-lockstep", tmp_path, timesteps=800)
+    first = train_fast(config, stop=lambda: fast_loops[-1].state.step >= 160)
+    # Resumed without replay: a refill of 100 steps defers their minibatches, repaid one per
+    # minibatch due after it, so at step 304 some are still deferred.
+    saving = small_config("fast-lockstep", tmp_path, timesteps=800, save_replay=True)
+    second = train_fast(saving, resume=CheckpointStore(str(tmp_path)).latest(),
+                        stop=lambda: fast_loops[-1].state.step >= 304)
+    checkpoint = CheckpointStore(str(tmp_path)).latest()
+    loop = checkpoint.load_state()["loop"]
+    assert (first, second) == (160, 304) and checkpoint.has_replay
+    assert not loop["boundary"] and loop["schedule"]["deferred"] > 0  # mid-period, owing
+    cut = small_config("fast-lockstep", tmp_path, timesteps=second, save_replay=True)
+    assert train_fast(cut, resume=checkpoint) == second
+    assert len(train_calls) == minibatches_due(0, second, SMALL["prepopulate"],
+                                               SMALL["train_freq"])

@@ -383,9 +383,10 @@ class Monitor:
         self.console.message(line)
 
     def tick(self, step, epsilon):
-        """Update the console and the scalars when they are due; the loop calls it every step.
+        """Update the console and the scalars when they are due; the loops call it often.
 
-        It is called while the last minibatches train too.
+        The Nature loop calls it every agent step; the fast loop once per chunk, and while it
+        waits for the trainer (the last minibatches training included).
 
         Args:
             step: agent steps taken so far.

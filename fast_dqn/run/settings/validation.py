@@ -130,7 +130,7 @@ def resolve_replay_device(config, shape, dtype):
 
     Args:
         config: a validated Config or FastConfig.
-        shape: one observation's shape (84, 84 for Atari).
+        shape: one stored frame's shape, (84, 84) for Atari (not a stacked state's).
         dtype: the observations' numpy dtype.
 
     Returns:

@@ -1,9 +1,10 @@
-"""What the console says as a run starts again from a checkpoint, and where its replay lives.
+"""The console's sentences about a run's start and resume: where replay lives, and what a
+resume changes.
 
 A resume changes the run in ways a reader of its logs would not guess (a refill that moves
 the start of training, games that start again), so each is said once, in the user's words,
 beside the progress line. The sentences are built from plain values the assembly passes in
-(fast_dqn.run.training): this room reads no settings of its own.
+(fast_dqn.run.training): this module reads no settings of its own.
 """
 
 from fast_dqn.agent.replay_memory import estimate_bytes

@@ -1,5 +1,5 @@
-"""The console's sentences about a resume (fast_dqn.run.logs.resume_lines): a refill, games
-that start again, where replay is."""
+"""The console's sentences about a run's start and resume (fast_dqn.run.logs.console_lines):
+a refill, games that start again, where replay is."""
 
 from helpers import TINY_CARTPOLE
 
@@ -10,7 +10,7 @@ SMALL = TINY_CARTPOLE
 
 def test_the_resume_lines_say_what_happens_to_the_run():
     from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
-    from fast_dqn.run.logs.resume_lines import games_restart_line, refill_line
+    from fast_dqn.run.logs.console_lines import games_restart_line, refill_line
     from fast_dqn.run.settings.validation import resolve
     from fast_dqn.run.training import games_at_once
     config = resolve(Config(**dict(SMALL, timesteps=2_000, prepopulate=500)))
