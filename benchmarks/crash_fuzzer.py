@@ -918,8 +918,8 @@ def trial_result(trial, events, problems, started):
 
 
 # The fixed trials, each built by hand for one case (python -m benchmarks.crash_fuzzer
-# --fixed). Their seeds are their names: 1 to 9, none drawn.
-# tests/faults/test_stops_and_kills.py runs trials 1 and 9, each of which reproduces a defect that was fixed (that file names them);
+# --fixed). Their seeds are their names: 1 to 9, none drawn. tests/faults/test_stops_and_kills.py
+# runs trials 1 and 9, each of which reproduces a defect that was fixed (that file names them);
 # what the others stop and check is proven in the suite by tests of its own (docs/testing.md,
 # "The crash fuzzer's fixed trials").
 FIXED = [

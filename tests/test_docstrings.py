@@ -15,7 +15,8 @@ The first line says what the callable is or does, in one sentence. Arguments and
 in `Args:` and `Returns:` (or `Yields:`) sections, with their units (agent steps, frames,
 minibatches). A public callable's docstring has this shape; the interface between layers
 (what a module of another layer imports, and the public methods of the classes it imports)
-has a docstring that names every argument and what it returns. A module-top paragraph that says why stays as it is.
+has a docstring that names every argument and what it returns. A module-top paragraph that
+says why stays as it is.
 """
 
 import ast

@@ -257,7 +257,8 @@ def test_each_transition_bootstraps_with_its_own_discount():
     q_before = learner.q_values(s)[:, 0]
     loss, _ = learner.train(Batch.of(s, [0, 0], [0.5, 0.5], s2, [0.0, 0.0], [0.25, 0.81]))
     y = np.array([0.5 + 0.25 * 2, 0.5 + 0.81 * 2])                  # max Q_target(s') = 2
-    assert loss == pytest.approx(float(np.sum(ops.convert_to_numpy(huber(f32(y - q_before))))), rel=1e-5)
+    assert loss == pytest.approx(
+        float(np.sum(ops.convert_to_numpy(huber(f32(y - q_before))))), rel=1e-5)
     # One discount for the whole batch (a one-step return's gamma) reaches every transition.
     learner = learner_with(np.eye(2), 2 * np.eye(2), double=False)
     loss, _ = learner.train(one_step(s[:1], [0], [0.5], s2[:1], [0.0], discount=0.9))

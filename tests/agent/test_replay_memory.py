@@ -116,7 +116,8 @@ def test_add_batch_matches_add():
     assert (a.pointers[0], a.sizes[0]) == (b.pointers[0], b.sizes[0])
     c = ReplayMemory(7, (2,), K)
     c.add_batch(frames, np.arange(11), np.arange(11.0), ends, ends)  # longer than the ring
-    assert np.array_equal(a.frames, c.frames) and (a.pointers[0], a.sizes[0]) == (c.pointers[0], c.sizes[0])
+    assert np.array_equal(a.frames, c.frames)
+    assert (a.pointers[0], a.sizes[0]) == (c.pointers[0], c.sizes[0])
 
 
 def test_replay_rebuilds_exactly_the_states_the_env_showed():

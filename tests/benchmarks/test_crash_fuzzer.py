@@ -4,8 +4,8 @@ fuzzer checks them), each the reproduction of a defect that was fixed; and unit 
 fuzzer's own checks, draws and damage, so that a trial that passes means what it says.
 
 All eight fixed trials run with `python -m benchmarks.crash_fuzzer --fixed`, the 100+ random
-ones with `--trials N --seed S` (docs/reliability-internals.md); docs/testing.md names, for each fixed
-trial left out here, the tests that prove what it stops and checks."""
+ones with `--trials N --seed S` (docs/reliability-internals.md); docs/testing.md names, for
+each fixed trial left out here, the tests that prove what it stops and checks."""
 
 
 import os
