@@ -3,35 +3,19 @@ import cycles between modules (imports inside functions count too), and no impor
 a benchmark or a test."""
 
 import ast
-import os
 
 import pytest
+from package_map import RUN_ROOMS, layer, package_modules
 
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fast_dqn")
-# Bottom to top. "" is the package's own top-level modules (errors). run/ has three rooms,
-# each importing nothing of the others, and the assembly on top of them (run/*.py).
+# Bottom to top. "" is the package's own top-level modules (errors); run/'s rooms and the
+# command line's entries: tests/package_map.py.
 BELOW_RUN = {"", "envs", "agent", "loops"}
-RUN_ROOMS = ("run.settings", "run.storage", "run.logs")
 MAY_IMPORT = {"": set(), "envs": {""}, "agent": {""}, "loops": {"", "envs", "agent"},
               **{room: BELOW_RUN for room in RUN_ROOMS},
               "run": BELOW_RUN | set(RUN_ROOMS),
               # suite/ starts runs through the command line and reads their files.
               "suite": BELOW_RUN | set(RUN_ROOMS) | {"run"},
               "tools": BELOW_RUN | set(RUN_ROOMS) | {"run", "suite"}}
-# The command line's entries sit on top of every layer: `fast-dqn` (commands, __main__) and
-# the tools' old names (`python -m fast_dqn.evaluate`, `... .plot`), each only calling a tool.
-COMMAND_ALIASES = {"evaluate", "plot", "commands", "__main__"}
-
-
-def package_modules():
-    """{'envs.games': path, 'errors': path, ...}: every module of the package, __init__ aside."""
-    modules = {}
-    for folder, _, files in os.walk(PACKAGE):
-        prefix = os.path.relpath(folder, PACKAGE).replace(os.sep, ".").strip(".")
-        for name in files:
-            if name.endswith(".py") and name != "__init__.py":
-                modules[f"{prefix}.{name[:-3]}".strip(".")] = os.path.join(folder, name)
-    return modules
 
 
 def import_graph():
@@ -55,15 +39,6 @@ def import_graph():
                     targets.add(inner)
         graph[module] = targets - {module}
     return graph, foreign
-
-
-def layer(module):
-    if module in COMMAND_ALIASES:
-        return "tools"
-    room = ".".join(module.split(".")[:2])
-    if room in RUN_ROOMS:
-        return room
-    return module.split(".")[0] if "." in module else ""
 
 
 def find_cycle(graph):

@@ -23,7 +23,7 @@ import ast
 import re
 
 import pytest
-from test_architecture import layer, package_modules
+from package_map import layer, package_modules
 
 SECTIONS = ("Args:", "Returns:", "Yields:", "Raises:", "Attributes:")
 # Headers of other styles, which the shape replaces with one of SECTIONS.

@@ -8,12 +8,13 @@ Test modules have unique names and tests/ has no __init__.py: pytest imports eac
 its name, with its folder on sys.path, and no test folder becomes a package that could shadow
 a name (tests/ itself is on sys.path)."""
 
+import ast
 import os
 from collections import Counter
 
 from helpers import ROOT
+from package_map import PACKAGE, package_modules
 
-PACKAGE = os.path.join(ROOT, "fast_dqn")
 TESTS = os.path.join(ROOT, "tests")
 # tests/'s folders that are no folder of the package: runs and faults across the layers, and
 # the tests of benchmarks/.
@@ -73,16 +74,6 @@ COVERED_ELSEWHERE = {
 }
 
 
-def package_modules():
-    """['agent.learner', 'errors', ...]: every module of the package, __init__ aside."""
-    modules = []
-    for folder, _, files in os.walk(PACKAGE):
-        prefix = os.path.relpath(folder, PACKAGE).replace(os.sep, ".").strip(".")
-        modules += [f"{prefix}.{name[:-3]}".strip(".") for name in files
-                    if name.endswith(".py") and name != "__init__.py"]
-    return sorted(modules)
-
-
 def mirrored(module):
     """'agent.learner' -> 'tests/agent/test_learner.py'."""
     *folders, name = module.split(".")
@@ -107,7 +98,7 @@ def test_the_mirrored_path():
 
 
 def test_every_module_has_a_test_module_or_names_the_one_that_covers_it():
-    modules = package_modules()
+    modules = sorted(package_modules())
     assert "agent.learner" in modules and "run.storage.checkpoint" in modules  # the walk
     untested = [f"fast_dqn/{module.replace('.', '/')}.py has no test module: add "
                 f"{mirrored(module)}, or name it in COVERED_ELSEWHERE (tests/test_test_map.py) "
@@ -144,3 +135,15 @@ def test_the_test_folders_are_the_packages_and_the_names_unique():
     assert [name for name, count in names.items() if count > 1] == [], \
         "two test modules of one name: pytest imports them by name; rename one"
     assert not [folder for folder, _, files in os.walk(TESTS) if "__init__.py" in files]
+
+
+def test_no_test_module_imports_another():
+    """What test modules share lives in the shared files (helpers.py, package_map.py, the
+    fakes): a test module that imports another works only in some collection orders."""
+    imports = {}
+    for path in all_test_modules():
+        for node in ast.walk(ast.parse(open(os.path.join(ROOT, path)).read())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            imports.update({(path, n): n for n in names if n.split(".")[0].startswith("test_")})
+    assert not imports, sorted(imports)
