@@ -341,20 +341,7 @@ class RunParts:
         self.replay = build_replay(config, observation_shape[1:], num_shards, frame_dtype)
         self.rng = rng_for(config.seed, ACTION_RNG_STREAM)
         self.resume = resume
-        # Checked whole before any part reads it: the monitor rewrites logs from it.
-        with unfit_state_refused(resume):
-            self.state = load_run_state(resume, schema) if resume else None
-            for part in ("loop", "monitor") if resume else ():
-                if self.state[part]["step"] != resume.step:
-                    raise StateMismatch(f"/{part}/step is {self.state[part]['step']:,}, but "
-                                        f"the checkpoint is of step {resume.step:,}")
-        # Checked before the monitor trims the logs back to the checkpoint's positions.
-        if resume and self.state["identity"] != self.identity:
-            raise ConfigError("resume", f"{resume.path} was trained on "
-                              f"{_described(self.state['identity'])}, but config.json now "
-                              f"describes {_described(self.identity)}; it does not belong to "
-                              "this run: put back the game or env, and the settings, the run "
-                              "started with")
+        self.state = self._read_checkpoint(schema) if resume else None
         self.progress = RunProgress(config.timesteps, config.train_freq, config.prepopulate,
                                     config.evaluate, config.eval_episodes)
         self.own = own or NoGamesPart()
@@ -366,13 +353,7 @@ class RunParts:
         # Only a run that evaluates keeps a best; every run's checkpoint has its best checked.
         self.best = best if config.evaluate else None
         if resume:
-            with unfit_state_refused(resume), unfit_games_refused(resume):
-                check_settings(config, self.state["settings"], resume.step)
-                self._check_parts(best)
-                self._load_networks()
-            # Accepted: a run made before first-checkpoint.txt gets it now (its first file
-            # change, as the monitor's below).
-            mark_checkpointed(config.logdir, resume.step)
+            self._check_and_load_networks(best)
         step = self.state["loop"]["step"] if resume else 0
         console = make_console(config.timesteps, initial=step)
         # The state's values were checked above: the monitor's errors are its own.
@@ -392,6 +373,37 @@ class RunParts:
             self.collect, replay=self.replay if config.save_replay else None, stop=stop,
             message=self.monitor.message, last_saved=step if resume else None,
             plan=plan_given_on_resume(config))
+
+    def _read_checkpoint(self, schema):
+        """The checkpoint's state, checked whole before any part reads it (the monitor
+        rewrites logs from it) and found to be this run's (before the monitor trims the logs
+        back to the checkpoint's positions)."""
+        resume = self.resume
+        with unfit_state_refused(resume):
+            state = load_run_state(resume, schema)
+            for part in ("loop", "monitor"):
+                if state[part]["step"] != resume.step:
+                    raise StateMismatch(f"/{part}/step is {state[part]['step']:,}, but "
+                                        f"the checkpoint is of step {resume.step:,}")
+        if state["identity"] != self.identity:
+            raise ConfigError("resume", f"{resume.path} was trained on "
+                              f"{_described(state['identity'])}, but config.json now "
+                              f"describes {_described(self.identity)}; it does not belong to "
+                              "this run: put back the game or env, and the settings, the run "
+                              "started with")
+        return state
+
+    def _check_and_load_networks(self, best):
+        """The recorded settings and every part checked, then the networks loaded; the run
+        directory marked as checkpointed, its first file change."""
+        resume = self.resume
+        with unfit_state_refused(resume), unfit_games_refused(resume):
+            check_settings(self.config, self.state["settings"], resume.step)
+            self._check_parts(best)
+            self._load_networks()
+        # Accepted: a run made before first-checkpoint.txt gets it now (before the monitor's
+        # changes).
+        mark_checkpointed(self.config.logdir, resume.step)
 
     def _monitor(self, config, console, step):
         saved = self.state["monitor"] if self.resume else None
