@@ -57,6 +57,24 @@ def double_td_targets(rewards, dones, next_main_q, next_target_q, discount):
     return rewards + discount * (1.0 - dones) * value
 
 
+def masked(q_values, valid_actions):
+    """Q-values with the padded columns at -inf, so that no max or argmax picks one.
+
+    None (no padding) returns them as they are.
+    """
+    if valid_actions is None:
+        return q_values
+    return ops.where(valid_actions, q_values, float("-inf"))
+
+
+def masked_mean(q_values, valid_actions):
+    """The mean Q-value over the game's actions only (all columns where None)."""
+    if valid_actions is None:
+        return ops.mean(q_values)
+    valid = ops.cast(valid_actions, q_values.dtype)
+    return ops.sum(q_values * valid) / (q_values.shape[0] * ops.sum(valid))
+
+
 def huber(x, delta=1.0):
     """Quadratic inside [-delta, delta], linear outside: Nature's clipping of the TD error."""
     abs_x = ops.abs(x)
@@ -253,25 +271,35 @@ class DQNLearner:
         self._compiled.keras_variables()
         return self._target
 
+    @property
+    def compiled_steps(self):
+        """The backend's compiled steps, which hold the state where it computes (a run group
+        stacks theirs: fast_dqn.agent.run_group)."""
+        return self._compiled
+
     def _train_step(self, main, target, states, actions, rewards, next_states, dones,
-                    discounts, next_target_q=None):
+                    discounts, next_target_q=None, valid_actions=None):
         """(loss, the loss the gradients come from, mean Q) of one minibatch.
 
         The backend module takes the gradients and applies them to main. next_target_q: the
         target network's Q-values of next_states where the caller computed them already (for
         several minibatches in one pass: the target is frozen while they train).
+        valid_actions: a bool (actions,) mask of the Q-head's columns that are the game's
+        actions, where a run group padded the head (fast_dqn.agent.run_group); the padding
+        is left out of every max, argmax and mean, and no gradient reaches it.
         """
         if next_target_q is None:
             next_target_q = target(next_states, training=False)
+        next_target_q = masked(next_target_q, valid_actions)
         if self.double:
-            targets = double_td_targets(rewards, dones, main(next_states, training=False),
-                                        next_target_q, discounts)
+            next_main_q = masked(main(next_states, training=False), valid_actions)
+            targets = double_td_targets(rewards, dones, next_main_q, next_target_q, discounts)
         else:
             targets = td_targets(rewards, dones, next_target_q, discounts)
         q = main(states, training=True)
         loss = dqn_loss(q, actions, targets, self.loss_reduction)
         # A loss-scaling optimizer's scaled loss; any other's, the loss itself.
-        return loss, self.optimizer.scale_loss(loss), ops.mean(q)
+        return loss, self.optimizer.scale_loss(loss), masked_mean(q, valid_actions)
 
     def train(self, batch):
         """One gradient step on a minibatch.

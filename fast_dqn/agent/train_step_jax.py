@@ -197,14 +197,14 @@ class CompiledSteps:
         self._fresh = True  # the Keras variables hold the state (it has not moved since)
         self.state = self._state_of_variables()
         # Where the optimizer's update count sits among its variables.
-        self._iterations = next(i for i, v in enumerate(optimizer.variables)
+        self.iterations_index = next(i for i, v in enumerate(optimizer.variables)
                                 if v.path == optimizer.iterations.path)
         # Unrolled on a CPU: XLA:CPU runs convolutions inside a while loop 7 times slower
         # (the Nature CNN at batch 32 on xeon-amx: 382 ms an update in a rolled scan of 16,
         # 52 ms alone, 41 ms unrolled; partly unrolled, by 4, still 390). A GPU keeps the
         # loop: it compiles once, whatever K.
-        parts = UpdateParts(main, target, optimizer, train_step,
-                            unroll=jax.default_backend() == "cpu")
+        self.parts = parts = UpdateParts(main, target, optimizer, train_step,
+                                         unroll=jax.default_backend() == "cpu")
         self._update = jax.jit(lambda state, batch: update(parts, state, batch))
         self._train_many = jax.jit(functools.partial(train_many, parts))
         # The gather is static, hashed by identity: one compile per replay.
@@ -275,6 +275,11 @@ class CompiledSteps:
             _assign(self.optimizer.variables, state.optimizer)
             self._fresh = True
 
+    def set_state(self, state):
+        """Make `state` the learner's (a run group hands a run's slice back)."""
+        self.state = state
+        self._fresh = False
+
     def variables_changed(self):
         """The Keras variables were assigned (a checkpoint loaded): they are the state now."""
         self.state = self._state_of_variables()
@@ -312,7 +317,7 @@ class CompiledSteps:
 
     def iterations(self):
         """The optimizer's update count: the minibatches trained since the run began."""
-        return int(self.state.optimizer[self._iterations])
+        return int(self.state.optimizer[self.iterations_index])
 
     def all_finite(self):
         """Whether every floating-point value of the state is finite.
@@ -323,6 +328,152 @@ class CompiledSteps:
             A Python bool.
         """
         return bool(self._all_finite(self.state))
+
+
+def _masked_parts(parts, valid_actions):
+    return parts._replace(train_step=functools.partial(parts.train_step,
+                                                       valid_actions=valid_actions))
+
+
+def group_train_many(parts, states, batches, valid_actions):
+    """train_many for G runs in one call: every argument gains a leading run axis.
+
+    The same pure function mapped over the runs (jax.vmap), so G runs' updates run as one
+    kernel each, for about what one run's cost on a GPU.
+
+    Args:
+        parts: the UpdateParts of the group's padded network (fast_dqn.agent.run_group).
+        states: the G runs' LearnerStates, stacked: each array (G, ...).
+        batches: a Batch of (G, K, B, ...) arrays: each run's K minibatches.
+        valid_actions: bool (G, actions), each run's columns of the padded Q-head.
+
+    Returns:
+        (the G LearnerStates after all K, ((G, K) losses, (G, K) mean Qs)).
+    """
+    def one(state, batch, valid):
+        return train_many(_masked_parts(parts, valid), state, batch)
+    return jax.vmap(one)(states, batches, valid_actions)
+
+
+def group_train_from_replay(parts, gather, states, arrays, shards, idx, valid_actions):
+    """train_from_replay for G runs in one call, each on its own replay's arrays.
+
+    Args:
+        parts: the UpdateParts of the group's padded network.
+        gather: the ReplayGather the runs' replays share (one protocol, one shape).
+        states: the G runs' LearnerStates, stacked: each array (G, ...).
+        arrays: the runs' replay FIELDS, each (G, num_shards, shard_capacity, ...).
+        shards: int32 (G, K, B), the shard of each record, in its run's replay.
+        idx: int32 (G, K, B), each record's column in its shard.
+        valid_actions: bool (G, actions), each run's columns of the padded Q-head.
+
+    Returns:
+        (the G LearnerStates after all K, ((G, K) losses, (G, K) mean Qs)).
+    """
+    def one(state, run_arrays, run_shards, run_idx, valid):
+        return train_from_replay(_masked_parts(parts, valid), gather, state, run_arrays,
+                                 run_shards, run_idx)
+    return jax.vmap(one)(states, arrays, shards, idx, valid_actions)
+
+
+class GroupSteps:
+    """A run group's jitted calls: its G runs' states stacked, trained and queried as one.
+
+    Args:
+        parts: the UpdateParts of the group's padded network.
+        valid_actions: bool (G, actions), each run's columns of the padded Q-head.
+    """
+
+    def __init__(self, parts, valid_actions):
+        self.valid_actions = jax.device_put(np.asarray(valid_actions, bool))
+        self._train_many = jax.jit(functools.partial(group_train_many, parts))
+        self._train_replay = jax.jit(functools.partial(group_train_from_replay, parts),
+                                     static_argnums=0)
+        self._q = jax.jit(jax.vmap(_stateless_q(parts.main)))
+        self._all_finite = jax.jit(jax.vmap(all_finite))
+
+    def train_many(self, states, batches):
+        """(states after, ((G, K) losses, (G, K) mean Qs)) of group_train_many."""
+        return self._train_many(states, batches, self.valid_actions)
+
+    def train_from_replay(self, gather, states, arrays, shards, idx):
+        """(states after, ((G, K) losses, (G, K) mean Qs)) of group_train_from_replay."""
+        return self._train_replay(gather, states, arrays, shards, idx, self.valid_actions)
+
+    def q(self, trainable, non_trainable, states):
+        """Each run's network's Q-values of its states: (G, N, ...) -> numpy (G, N, actions).
+
+        N is padded to a power of two (one compile per size, as `_padded` says).
+        """
+        rows = states.shape[1]
+        padded = np.swapaxes(_padded(np.swapaxes(states, 0, 1)), 0, 1)
+        return jax.device_get(self._q(trainable, non_trainable, padded))[:, :rows]
+
+    def all_finite(self, states):
+        """Whether each run's state is finite: a numpy bool (G,)."""
+        return np.asarray(jax.device_get(self._all_finite(states)))
+
+
+def stack_states(states):
+    """G LearnerStates stacked on a leading run axis, on the device."""
+    return jax.tree_util.tree_map(lambda *runs: jax.numpy.stack(runs), *states)
+
+
+def run_state(states, run):
+    """Run `run`'s LearnerState out of a stacked one."""
+    return jax.tree_util.tree_map(lambda a: a[run], states)
+
+
+class GroupDeviceArrays:
+    """G runs' replay arrays on the device, stacked on a leading run axis, written in place.
+
+    Args:
+        host_arrays: {name: numpy array} of one run's replay FIELDS, for the shapes.
+        runs: G.
+
+    Attributes:
+        arrays: {name: device array (G, num_shards, shard_capacity, ...)}.
+    """
+
+    def __init__(self, host_arrays, runs):
+        self.arrays = {name: jax.numpy.zeros((runs, *a.shape), a.dtype)
+                       for name, a in host_arrays.items()}
+
+        def write(arrays, run, shards, cols, values):
+            return {name: arrays[name].at[run, shards, cols].set(values[name])
+                    for name in arrays}
+
+        # Donated, as DeviceArrays' write: in place, not into a copy of G replays.
+        self._write = jax.jit(write, donate_argnums=0)
+        self._fill = jax.jit(lambda arrays, run, values: {
+            name: arrays[name].at[run].set(values[name]) for name in arrays},
+            donate_argnums=0)
+
+    def run_view(self, run):
+        """A DeviceArrays-like view of run `run`'s slice, for its ReplayMirror.
+
+        Returns:
+            A factory host_arrays -> view: ReplayMirror calls it with the run's replay
+            arrays, which fill the slice.
+        """
+        return functools.partial(_RunSlice, self, run)
+
+    def fill(self, run, host_arrays):
+        self.arrays = self._fill(self.arrays, np.int32(run), host_arrays)
+
+    def write(self, run, shards, cols, values):
+        self.arrays = self._write(self.arrays, np.int32(run), shards, cols, values)
+
+
+class _RunSlice:
+    """One run's share of GroupDeviceArrays, as ReplayMirror writes to a DeviceArrays."""
+
+    def __init__(self, group, run, host_arrays):
+        self.group, self.run = group, run
+        group.fill(run, host_arrays)
+
+    def write(self, shards, cols, values):
+        self.group.write(self.run, shards, cols, values)
 
 
 def all_finite(state):
