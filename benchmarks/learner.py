@@ -12,6 +12,13 @@ process's (KERAS_BACKEND); under JAX everything is compiled by XLA, so --xla cha
     python -m benchmarks.learner --batch-sizes 32 --precisions float32 \
         --updates-per-call 1,16,64,256 --replay-device host,device   # K per compiled call
 
+Runs as a batch axis: --runs G trains G runs' updates in one compiled call (a run group,
+fast_dqn.agent.run_group; JAX only), each run its own initial weights and minibatch indices,
+and prints updates/s per run and in all:
+
+    KERAS_BACKEND=jax python -m benchmarks.learner --batch-sizes 32 --precisions float32 \
+        --updates-per-call 64 --replay-device device --runs 1,2,4,8,16
+
 Each update's minibatch is drawn from a full replay by the fast loop's own TrainCalls: K
 minibatches per compiled call, gathered on the host and copied in one transfer, or gathered
 on the device from replay's mirror there.
@@ -125,6 +132,49 @@ def build(network, precision, xla, num_actions=6):
                       xla=xla)
 
 
+class GroupCalls:
+    """TrainCalls' draw and train for a run group of G runs, as one compiled call.
+
+    The G runs share one host replay (the benchmark's runs differ only in their weights and
+    indices), but each has its own copy on the device, as a group's runs have.
+    """
+
+    def __init__(self, learners, padded, replay, batch_size, on_device):
+        from fast_dqn.agent.run_group import RunGroup
+        self.group, self.replay, self.batch_size = RunGroup(learners, padded), replay, batch_size
+        self.learner = learners[0]
+        self.mirrors = self.group.mirror_replays([replay] * len(learners)) if on_device \
+            else None
+
+    def draw(self, count):
+        drawn = [self.replay.sample_indices_many(count, self.batch_size)
+                 for _ in self.group.members]
+        if self.mirrors is None:
+            from fast_dqn.agent.batch import Batch
+            gathered = [self.replay.gather_many(*d) for d in drawn]
+            return Batch(*(np.stack(field) for field in zip(*gathered)))
+        return np.stack([d[0] for d in drawn]), np.stack([d[1] for d in drawn])
+
+    def train(self, drawn):
+        if self.mirrors is None:
+            return self.group.train_many(drawn)
+        return self.group.train_from_replay(self.mirrors, *drawn)
+
+
+def calls_for(args, replay, variant):
+    """TrainCalls of one learner, or GroupCalls of G, for a variant (b, p, x, k, d, G)."""
+    from fast_dqn.agent.train_calls import TrainCalls
+    b, p, x, k, d, g = variant
+    if g == 1:
+        return TrainCalls(build(args.network, p, x), replay, b, on_device=d == "device")
+    import keras
+    learners = []
+    for seed in range(g + 1):  # each run its own initial weights, as its seed gives them
+        keras.utils.set_random_seed(seed)
+        learners.append(build(args.network, p, x))
+    return GroupCalls(learners[:g], learners[g], replay, b, on_device=d == "device")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -141,6 +191,9 @@ def main():
                         help="host: K minibatches gathered in numpy, copied in one transfer; "
                         "device: replay mirrored on the device, gathered there; e.g. "
                         "host,device")
+    parser.add_argument("--runs", default="1",
+                        help="G, runs trained as one run group in one call (JAX only), e.g. "
+                        "1,2,4,8,16; updates/s are per run, and G times that in all")
     parser.add_argument("--replay-capacity", type=int, default=100_000,
                         help="the replay the minibatches come from")
     parser.add_argument("--repeats", type=int, default=3)
@@ -154,19 +207,18 @@ def main():
     # first: it hides TensorFlow's start-up noise, and sets XLA's flags before JAX starts
     print(device_line(*configure_backend(0, args.threads)))
 
-    from fast_dqn.agent.train_calls import TrainCalls
-
     rng = np.random.default_rng(0)
     replay = filled_replay(rng, args.network, args.replay_capacity)
     xlas = {"off": [False], "on": [True], "both": [False, True]}[args.xla]
-    variants = [(b, p, x, k, d) for p in args.precisions.split(",")
+    variants = [(b, p, x, k, d, g) for p in args.precisions.split(",")
                 for b in map(int, args.batch_sizes.split(",")) for x in xlas
                 for k in map(int, args.updates_per_call.split(","))
-                for d in args.replay_device.split(",")]
+                for d in args.replay_device.split(",")
+                for g in map(int, args.runs.split(","))]
     calls, updates = {}, {}
     for v in variants:
-        b, p, x, k, d = v
-        calls[v] = TrainCalls(build(args.network, p, x), replay, b, on_device=d == "device")
+        k = v[3]
+        calls[v] = calls_for(args, replay, v)
 
         def run(count, c=calls[v], k=k):
             for _ in range(count):
@@ -185,7 +237,7 @@ def main():
             t = time.perf_counter()
             for _ in range(updates[v]):
                 c.train(c.draw(k))
-            rates[v].append(updates[v] * k / (time.perf_counter() - t))
+            rates[v].append(updates[v] * k * v[5] / (time.perf_counter() - t))
     peak = {p: statistics.median(r) for p, r in peaks.items()}
     first = statistics.median(rates[variants[0]]) * variants[0][0]
     print(f"cores {os.cpu_count()}, load average before: "
@@ -196,16 +248,17 @@ def main():
     flops = {b: train_step_flops(main_network, b) for b in {v[0] for v in variants}}
     print(f"network {args.network}; train step: "
           f"{flops[variants[0][0]] / variants[0][0] / 1e6:.2f} MFLOP per sample")
-    print(f"| batch | compute | xla | per call | replay | updates/s | samples/s | × first | "
-          f"agent steps/s at train_freq batch/8 | GFLOP/s | of {'/'.join(peak)} peak |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| batch | compute | xla | per call | replay | runs | updates/s per run | "
+          f"updates/s in all | samples/s in all | × first | agent steps/s in all at "
+          f"train_freq batch/8 | GFLOP/s | of {'/'.join(peak)} peak |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for v in variants:
-        b, p, x, k, d = v
-        m = statistics.median(rates[v])
+        b, p, x, k, d, g = v
+        m = statistics.median(rates[v])  # in all: G runs' updates
         achieved = m * flops[b]
-        print(f"| {b} | {p} | {'on' if x else 'off'} | {k} | {d} | {m:.1f} | {m * b:,.0f} | "
-              f"{m * b / first:.2f} | {m * b / 8:,.0f} | {achieved / 1e9:.1f} | "
-              f"{achieved / peak[p]:.3f} |")
+        print(f"| {b} | {p} | {'on' if x else 'off'} | {k} | {d} | {g} | {m / g:,.1f} | "
+              f"{m:,.1f} | {m * b:,.0f} | {m * b / first:.2f} | {m * b / 8:,.0f} | "
+              f"{achieved / 1e9:.1f} | {achieved / peak[p]:.3f} |")
 
 
 if __name__ == "__main__":
