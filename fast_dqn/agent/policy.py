@@ -26,10 +26,7 @@ def epsilon_greedy_rows(states, epsilon, q_values_fn, num_actions, rng, batched=
     Returns:
         The actions, an integer array of one per row.
     """
-    n = len(states)
-    explore = rng.random(n) < epsilon
-    actions = rng.integers(0, num_actions, size=n)
-    greedy = np.flatnonzero(~explore)
+    actions, greedy = epsilon_draws(len(states), epsilon, num_actions, rng)
     if len(greedy) == 0:
         return actions
     if batched:
@@ -38,6 +35,20 @@ def epsilon_greedy_rows(states, epsilon, q_values_fn, num_actions, rng, batched=
         for j in greedy:
             actions[j] = int(np.argmax(q_values_fn(states[j:j + 1])[0]))
     return actions
+
+
+def epsilon_draws(n, epsilon, num_actions, rng):
+    """The two draws per row of epsilon_greedy_rows: (random actions, the greedy rows).
+
+    The caller puts the network's argmax in the greedy rows (a run group does, for all its
+    runs' rows in one call).
+
+    Returns:
+        (an integer array of n random actions, the indices of the rows that act greedily).
+    """
+    explore = rng.random(n) < epsilon
+    actions = rng.integers(0, num_actions, size=n)
+    return actions, np.flatnonzero(~explore)
 
 
 def select_action(state, epsilon, q_values_fn, num_actions, rng):

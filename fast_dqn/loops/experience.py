@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fast_dqn.agent.policy import epsilon_greedy_rows
+from fast_dqn.agent.policy import epsilon_draws, epsilon_greedy_rows
 from fast_dqn.state_schema import StateMismatch
 
 
@@ -124,7 +124,46 @@ class LocalBackend:
         actions = epsilon_greedy_rows(self.obs, eps, self.q_values, self.num_actions, self.rng,
                                       batched=self.batched)
         frames = self.obs[:, -1].copy()  # before stepping: a sampler may reuse its buffers
-        result = self.samplers.step(actions)
+        return self._chunk(frames, eps, actions, self.samplers.step(actions))
+
+    def greedy_states(self, step, epsilon_at):
+        """The first half of a round played in two (a run group's): the random draws.
+
+        The group then values every run's greedy states in one call, and gives each run's
+        Q-values to its `send_round`. The draws are next_chunk's, in its order.
+
+        Args:
+            step: the loop's agent step, where the round begins.
+            epsilon_at: the exploration rate at given agent steps, vectorized.
+
+        Returns:
+            The states of the games that act greedily this round, (N, ...); N may be 0.
+        """
+        eps = epsilon_at(step + np.arange(self.round_size))
+        actions, greedy = epsilon_draws(self.round_size, eps, self.num_actions, self.rng)
+        self._round = self.obs[:, -1].copy(), eps, actions, greedy
+        return self.obs[greedy]
+
+    def send_round(self, q_values):
+        """Act greedily where the round's draws said, and send the games their actions.
+
+        Args:
+            q_values: the greedy states' Q-values, (N, actions), in greedy_states' order.
+        """
+        _, _, actions, greedy = self._round
+        if len(greedy):
+            actions[greedy] = np.argmax(q_values, axis=1)
+        if hasattr(self.samplers, "send"):  # C++ threads step them while others are sent
+            self.samplers.send(actions)
+
+    def recv_round(self):
+        """The round's Chunk, once its games have stepped (send_round's second half)."""
+        frames, eps, actions, _ = self._round
+        step = self.samplers.recv() if hasattr(self.samplers, "send") else \
+            self.samplers.step(actions)
+        return self._chunk(frames, eps, actions, step)
+
+    def _chunk(self, frames, eps, actions, result):
         self.obs = result.observations
         return Chunk(frames[None], actions[None], result.rewards[None],
                      result.terminated[None], (result.terminated | result.truncated)[None],

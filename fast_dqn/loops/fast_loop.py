@@ -186,11 +186,19 @@ class FastLoop:
         With the local backend a chunk is a round. The trainer hears that its steps are
         played, which releases their minibatches.
         """
-        state = self.state
-        chunk = self.backend.next_chunk(state.step, self.settings.epsilon)
+        chunk = self.backend.next_chunk(self.state.step, self.settings.epsilon)
         if chunk is None:  # nothing arrived yet: see to the trainer, then to stop requests
             self.trainer.check()
             return
+        self.take_chunk(chunk)
+
+    def take_chunk(self, chunk):
+        """Hold a chunk just played, log its games, and tell the trainer its steps are played.
+
+        A run group (fast_dqn.loops.fast_loop_group) plays its runs' rounds together and
+        hands each run's chunk here.
+        """
+        state = self.state
         state.held.append(chunk)
         games = chunk.game_over.shape[1]
         for t, j in zip(*np.nonzero(chunk.game_over)):

@@ -513,6 +513,37 @@ def build_backend(config):
     return build_local_backend(config)
 
 
+def restore_fast_loop(config, parts, backend, resume):
+    """Put a fast-loop run's checkpoint back into its parts and games.
+
+    Args:
+        config: the run's resolved config.
+        parts: its RunParts, built with `resume`.
+        backend: its experience backend, not started yet.
+        resume: the Checkpoint to continue from, or None.
+
+    Returns:
+        The FastLoopState to continue from, or None for a fresh run.
+    """
+    from fast_dqn.loops.fast_loop import budget_end
+    from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions, cut_to_budget
+    total = budget_end(config.timesteps, backend.round_size)
+    loop = parts.restore(lambda loop: cut_to_budget(
+        loop, total, config.train_freq, evaluates=bool(config.evaluate)))
+    if not loop:
+        return None
+    with unfit_state_refused(resume), unfit_games_refused(resume):
+        state = FastLoopState.from_state_dict(loop, parts.settings, parts.monitor.message)
+        continued = parts.own.load_state_dict(parts.state, state.step)
+    if not continued:
+        state.held.flush(parts.replay)
+        parts.replay.cut_episodes()
+        state.held = HeldTransitions()
+        parts.monitor.message(games_restart_line(games_at_once(config), config.backend,
+                                                 config.env_backend))
+    return state
+
+
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """Train with the fast loop: assemble the run, restore it, and run the loop.
 
@@ -530,8 +561,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """
     from fast_dqn.agent.train_calls import TrainCalls
     from fast_dqn.loops.background_trainer import BackgroundTrainer
-    from fast_dqn.loops.fast_loop import FastLoop, budget_end
-    from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions, cut_to_budget
+    from fast_dqn.loops.fast_loop import FastLoop
 
     config = resolve(config)
     start_backend(config)
@@ -547,19 +577,7 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     learner, replay, monitor = parts.learner, parts.replay, parts.monitor
     trainer = None
     try:
-        total = budget_end(config.timesteps, backend.round_size)
-        loop, state = parts.restore(lambda loop: cut_to_budget(
-            loop, total, config.train_freq, evaluates=bool(config.evaluate))), None
-        if loop:
-            with unfit_state_refused(resume), unfit_games_refused(resume):
-                state = FastLoopState.from_state_dict(loop, parts.settings, monitor.message)
-                continued = parts.own.load_state_dict(parts.state, state.step)
-            if not continued:
-                state.held.flush(replay)
-                replay.cut_episodes()
-                state.held = HeldTransitions()
-                monitor.message(games_restart_line(games_at_once(config), config.backend,
-                                                   config.env_backend))
+        state = restore_fast_loop(config, parts, backend, resume)
         backend.start(parts.rng, log=monitor.message)
         if config.concurrent:
             calls = TrainCalls(learner, replay, config.batch_size,

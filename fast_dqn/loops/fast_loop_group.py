@@ -1,0 +1,280 @@
+"""A run group's fast loop: G runs of one protocol in lockstep, one compiled call each time.
+
+Each run is a FastLoop lane (fast_dqn.loops.fast_loop) with its own state, period, games,
+replay, monitor, evaluator and checkpoints; the group plays the paper's period for all of
+them at once, step by step as FastLoop.run does:
+
+    1. at the consistent point: each run evaluates if due, then checkpoints if due, asked
+       (one stop read for all) or at the end;
+    2. one trainer thread trains every run's period in calls of K minibatches for all G
+       (fast_dqn.agent.run_group: the pure update mapped over the run axis);
+    3. each round, every run draws its epsilon-greedy numbers, all runs' greedy states go
+       through their own target networks in one call, and every run's games step;
+    4. wait for the trainer; 5. flush each run's held transitions to its replay (at the end,
+       train what only that flush makes trainable); 6. copy main -> target in every run.
+
+The runs share one schedule: the same W, C, K, budget and warm-up, so their periods hand out
+the same number of minibatches at the same steps, and one call trains K of each. Every draw
+a run makes comes from its own streams (its actions, its replay), in an ordinary run's order:
+so run r trains, acts and logs as the ordinary run with its settings, within the rounding of
+a vmapped program.
+
+A run whose training diverges leaves the group: its thread-safe failure is read after each
+round, its run ends as an ordinary diverged run ends (its last good checkpoint kept), and
+the others go on. Threads: the BackgroundTrainer's (fast_dqn.loops.background_trainer), by
+its rules; everything else runs on the caller's thread.
+"""
+
+import numpy as np
+
+from fast_dqn.loops.fast_loop_state import FastLoopState
+
+
+class _HandOut:
+    """A lane's trainer as its FastLoop sees it: the group trains, the lane hands out."""
+
+    def hand_out(self, period):
+        period.hand_out()
+
+    def played(self, period, previous):
+        pass
+
+
+class GroupTrainCalls:
+    """The BackgroundTrainer's draw and train for a run group, and each run's losses.
+
+    Args:
+        group: the RunGroup.
+        lanes: the G lanes, in the group's order.
+        batch_size: the transitions in one minibatch.
+    """
+
+    def __init__(self, group, lanes, batch_size):
+        self.group, self.lanes, self.batch_size = group, lanes, batch_size
+        self.mirrors = group.mirror_replays([lane.replay for lane in lanes])
+        self.failed = {}  # run -> TrainingDiverged; written by the trainer thread only
+
+    def draw(self, count):
+        """Each run's next `count` minibatches' indices, from its own replay's RNG.
+
+        Returns:
+            (shards, idx), int arrays (G, count, B).
+        """
+        drawn = [lane.replay.sample_indices_many(count, self.batch_size) for lane in self.lanes]
+        for mirror in self.mirrors:
+            mirror.sync()
+        return np.stack([d[0] for d in drawn]), np.stack([d[1] for d in drawn])
+
+    def train(self, drawn):
+        """Train the drawn minibatches of every run in one call.
+
+        Returns:
+            One result per minibatch: (G losses, G mean Qs).
+        """
+        losses, mean_qs = self.group.train_from_replay(self.mirrors, *drawn)
+        from fast_dqn.agent.learner import TrainingDiverged
+        for run in self.group.diverged(losses, mean_qs):
+            if run not in self.failed:
+                self.failed[run] = TrainingDiverged(
+                    "the loss, the mean Q or a weight is not finite: training diverged")
+        return list(zip(losses.T, mean_qs.T))
+
+    def record(self, result):
+        """Hand each live run its minibatch's loss and mean Q, in order."""
+        losses, mean_qs = result
+        for run, lane in enumerate(self.lanes):
+            if run not in self.failed:
+                lane.monitor.record_train(float(losses[run]), float(mean_qs[run]))
+
+
+class GroupFastLoop:
+    """The module docstring's loop over G FastLoop lanes.
+
+    Args:
+        lanes: the runs' FastLoops, built over their own parts; their learners are the
+            group's members.
+        group: the RunGroup that trains them.
+        calls: the GroupTrainCalls of the group's trainer.
+        trainer: a BackgroundTrainer over calls.draw and calls.train.
+        stop: a function of no arguments, true once a stop is asked (read once per decision,
+            for all runs).
+        on_failed: on_failed(run, error): a run left the group (its training diverged).
+    """
+
+    def __init__(self, lanes, group, calls, trainer, stop, on_failed):
+        self.lanes, self.group, self.calls, self.trainer = lanes, group, calls, trainer
+        self.stop, self.on_failed = stop, on_failed
+        self.live = list(range(len(lanes)))
+        self.settings = lanes[0].settings
+        for lane in lanes:
+            lane.trainer = _HandOut()
+
+    @property
+    def _lead(self):
+        return self.lanes[self.live[0]]
+
+    def _each(self):
+        return [self.lanes[r] for r in self.live]
+
+    def run(self, states=None):
+        """Train every run to the budget, or until a stop; the runs' states as FastLoop's.
+
+        Args:
+            states: G FastLoopStates to continue from (resumed checkpoints', all at one
+                agent step), or None for fresh runs.
+
+        Returns:
+            The agent step reached.
+        """
+        states = states or [None] * len(self.lanes)
+        for lane, state in zip(self.lanes, states):
+            lane.state = state or FastLoopState.fresh(self.settings, lane.monitor.message)
+            lane.period = lane._new_period()
+            lane.monitor.follow(lane.state.schedule)
+        steps = {lane.state.step for lane in self.lanes}
+        if len(steps) > 1:
+            raise ValueError(f"a group's runs resume at one agent step, not {sorted(steps)}")
+        if not self._resume_period():
+            return self._stop_mid_period()
+        while self.live:
+            if self._lead.state.boundary:
+                if self._evaluate_and_checkpoint():
+                    return self._lead.state.step
+                self._start_period()
+            if not self._play_rounds():
+                return self._stop_mid_period()
+            if not self._wait_for_trainer():
+                return self._stop_mid_period()
+            self._flush_held()
+            self.group.update_target()
+            for lane in self._each():
+                lane._end_period()
+        return 0
+
+    def _owed(self):
+        """The minibatches every live run's period owes: one count, as one schedule gives."""
+        counts = {lane.period.minibatches for lane in self._each()}
+        if len(counts) > 1:
+            raise RuntimeError(f"a group's runs owe different minibatches: {sorted(counts)}")
+        return counts.pop()
+
+    def _begin(self):
+        owed = self._owed()
+        if owed:
+            for lane in self._each():
+                lane.period.mark_start()
+            self.trainer.start(owed, unplayed=self._lead.period.unplayed())
+
+    def _resume_period(self):
+        if self._lead.state.boundary:
+            return True
+        self._begin()
+        return self._lead.state.sync_pending or not self.stop()
+
+    def _evaluate_and_checkpoint(self):
+        """Step 1 for every run: each evaluates if due; then one stop read for all, and each
+        checkpoints; True when the runs end (their last step, or a stop)."""
+        step = self._lead.state.step
+        last = step >= self._lead.total
+        due = [r for r in self.live if self.lanes[r].state.eval_pending]
+        self.group.write_back(due)
+        for r in due:
+            lane = self.lanes[r]
+            if lane.phases.evaluate(step, lane.state.state_dict):
+                lane.state.eval_pending, lane.state.last_eval = False, step
+        stop = self.stop()
+        for r in self.live:
+            lane = self.lanes[r]
+            if stop or last or (lane.checkpoints and lane.checkpoints.due(step)):
+                self.group.write_back([r])
+            lane.phases.checkpoint(step, lane.state.state_dict, last=last,
+                                   eval_pending=lane.state.eval_pending, stop=stop)
+        return stop or last
+
+    def _start_period(self):
+        for lane in self._each():
+            lane.state.boundary = False
+        self._begin()
+
+    def _play_rounds(self):
+        while not self._lead.state.sync_pending:
+            self._play_round()
+            if not self.live:
+                return True
+            if not self._lead.state.sync_pending and self.stop():
+                return False
+        return True
+
+    def _play_round(self):
+        """One round of every run: their draws, one acting call, their games stepped."""
+        lanes = self._each()
+        step = self._lead.state.step
+        greedy = [lane.backend.greedy_states(step, self.settings.epsilon) for lane in lanes]
+        if any(len(states) for states in greedy):
+            q = self._acting_q(greedy)
+        else:
+            q = [None] * len(lanes)
+        for lane, values in zip(lanes, q):
+            lane.backend.send_round(values)
+        for lane in lanes:
+            lane.take_chunk(lane.backend.recv_round())
+        self.trainer.pace(self._lead.period.unplayed())
+        self._check_trainer()
+
+    def _acting_q(self, greedy):
+        """Every live run's greedy states through its own target network, in one call."""
+        states = [np.zeros((0, *greedy[0].shape[1:]), greedy[0].dtype)] * self.group.runs
+        for r, rows in zip(self.live, greedy):
+            states[r] = rows
+        q = self.group.target_q_values(states)
+        return [q[r] for r in self.live]
+
+    def _check_trainer(self):
+        """Re-raise a failure of the trainer's threads; let diverged runs leave the group."""
+        self.trainer.check()
+        for run in sorted(set(self.calls.failed) & set(self.live)):
+            self.live.remove(run)
+            self.on_failed(run, self.calls.failed[run])
+
+    def _wait_for_trainer(self):
+        self.trainer.pace(0)
+        last = self._lead.state.step >= self._lead.total
+        done = self.trainer.wait(abort=self._finishing if last else self._waiting)
+        self._check_trainer()
+        if done:
+            for lane in self._each():
+                lane.period.mark_trained()
+        return done
+
+    def _waiting(self):
+        """The abort test of a sync point's wait: the consoles go on; whether to stop."""
+        for lane in self._each():
+            lane.monitor.tick(lane.state.step, float(self.settings.epsilon(lane.state.step)))
+        return self.stop()
+
+    def _finishing(self):
+        """The last wait's: never aborts (a run resumed without replay could not train
+        what it owes), as FastLoop's."""
+        self._waiting()
+        return False
+
+    def _flush_held(self):
+        for lane in self._each():
+            lane.state.held.flush(lane.replay)
+        if self.live and self._lead.state.step >= self._lead.total:
+            rest = {lane.period.hand_out_the_rest() for lane in self._each()}
+            if rest != {0}:
+                self._begin()
+                assert self._wait_for_trainer(), "the run's last minibatches were not trained"
+
+    def _stop_mid_period(self):
+        """Stop the trainer after its current call; every run saves what its period owes."""
+        trained = self.trainer.interrupt() if self.live and self._owed() else 0
+        self._check_trainer()
+        for lane in self._each():
+            if lane.period.minibatches:
+                lane.period.rewind(trained)
+        self.group.write_back(self.live)
+        for lane in self._each():
+            lane.checkpoints.save(lane.state.step, lane.state.state_dict())
+        return self._lead.state.step if self.live else 0

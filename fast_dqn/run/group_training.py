@@ -1,0 +1,121 @@
+"""A run group from its runs' Configs: each run assembled as train_fast assembles it, then all
+trained by one GroupFastLoop (fast_dqn.loops.fast_loop_group) in one process.
+
+Each run stays an ordinary run directory: its config.json, logs, checkpoints and best/ are
+written by its own RunParts, so `evaluate`, `plot` and a resume of that run alone work as
+for any run.
+"""
+
+import dataclasses
+
+from fast_dqn.agent.backend_setup import configure_backend
+from fast_dqn.errors import ConfigError
+from fast_dqn.run.components import build_learner, build_local_backend
+from fast_dqn.run.settings.validation import resolve
+from fast_dqn.run.training import (
+    RunParts,
+    SamplerGamesPart,
+    restore_fast_loop,
+    start_backend,
+)
+from fast_dqn.state_schema import FAST_RUN
+
+# What may differ between the runs of a group: everything else is its one protocol.
+PER_RUN = ("game", "env", "seed", "logdir")
+
+
+def check_group(configs):
+    """Refuse runs that cannot train as one group, in one line naming the setting.
+
+    Args:
+        configs: the runs' resolved configs.
+
+    Raises:
+        ConfigError: a setting differs between runs, or the runs use a mode a group does
+            not train in (lockstep, Ray, two sampler groups, unsynchronized acting).
+    """
+    first = configs[0]
+    for config in configs[1:]:
+        for field in dataclasses.fields(first.as_config()):
+            name = field.name
+            if name not in PER_RUN and name != "resume" and \
+                    getattr(config, name) != getattr(first, name):
+                raise ConfigError(name, f"a group's runs share one protocol, but ${{{name}}} is "
+                                  f"{getattr(first, name)!r} in {first.logdir} and "
+                                  f"{getattr(config, name)!r} in {config.logdir}; give them "
+                                  "one value, or train them in separate groups")
+    modes = {"concurrent": (True, "lockstep (--no-concurrent)"),
+             "backend": ("threads", "--backend ray"),
+             "sampler_groups": (1, "--sampler-groups 2"),
+             "synchronize": (True, "--no-synchronize")}
+    for name, (wanted, typed) in modes.items():
+        if getattr(first, name) != wanted:
+            raise ConfigError(name, f"a run group trains only in the default mode, not with "
+                              f"{typed}; drop it, or train one run per process")
+
+
+def train_fast_group(configs, resumes=None, stop=None, on_failed=None):
+    """Train G fast-loop runs as one run group: assemble each, restore it, run them as one.
+
+    Args:
+        configs: the runs' FastConfigs, one protocol (check_group), any games and seeds.
+        resumes: a Checkpoint (or None) per run, all of one agent step; None: none resume.
+        stop: a function of no arguments; true asks every run to stop.
+        on_failed: on_failed(run, error): run `run` left the group (training diverged);
+            None: only its console says so.
+
+    Returns:
+        The agent step reached by the runs still in the group.
+    """
+    from fast_dqn.agent.run_group import RunGroup
+    from fast_dqn.loops.background_trainer import BackgroundTrainer
+    from fast_dqn.loops.fast_loop import FastLoop
+    from fast_dqn.loops.fast_loop_group import GroupFastLoop, GroupTrainCalls
+
+    configs = [resolve(c) for c in configs]
+    check_group(configs)
+    resumes = resumes or [None] * len(configs)
+    start_backend(configs[0])
+    built, states = [], []
+    try:
+        for config, resume in zip(configs, resumes):
+            # Each run's networks start from its own seed, as its ordinary run's do.
+            configure_backend(config.seed, config.threads)
+            backend = build_local_backend(config)
+            space = backend.observation_space
+            try:
+                parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
+                                 backend.num_shards, "target", resume, stop, FAST_RUN,
+                                 own=SamplerGamesPart(backend))
+            except BaseException:
+                backend.close()
+                raise
+            built.append((parts, backend))
+            states.append(restore_fast_loop(config, parts, backend, resume))
+            backend.start(parts.rng, log=parts.monitor.message)
+        widest = max(range(len(built)), key=lambda r: built[r][1].num_actions)
+        space = built[widest][1].observation_space
+        padded = build_learner(configs[widest], space.shape, built[widest][1].num_actions)
+        group = RunGroup([parts.learner for parts, _ in built], padded)
+        lanes = [FastLoop(parts.settings, backend, parts.learner, parts.replay, None,
+                          parts.monitor, parts.evaluator, parts.checkpoints)
+                 for parts, backend in built]
+        calls = GroupTrainCalls(group, lanes, configs[0].batch_size)
+        trainer = BackgroundTrainer(calls.train, calls.draw, on_loss=calls.record,
+                                    prefetch=False, per_call=configs[0].updates_per_call)
+
+        def failed(run, error):
+            built[run][0].monitor.message(f"{configs[run].logdir}: {error}; it leaves the "
+                                          "group, its last good checkpoint kept")
+            if on_failed:
+                on_failed(run, error)
+        try:
+            return GroupFastLoop(lanes, group, calls, trainer, stop or (lambda: False),
+                                 failed).run(states if any(resumes) else None)
+        finally:
+            trainer.close()
+    finally:
+        for parts, backend in built:
+            parts.close()
+            backend.close()
+
