@@ -6,6 +6,7 @@ fast_dqn`. Each command is the script or tool of the same job, under the same fl
     fast-dqn evaluate   python -m fast_dqn.tools.evaluate
     fast-dqn plot       python -m fast_dqn.tools.plot
     fast-dqn suite      games × seeds of one protocol (fast_dqn.suite)
+    fast-dqn group      fast-loop runs of one protocol in one process (fast_dqn.run.group_cli)
 """
 
 import sys
@@ -16,7 +17,8 @@ _SUMMARIES = {"fast": "train the fast DQN of Daley & Amato (2021), as run_fast_d
               "nature": "train the Nature DQN of Mnih et al. (2015), as run_dqn.py",
               "evaluate": "play a run's checkpoint, record a video, export its network",
               "plot": "draw runs' learning curves, against published ones too",
-              "suite": "run games × seeds, here or on a Ray cluster, resumable"}
+              "suite": "run games × seeds, here or on a Ray cluster, resumable",
+              "group": "train fast-loop runs of one protocol in one process (JAX)"}
 
 
 def _usage(name):
@@ -47,6 +49,9 @@ def main(argv=None, name="fast-dqn"):
     if argv and argv[0] in kinds:
         from fast_dqn.run.cli import main as train
         return train(kinds[argv[0]], argv[1:], script=True, prog=f"{name} {argv[0]}")
+    if argv and argv[0] == "group":
+        from fast_dqn.run.group_cli import main as group
+        return group(argv[1:], prog=f"{name} group", script=True)
     from fast_dqn.tools.tool_exits import run_tool
     prog = f"{name} {argv[0]}" if argv and argv[0] in _SUMMARIES else name
     return run_tool(prog, lambda: _tool(argv, name), then_ignore=whole_process)

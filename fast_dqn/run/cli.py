@@ -161,7 +161,7 @@ def next_commands(prog, config, best):
         "   # train it on, to twice the budget"])
 
 
-def _last_checkpoint(prog, run_dir):
+def last_checkpoint(prog, run_dir):
     from fast_dqn.run.storage.checkpoint import CheckpointStore
     steps = CheckpointStore(run_dir).steps()
     if not steps:
@@ -171,7 +171,7 @@ def _last_checkpoint(prog, run_dir):
             "continues from it")
 
 
-def _last_good_checkpoint(prog, run_dir):
+def last_good_checkpoint(prog, run_dir):
     """What a diverged run leaves to go on from.
 
     Its newest checkpoint is a good one: the learner checks every weight and optimizer slot
@@ -211,10 +211,36 @@ def main(kind, argv=None, train=None, script=False, prog=None):
         a thread's exception (its traceback is printed), divergence to NaN/Inf, or a
         checkpoint that could not be written.
     """
-    prog, config_class, train = prog or kind.script, kind.config_class, train or kind.train
+    prog, train = prog or kind.script, train or kind.train
     if script:
         from fast_dqn.run.logs.progress import OutlivesConsole
         sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
+    prepared = prepare(kind, argv, prog)
+    if isinstance(prepared, int):
+        return prepared
+    config, checkpoint, lock = prepared
+    with lock:
+        return _train(prog, config, train, checkpoint, script)
+
+
+def prepare(kind, argv, prog, make=True):
+    """A run's command line up to training: parsed, validated, its run directory made or held.
+
+    Args:
+        kind: the RunKind to train.
+        argv: the command line's arguments, without the program's name; None for sys.argv's.
+        prog: the command's name in its messages.
+        make: make a new run's directory; False leaves it to make_run (a run group checks
+            its runs together first).
+
+    Returns:
+        (config, checkpoint, lock): the resolved config, the Checkpoint it resumes from (or
+        None), and the run directory's lock, held (None for a new run not made); or, where
+        there is nothing to train, the
+        exit status, its line printed (0: the games listed, or the run finished already; 2:
+        bad input; 130: Ctrl-C).
+    """
+    config_class = kind.config_class
     parser = build_parser(prog, kind.description, config_class)
     args = parser.parse_args(argv)
     if getattr(args, "list_games", False):
@@ -251,9 +277,8 @@ def main(kind, argv=None, train=None, script=False, prog=None):
         else:
             check_applies(explicit)
             config = validate_and_resolve(build_config(explicit, config_class))
-            lock = create_run_directory(config.logdir, {"loop": kind.loop,
-                                                        **hp.recorded(config),
-                                                        "code": code_record()})
+            if make:
+                lock = make_run(kind, config)
     except ConfigError as error:
         if lock:
             lock.release()
@@ -270,15 +295,24 @@ def main(kind, argv=None, train=None, script=False, prog=None):
             then = "nothing was made"
         print(f"{prog}: interrupted before training began; {then}", file=sys.stderr)
         return 130
-    with lock:
-        return _train(prog, config, train, checkpoint, script)
+    return config, checkpoint, lock
+
+
+def make_run(kind, config):
+    """Make a new run's directory with its config.json, and hold it.
+
+    Returns:
+        The directory's lock, held.
+    """
+    return create_run_directory(config.logdir, {"loop": kind.loop, **hp.recorded(config),
+                                                "code": code_record()})
 
 
 def _failed(prog, config):
     """An unexpected failure: its traceback, then one line with what to do."""
     traceback.print_exc()
     print(f"{prog}: error: the run failed (traceback above); "
-          f"{_last_checkpoint(prog, config.logdir)}", file=sys.stderr)
+          f"{last_checkpoint(prog, config.logdir)}", file=sys.stderr)
     return 1
 
 
@@ -302,7 +336,7 @@ def _train(prog, config, train, checkpoint, script):
             cause = getattr(error.__cause__, "errno", None)
             when = ("once there is space" if cause in (errno.ENOSPC, errno.EDQUOT)
                     else "once that is fixed")
-            print(f"{prog}: error: {error}; {_last_checkpoint(prog, config.logdir)}, {when}",
+            print(f"{prog}: error: {error}; {last_checkpoint(prog, config.logdir)}, {when}",
                   file=sys.stderr)
             return 1
         except OSError as error:
@@ -314,10 +348,10 @@ def _train(prog, config, train, checkpoint, script):
             when = ("once there is space" if error.errno in (errno.ENOSPC, errno.EDQUOT)
                     else "once that is fixed")  # space mends no read-only or failing disk
             print(f"{prog}: error: cannot write{where} ({error.strerror}); "
-                  f"{_last_checkpoint(prog, config.logdir)}, {when}", file=sys.stderr)
+                  f"{last_checkpoint(prog, config.logdir)}, {when}", file=sys.stderr)
             return 1
         except FloatingPointError as error:  # the learner's TrainingDiverged
-            print(f"{prog}: error: {error}; {_last_good_checkpoint(prog, config.logdir)}",
+            print(f"{prog}: error: {error}; {last_good_checkpoint(prog, config.logdir)}",
                   file=sys.stderr)
             return 1
         except Exception:

@@ -54,7 +54,8 @@ def check_group(configs):
                               f"{typed}; drop it, or train one run per process")
 
 
-def train_fast_group(configs, resumes=None, stop=None, on_failed=None):
+def train_fast_group(configs, resumes=None, stop=None, on_failed=None, consoles=None,
+                     on_refused=None):
     """Train G fast-loop runs as one run group: assemble each, restore it, run them as one.
 
     Args:
@@ -63,9 +64,13 @@ def train_fast_group(configs, resumes=None, stop=None, on_failed=None):
         stop: a function of no arguments; true asks every run to stop.
         on_failed: on_failed(run, error): run `run` left the group (training diverged);
             None: only its console says so.
+        consoles: each run's console stream; None: all on standard output.
+        on_refused: on_refused(run, error): run `run`'s checkpoint does not fit it (a
+            ConfigError that names it); the run is left out and the others go on. None:
+            the error is raised.
 
     Returns:
-        The agent step reached by the runs still in the group.
+        The agent step reached by the runs still in the group (None where none was left).
     """
     from fast_dqn.agent.run_group import RunGroup
     from fast_dqn.loops.background_trainer import BackgroundTrainer
@@ -75,24 +80,24 @@ def train_fast_group(configs, resumes=None, stop=None, on_failed=None):
     configs = [resolve(c) for c in configs]
     check_group(configs)
     resumes = resumes or [None] * len(configs)
+    consoles = consoles or [None] * len(configs)
     start_backend(configs[0])
-    built, states = [], []
+    built, states, runs = [], [], []
     try:
-        for config, resume in zip(configs, resumes):
-            # Each run's networks start from its own seed, as its ordinary run's do.
-            configure_backend(config.seed, config.threads)
-            backend = build_local_backend(config)
-            space = backend.observation_space
+        for run, (config, resume, console) in enumerate(zip(configs, resumes, consoles)):
             try:
-                parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
-                                 backend.num_shards, "target", resume, stop, FAST_RUN,
-                                 own=SamplerGamesPart(backend))
-            except BaseException:
-                backend.close()
-                raise
+                parts, backend, state = _assemble(config, resume, stop, console)
+            except ConfigError as error:
+                if on_refused is None:
+                    raise
+                on_refused(run, error)
+                continue
             built.append((parts, backend))
-            states.append(restore_fast_loop(config, parts, backend, resume))
-            backend.start(parts.rng, log=parts.monitor.message)
+            states.append(state)
+            runs.append(run)
+        if not built:
+            return None
+        configs = [configs[run] for run in runs]
         widest = max(range(len(built)), key=lambda r: built[r][1].num_actions)
         space = built[widest][1].observation_space
         padded = build_learner(configs[widest], space.shape, built[widest][1].num_actions)
@@ -104,14 +109,14 @@ def train_fast_group(configs, resumes=None, stop=None, on_failed=None):
         trainer = BackgroundTrainer(calls.train, calls.draw, on_loss=calls.record,
                                     prefetch=False, per_call=configs[0].updates_per_call)
 
-        def failed(run, error):
-            built[run][0].monitor.message(f"{configs[run].logdir}: {error}; it leaves the "
-                                          "group, its last good checkpoint kept")
+        def failed(lane, error):
+            built[lane][0].monitor.message(f"{configs[lane].logdir}: {error}; it leaves the "
+                                           "group, its last good checkpoint kept")
             if on_failed:
-                on_failed(run, error)
+                on_failed(runs[lane], error)
         try:
             return GroupFastLoop(lanes, group, calls, trainer, stop or (lambda: False),
-                                 failed).run(states if any(resumes) else None)
+                                 failed).run(states)
         finally:
             trainer.close()
     finally:
@@ -119,3 +124,31 @@ def train_fast_group(configs, resumes=None, stop=None, on_failed=None):
             parts.close()
             backend.close()
 
+
+
+def _assemble(config, resume, stop, console):
+    """One run's parts, games and loop state, as train_fast builds and restores them.
+
+    Returns:
+        (RunParts, its backend, started, the FastLoopState or None).
+
+    Raises:
+        ConfigError: its checkpoint does not fit it; nothing of it is left open.
+    """
+    # Its networks start from its own seed, as its ordinary run's do.
+    configure_backend(config.seed, config.threads)
+    backend = build_local_backend(config)
+    parts = None
+    try:
+        space = backend.observation_space
+        parts = RunParts(config, space.shape, space.dtype, backend.num_actions,
+                         backend.num_shards, "target", resume, stop, FAST_RUN,
+                         own=SamplerGamesPart(backend), console_out=console)
+        state = restore_fast_loop(config, parts, backend, resume)
+        backend.start(parts.rng, log=parts.monitor.message)
+    except BaseException:
+        if parts is not None:
+            parts.close()
+        backend.close()
+        raise
+    return parts, backend, state

@@ -325,13 +325,16 @@ class RunParts:
         schema: what the loop's checkpoints hold (fast_dqn.state_schema).
         own: the loop's own part, whose check_state_dict(state) raises, changing nothing,
             where it could not be loaded; None: NoGamesPart.
+        console_out: the stream of the run's console; None: standard output (a run group
+            gives each run its own log).
 
     Raises:
         ConfigError: for a checkpoint that does not fit this run, every part left unloaded.
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
-                 acts_with, resume=None, stop=None, schema=NATURE_RUN, own=None):
+                 acts_with, resume=None, stop=None, schema=NATURE_RUN, own=None,
+                 console_out=None):
         self.config = config
         self.settings = loop_settings(config)
         # What a checkpoint must match to be loaded into this run at all.
@@ -355,7 +358,7 @@ class RunParts:
         if resume:
             self._check_and_load_networks(best)
         step = self.state["loop"]["step"] if resume else 0
-        console = make_console(config.timesteps, initial=step)
+        console = make_console(config.timesteps, initial=step, out=console_out)
         # The state's values were checked above: the monitor's errors are its own.
         self.monitor = self._monitor(config, console, step)
         self.evaluator = None
