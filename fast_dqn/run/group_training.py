@@ -32,7 +32,7 @@ def check_group(configs):
 
     Raises:
         ConfigError: a setting differs between runs, or the runs use a mode a group does
-            not train in (lockstep, Ray, two sampler groups, unsynchronized acting).
+            not train in (check_group_mode).
     """
     first = configs[0]
     for config in configs[1:]:
@@ -44,12 +44,21 @@ def check_group(configs):
                                   f"{getattr(first, name)!r} in {first.logdir} and "
                                   f"{getattr(config, name)!r} in {config.logdir}; give them "
                                   "one value, or train them in separate groups")
+    check_group_mode(first)
+
+
+def check_group_mode(config):
+    """Refuse a run of a mode a group does not train in, in one line naming the flag.
+
+    Raises:
+        ConfigError: lockstep, Ray, two sampler groups or unsynchronized acting.
+    """
     modes = {"concurrent": (True, "lockstep (--no-concurrent)"),
              "backend": ("threads", "--backend ray"),
              "sampler_groups": (1, "--sampler-groups 2"),
              "synchronize": (True, "--no-synchronize")}
     for name, (wanted, typed) in modes.items():
-        if getattr(first, name) != wanted:
+        if getattr(config, name) != wanted:
             raise ConfigError(name, f"a run group trains only in the default mode, not with "
                               f"{typed}; drop it, or train one run per process")
 

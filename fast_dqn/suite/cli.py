@@ -1,7 +1,8 @@
 """`fast-dqn suite`: the Atari benchmark in one command.
 
     fast-dqn suite --games GAMES --seeds N --timesteps T [--loop fast|nature] [--preset P]
-                   [--parallel K] [--backend local|ray] --logdir DIR [-- RUN FLAGS...]
+                   [--parallel K] [--runs-per-process G] [--backend local|ray] --logdir DIR
+                   [-- RUN FLAGS...]
 
 Each game × seed is an ordinary run directory, DIR/GAME/seed-S, made and resumed by the
 training command itself (`fast-dqn fast` or `fast-dqn nature`), so --resume, evaluate and
@@ -75,6 +76,11 @@ def build_parser(prog):
     parser.add_argument("--parallel", type=_whole, default=1, metavar="K",
                         help="--backend local: runs at a time, sharing this machine's cores "
                         "and its GPU (default: 1)")
+    parser.add_argument("--runs-per-process", type=_whole, default=1, metavar="G",
+                        help="--loop fast, --backend local, KERAS_BACKEND=jax: G runs in one "
+                        "process as a run group, their updates and acting each one compiled "
+                        "call, so that runs sharing a GPU add up (`fast-dqn group`); "
+                        "--parallel counts processes (default: 1, a process per run)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local",
                         help="local: on this machine (default); ray: each run a Ray task")
     parser.add_argument("--ray-address", default=None, metavar="ADDRESS",
@@ -191,6 +197,7 @@ def _hold(logdir):
 
 def _worded(error):
     names = {"games": "--games", "logdir": "--logdir", "parallel": "--parallel",
+             "runs_per_process": "--runs-per-process",
              "run_flags": "RUN FLAGS", "ray_address": "--ray-address"}
     return error.worded(lambda setting: names.get(setting, f"--{setting.replace('_', '-')}"))
 
@@ -207,11 +214,17 @@ def _checked(args, run_flags):
     config = check_run_flags(suite)
     runs = suite.runs()
     if args.backend == "local":
+        if args.runs_per_process > 1:
+            _check_groups(suite, config)
         check_parallel(args.parallel, sum(run_state(r, suite.timesteps) not in (FINISHED,
                                                                                 DAMAGED)
                                           for r in runs) or 1,
-                       _cores(), _replay_bytes(config), _available_memory())
+                       _cores(), _replay_bytes(config), _available_memory(),
+                       args.runs_per_process)
     else:
+        if args.runs_per_process != 1:
+            raise ConfigError("runs_per_process", "is for --backend local: on Ray each run is "
+                              "a task of its own; drop it")
         if args.parallel != 1:
             raise ConfigError("parallel", "is for --backend local; on Ray, --cpus-per-run "
                               "and --gpus-per-run decide how many runs share a machine")
@@ -225,8 +238,23 @@ def _checked(args, run_flags):
     return suite, runs, config
 
 
+def _check_groups(suite, config):
+    """Runs in groups: the fast loop on JAX, in the one mode a group trains in."""
+    from fast_dqn.run.group_training import check_group_mode
+    if suite.loop != "fast":
+        raise ConfigError("runs_per_process", "groups the fast loop's runs; drop it for "
+                          "--loop nature")
+    if os.environ.get("KERAS_BACKEND", "").strip() != "jax":
+        raise ConfigError("runs_per_process", "a run group trains on JAX only; start the "
+                          "suite with KERAS_BACKEND=jax (pip install -e '.[jax]'), or drop it")
+    check_group_mode(config)
+
+
 def _check_numbers(args):
     """The suite's own flags, each against what it can be."""
+    if args.runs_per_process < 1:
+        raise ConfigError("runs_per_process", f"must be 1 or more, not "
+                          f"{args.runs_per_process}")
     if args.seeds < 1:
         raise ConfigError("seeds", f"must be 1 or more, not {args.seeds}")
     if args.seeds > MOST_SEEDS:
@@ -279,21 +307,28 @@ def gpus():
     return [line for line in listed.splitlines() if line.startswith("GPU ")]
 
 
-def local_plan(parallel):
-    """How `parallel` runs share this machine's cores and its GPU.
+def local_plan(parallel, runs_per_process=1, replay_bytes=0):
+    """How `parallel` processes share this machine's cores and its GPU.
 
     Args:
-        parallel: how many runs go at a time (--parallel).
+        parallel: how many processes go at a time (--parallel).
+        runs_per_process: the runs of each process, a run group where more than 1.
+        replay_bytes: one run's replay, in bytes, for the words on a group's memory.
 
     Returns:
-        (threads, env, words): each run's --threads, the environment the runs start in, and
-        the start-up line's words on how they share the machine.
+        (threads, env, words): each process's --threads, the environment the processes start
+        in, and the start-up line's words on how they share the machine.
     """
     cores = _cores()
     threads = max(1, cores // parallel)
     env = dict(os.environ)
     words = (f"{parallel} at a time on this machine's {cores} cores, {threads} each "
              f"(--threads {threads})")
+    if runs_per_process > 1:
+        size = runs_per_process * replay_bytes / 2**30
+        words = (f"in groups of {runs_per_process} runs, one process each, their updates and "
+                 f"acting each one compiled call; a group holds {size:.1f} GiB of replay on "
+                 f"the host and as much on the device; groups {words}")
     if env.get("KERAS_BACKEND", "").strip().lower() == "jax":
         words += " for the games; JAX sizes its own CPU threads"
     found = gpus()
@@ -401,8 +436,10 @@ def _start_worker(prog, args, suite, todo, config, stopping, tell):
             f"{counted_share(args.gpus_per_run, 'GPU')}, placed by Ray"
     else:
         from fast_dqn.suite.local_runs import Lanes
-        threads, env, words = local_plan(args.parallel)
-        worker = Lanes(suite, todo, args.parallel, threads, env, stopping, tell)
+        threads, env, words = local_plan(args.parallel, args.runs_per_process,
+                                         _replay_bytes(config))
+        worker = Lanes(suite, todo, args.parallel, threads, env, stopping, tell,
+                       args.runs_per_process)
     write_suite_file(suite)
     print(f"{prog}: {words}", flush=True)
     return worker

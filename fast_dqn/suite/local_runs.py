@@ -13,7 +13,15 @@ import subprocess
 import threading
 import time
 
-from fast_dqn.suite.plan import FINISHED, command, last_checkpoint_step, log_tail, run_state
+from fast_dqn.suite.plan import (
+    FINISHED,
+    command,
+    form_groups,
+    group_command,
+    last_checkpoint_step,
+    log_tail,
+    run_state,
+)
 
 # A training command's exit statuses after a stop by a signal: its checkpoint is written.
 STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
@@ -55,6 +63,17 @@ def classify(run, suite, status, finished=None):
     return Outcome(run, "refused" if status == 2 else "failed", status, last_line(run.log))
 
 
+def classify_member(run, suite, status):
+    """The Outcome of a run of a group: finished by its own files, else by the group's exit.
+
+    A group's exit status speaks for all its runs (1: one failed), so a run whose files say
+    it finished is finished whatever the others did.
+    """
+    if run_state(run, suite.timesteps) == FINISHED:
+        return Outcome(run, "finished", status, last_line(run.log))
+    return classify(run, suite, status, finished=False)
+
+
 def last_line(path):
     """The last line a run printed, for a failure's report."""
     tail = log_tail(path)
@@ -78,12 +97,18 @@ class Lanes:
         stopping: a threading.Event that asks every run to checkpoint and no new one to
             start.
         tell: a callable that hears, as a sentence, each start, end and retry.
+        runs_per_process: G; above 1 each lane's process trains G runs of one agent step as
+            a run group (`fast-dqn group`), and a failed group's unfinished runs are
+            retried once, regrouped.
     """
 
-    def __init__(self, suite, runs, parallel, threads, env, stopping, tell):
+    def __init__(self, suite, runs, parallel, threads, env, stopping, tell,
+                 runs_per_process=1):
         self.suite, self.parallel, self.threads = suite, parallel, threads
         self.env, self.stopping, self.tell = env, stopping, tell
-        self.queue = list(runs)
+        self.runs_per_process = runs_per_process
+        self.queue = [[run] for run in runs] if runs_per_process == 1 else \
+            form_groups(runs, runs_per_process, suite.timesteps)
         self.outcomes = {}
         self.processes = {}  # run name -> Popen, while it runs
         self.signalled = set()
@@ -104,7 +129,7 @@ class Lanes:
     def running(self):
         """The names of the runs whose process is running now."""
         with self.lock:
-            return list(self.processes)
+            return [run for name in self.processes for run in name.split(" + ")]
 
     def lanes(self):
         """The most runs at a time (K)."""
@@ -144,7 +169,11 @@ class Lanes:
             self.tell(f"a lane stopped on {type(error).__name__}: {error}")
 
     def _take_runs(self):
-        while (run := self._next()) is not None:
+        while (runs := self._next()) is not None:
+            if len(runs) > 1:
+                self._take_group(runs)
+                continue
+            run = runs[0]
             outcome = self._attempt(run)
             if outcome.state == "failed" and not self.stopping.is_set():
                 self.tell(f"{run.name} failed (exit {outcome.status}): {outcome.last_line}; "
@@ -153,28 +182,68 @@ class Lanes:
             self.outcomes[run.name] = outcome
             self.tell(_ended(outcome))
 
+    def _take_group(self, runs):
+        outcomes = self._attempt_group(runs)
+        failed = [o.run for o in outcomes if o.state == "failed"]
+        if failed and not self.stopping.is_set():
+            self.tell(f"{', '.join(r.name for r in failed)} failed (exit "
+                      f"{outcomes[0].status}); retrying once from their last checkpoints, "
+                      "regrouped by step")
+            again = {}
+            for group in form_groups(failed, self.runs_per_process, self.suite.timesteps):
+                tried = self._attempt_group(group) if len(group) > 1 else \
+                    [self._attempt(group[0])]
+                again.update((o.run.name, o) for o in tried)
+            outcomes = [again.get(o.run.name, o) for o in outcomes]
+        for outcome in outcomes:
+            self.outcomes[outcome.run.name] = outcome
+            self.tell(_ended(outcome))
+
     def _attempt(self, run):
         argv = command(self.suite, run, self.threads)
         os.makedirs(os.path.dirname(run.run_dir), exist_ok=True)
         with open(run.log, "ab") as log:
             log.write(f"\n$ {' '.join(argv)}\n".encode())
             log.flush()
-            with self.lock:
-                if self.stopping.is_set():
-                    return Outcome(run, "stopped")
-                process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, env=self.env,
-                                           start_new_session=True)
-                self.processes[run.name] = process
-                self.signalled.discard(run.name)
-            self.tell(f"{run.name}: {'resumed' if '--resume' in ' '.join(argv) else 'started'}"
-                      f" (log: {run.log})")
-            status = process.wait()
+            status = self._process(run.name, argv, log, f"{run.name}: "
+                                   f"{'resumed' if '--resume' in ' '.join(argv) else 'started'}"
+                                   f" (log: {run.log})")
+        return classify(run, self.suite, status)
+
+    def _attempt_group(self, runs):
+        """One process for the group; each run's console goes to its own log."""
+        argv = group_command(self.suite, runs, self.threads)
+        name = " + ".join(run.name for run in runs)
+        for run in runs:
+            os.makedirs(os.path.dirname(run.run_dir), exist_ok=True)
+            with open(run.log, "ab") as log:
+                log.write(f"\n$ {' '.join(argv)}\n(this run's console, one of a group of "
+                          f"{len(runs)}: {name})\n".encode())
+        path = os.path.join(self.suite.logdir, "groups.log")
+        with open(path, "ab") as log:
+            log.write(f"\n$ {' '.join(argv)}\n".encode())
+            log.flush()
+            status = self._process(name, argv, log, f"{name}: a group of {len(runs)} in one "
+                                   f"process (its log: {path}; each run's: RUN_DIR.log)")
+        return [classify_member(run, self.suite, status) for run in runs]
+
+    def _process(self, name, argv, log, started):
+        """Start argv with its output in log, and wait for it; its exit status."""
         with self.lock:
-            del self.processes[run.name]
+            if self.stopping.is_set():
+                return STOPPED[1]
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env=self.env,
+                                       start_new_session=True)
+            self.processes[name] = process
+            self.signalled.discard(name)
+        self.tell(started)
+        status = process.wait()
+        with self.lock:
+            del self.processes[name]
         if status < 0:  # killed by a signal before its handlers were set: as the shell counts
             status = 128 - status
-        return classify(run, self.suite, status)
+        return status
 
 
 def _ended(outcome):

@@ -9,6 +9,7 @@ written.
 import dataclasses
 import json
 import os
+import shlex
 import sys
 
 from fast_dqn.errors import ConfigError
@@ -150,6 +151,38 @@ def last_checkpoint_step(run_dir):
 def _newest_is_finished(run_dir):
     from fast_dqn.run.storage.checkpoint import CheckpointStore
     return CheckpointStore(run_dir, warn=lambda message: None).newest_is_finished()
+
+
+def group_command(suite, runs, threads=None):
+    """The command that trains `runs` as one run group (`fast-dqn group`), each as `command`.
+
+    Returns:
+        argv, a list of str.
+    """
+    flags = [shlex.join(command(suite, run, threads)[4:]) for run in runs]
+    return [sys.executable, "-m", "fast_dqn", "group"] + [f"--run={f}" for f in flags]
+
+
+def resume_step(run, timesteps):
+    """The agent step a run goes on from: its newest checkpoint's, 0 for a new run."""
+    if run_state(run, timesteps) == NEW:
+        return 0
+    return last_checkpoint_step(run.run_dir) or 0
+
+
+def form_groups(runs, size, timesteps):
+    """The runs in groups of at most `size`, each of runs that go on from one agent step.
+
+    Runs keep their order within a step; steps go from the lowest.
+
+    Returns:
+        A list of lists of Runs.
+    """
+    by_step = {}
+    for run in runs:
+        by_step.setdefault(resume_step(run, timesteps), []).append(run)
+    return [same[i:i + size] for step in sorted(by_step)
+            for same in [by_step[step]] for i in range(0, len(same), size)]
 
 
 def command(suite, run, threads=None):
@@ -425,19 +458,31 @@ def write_suite_file(suite):
     os.replace(temporary, path)
 
 
-def check_parallel(parallel, runs, cores, replay_bytes, available_bytes):
-    """Check that K runs at a time each have a core, and their replays the RAM.
+def check_parallel(parallel, runs, cores, replay_bytes, available_bytes, runs_per_process=1):
+    """Check that K processes at a time each have a core, and their replays the RAM.
 
     Args:
-        parallel: the runs at a time (K), --parallel.
+        parallel: the processes at a time (K), --parallel.
         runs: the runs still to play.
         cores: the machine's CPU cores.
         replay_bytes: one run's replay, in bytes.
         available_bytes: the RAM available, in bytes.
+        runs_per_process: the runs of a process (G, --runs-per-process).
 
     Raises:
         ConfigError: ("parallel") in one line that says what to give.
     """
+    if runs_per_process > 1:
+        group = min(runs_per_process, runs)
+        if group * replay_bytes > 0.9 * available_bytes:
+            fits = max(1, int(0.9 * available_bytes // max(replay_bytes, 1)))
+            raise ConfigError("runs_per_process", f"a group of {group} runs needs "
+                              f"{group * replay_bytes / 2**30:.1f} GiB for its replays, and "
+                              f"{available_bytes / 2**30:.1f} GiB of RAM is available; give "
+                              f"--runs-per-process {fits} or fewer, or a smaller "
+                              "--replay-capacity")
+        replay_bytes *= group
+        runs = -(-runs // runs_per_process)
     if parallel < 1:
         raise ConfigError("parallel", f"must be 1 or more, not {parallel}")
     if parallel > cores:
