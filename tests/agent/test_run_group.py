@@ -3,15 +3,11 @@ ordinary learners, each on its own replay; padded Q-heads masked; acting through
 own target network; one run's divergence kept to that run.
 
 The math needs JAX. Under TensorFlow (the suite's default) only the refusal runs here, and
-test_the_group_tests_pass_under_jax runs this file again in a JAX child."""
-
-import subprocess
-import sys
+tests/end_to_end/test_keras_backends.py runs this file again in a JAX child."""
 
 import keras
 import numpy as np
 import pytest
-from helpers import ROOT, code_path_env
 
 from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.learner import DQNLearner, make_optimizer
@@ -19,8 +15,8 @@ from fast_dqn.agent.q_network import mlp
 from fast_dqn.agent.replay_memory import ReplayMemory
 
 ON_JAX = keras.backend.backend() == "jax"
-jax_only = pytest.mark.skipif(not ON_JAX, reason="JAX's: run in a child by "
-                              "test_the_group_tests_pass_under_jax")
+jax_only = pytest.mark.skipif(not ON_JAX, reason="JAX's: run in a JAX child by "
+                              "tests/end_to_end/test_keras_backends.py")
 
 SHAPE = (4, 6, 5)       # a state: 4 frames of 6 x 5
 ACTIONS = (4, 6, 3)     # three games' action counts: two of the runs are padded to 6
@@ -240,15 +236,3 @@ def test_a_group_on_tensorflow_is_refused_naming_jax():
     with pytest.raises(GroupNeedsJax, match="KERAS_BACKEND=jax"):
         RunGroup([learner(4, 0), learner(4, 1)], learner(4, 2))
 
-
-@pytest.mark.slow  # a JAX child process: about half a minute
-@pytest.mark.backends
-@pytest.mark.skipif(ON_JAX, reason="this process is the JAX run")
-def test_the_group_tests_pass_under_jax():
-    env = code_path_env()
-    env["KERAS_BACKEND"] = "jax"
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "tests/agent/test_run_group.py"], capture_output=True, text=True,
-                            cwd=ROOT, env=env, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout

@@ -70,6 +70,28 @@ def test_the_learner_tests_pass_on_the_other_backend(backend):
     assert " passed" in result.stdout and "skipped" not in result.stdout
 
 
+# A run group's tests: JAX's alone (fast_dqn.agent.run_group). Their TensorFlow refusals run
+# in this process; the child runs all the rest.
+GROUP_TESTS = ("tests/agent/test_run_group.py", "tests/run/test_group_training.py",
+               "tests/run/test_group_cli.py")
+
+
+@pytest.mark.slow  # a JAX child: about five minutes, most of it the group's real runs
+@needs("jax")
+@pytest.mark.skipif(THIS == "jax", reason="this process runs them itself")
+def test_the_run_group_tests_pass_under_jax():
+    """G updates in one call against G ordinary ones, padded and masked heads, each run of a
+    group against its ordinary run (CartPole, and Pong with Breakout on real ROMs), resumes
+    as a group and alone, a diverged and a damaged run left out, the command line's group."""
+    result = child("jax", ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                           *GROUP_TESTS], timeout=1500)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    # Only the refusals that are TensorFlow's skip under JAX.
+    skipped = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert " passed" in result.stdout and all("TensorFlow's" in line for line in skipped), \
+        result.stdout[-3000:]
+
+
 CARTPOLE = flags(dict(TINY_CARTPOLE, timesteps=600, checkpoint_freq=300, evaluate=300,
                       eval_episodes=2))
 
