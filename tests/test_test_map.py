@@ -45,6 +45,7 @@ COVERED_ELSEWHERE = {
     "envs.settings": "tests/envs/test_environment.py",
     "loops.evaluate_then_checkpoint": "tests/loops/test_nature_loop.py",
     "loops.experience": "tests/loops/test_backends.py",
+    "loops.fast_loop_group": "tests/run/test_group_training.py",
     "loops.fast_loop_state": "tests/loops/test_fast_loop.py",
     "loops.ray_backend": "tests/loops/test_backends.py",
     "loops.settings": "tests/loops/test_nature_loop.py",

@@ -273,8 +273,10 @@ class DQNLearner:
 
     @property
     def compiled_steps(self):
-        """The backend's compiled steps, which hold the state where it computes (a run group
-        stacks theirs: fast_dqn.agent.run_group)."""
+        """The backend's compiled steps, which hold the state where it computes.
+
+        A run group stacks theirs (fast_dqn.agent.run_group).
+        """
         return self._compiled
 
     def _train_step(self, main, target, states, actions, rewards, next_states, dones,

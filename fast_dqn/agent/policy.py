@@ -43,6 +43,12 @@ def epsilon_draws(n, epsilon, num_actions, rng):
     The caller puts the network's argmax in the greedy rows (a run group does, for all its
     runs' rows in one call).
 
+    Args:
+        n: the rows.
+        epsilon: the probability of a random action: one number, or one per row.
+        num_actions: how many actions the game has.
+        rng: a numpy Generator; it draws exactly two numbers per row.
+
     Returns:
         (an integer array of n random actions, the indices of the rows that act greedily).
     """

@@ -133,7 +133,10 @@ class RunGroup:
         self.states = self._jax.stack_states(states)
 
     def write_back(self, runs=None):
-        """Bring members `runs` (all where None) up to date with the group's state, unpadded.
+        """Bring members up to date with the group's state, unpadded.
+
+        Args:
+            runs: the runs' indices; None: all.
 
         Raises:
             TrainingDiverged: a member's weights are not finite (check_weights).
@@ -195,6 +198,10 @@ class RunGroup:
 
         One run's divergence stops that run only: its neighbours' values do not depend on it.
 
+        Args:
+            losses: (G, K), as a train call returned them.
+            mean_qs: (G, K), alike.
+
         Returns:
             A sorted list of run indices.
         """
@@ -230,7 +237,14 @@ class RunGroup:
         return self._q((s.target_trainable, s.target_non_trainable), states_per_run)
 
     def q_values(self, states_per_run):
-        """Each run's main network's Q-values of its states, as target_q_values."""
+        """Each run's main network's Q-values of its states, in one batched call.
+
+        Args:
+            states_per_run: G stacks of states, run r's (N_r, ...); N_r may be 0.
+
+        Returns:
+            G numpy arrays, run r's (N_r, its game's action count).
+        """
         return self._q((self.states.trainable, self.states.non_trainable), states_per_run)
 
     def update_target(self):
@@ -240,6 +254,10 @@ class RunGroup:
                                  target_non_trainable=s.non_trainable)
 
     def minibatches_trained(self):
-        """Each run's optimizer update count, a list of G ints."""
+        """Each run's optimizer update count.
+
+        Returns:
+            A list of G ints, in minibatches.
+        """
         return [int(n) for n in np.asarray(
             self.states.optimizer[self.padded.compiled_steps.iterations_index])]

@@ -157,7 +157,11 @@ class LocalBackend:
             self.samplers.send(actions)
 
     def recv_round(self):
-        """The round's Chunk, once its games have stepped (send_round's second half)."""
+        """Wait for the games that send_round sent.
+
+        Returns:
+            The round's Chunk, as next_chunk's.
+        """
         frames, eps, actions, _ = self._round
         step = self.samplers.recv() if hasattr(self.samplers, "send") else \
             self.samplers.step(actions)

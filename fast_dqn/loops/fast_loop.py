@@ -197,6 +197,9 @@ class FastLoop:
 
         A run group (fast_dqn.loops.fast_loop_group) plays its runs' rounds together and
         hands each run's chunk here.
+
+        Args:
+            chunk: the Chunk just played (fast_dqn.loops.experience).
         """
         state = self.state
         state.held.append(chunk)

@@ -57,6 +57,9 @@ class GroupTrainCalls:
     def draw(self, count):
         """Each run's next `count` minibatches' indices, from its own replay's RNG.
 
+        Args:
+            count: the minibatches of each run, K.
+
         Returns:
             (shards, idx), int arrays (G, count, B).
         """
@@ -67,6 +70,11 @@ class GroupTrainCalls:
 
     def train(self, drawn):
         """Train the drawn minibatches of every run in one call.
+
+        A run whose values are not finite is kept in `failed`; the loop reads it.
+
+        Args:
+            drawn: what draw returned.
 
         Returns:
             One result per minibatch: (G losses, G mean Qs).
@@ -80,7 +88,11 @@ class GroupTrainCalls:
         return list(zip(losses.T, mean_qs.T))
 
     def record(self, result):
-        """Hand each live run its minibatch's loss and mean Q, in order."""
+        """Hand each live run its minibatch's loss and mean Q, in order.
+
+        Args:
+            result: one of train's results.
+        """
         losses, mean_qs = result
         for run, lane in enumerate(self.lanes):
             if run not in self.failed:

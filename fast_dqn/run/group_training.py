@@ -50,6 +50,9 @@ def check_group(configs):
 def check_group_mode(config):
     """Refuse a run of a mode a group does not train in, in one line naming the flag.
 
+    Args:
+        config: a run's resolved config.
+
     Raises:
         ConfigError: lockstep, Ray, two sampler groups or unsynchronized acting.
     """
