@@ -712,3 +712,96 @@ def test_a_read_only_disk_is_a_refusal_with_its_own_fix(tmp_path, capsys, monkey
     assert err.strip() == (f"fast-dqn suite: error: --logdir: cannot write {logdir}/suite.lock "
                            "(Read-only file system); the file system is mounted read-only: "
                            "give a path on a writable disk")
+
+
+def finished_checkpoint(run, step, finished=True):
+    """A run directory with one checkpoint at `step`, as run_state and the groups read it."""
+    path = os.path.join(run.run_dir, "checkpoints", f"step-{step:012d}")
+    os.makedirs(path)
+    with open(os.path.join(run.run_dir, "config.json"), "w") as f:
+        f.write("{}")
+    with open(os.path.join(path, "manifest.json"), "w") as f:
+        json.dump({"finished": finished}, f)
+
+
+def test_runs_are_grouped_by_the_agent_step_they_go_on_from(tmp_path):
+    from fast_dqn.suite.plan import form_groups
+    s = suite(tmp_path, seeds=(0, 1, 2))
+    runs = s.runs()  # pong 0-2, breakout 0-2
+    finished_checkpoint(runs[1], 800, finished=False)
+    finished_checkpoint(runs[4], 800, finished=False)
+    groups = form_groups(runs, 2, s.timesteps)
+    assert [[r.name for r in g] for g in groups] == [
+        ["pong/seed-0", "pong/seed-2"], ["breakout/seed-0", "breakout/seed-2"],
+        ["pong/seed-1", "breakout/seed-1"]]
+    assert [len(g) for g in form_groups(runs, 4, s.timesteps)] == [4, 2]
+
+
+def test_a_group_is_one_command_of_each_runs_own_flags(tmp_path):
+    import shlex
+
+    from fast_dqn.suite.plan import group_command
+    s = suite(tmp_path, preset="dopamine")
+    runs = s.runs()[:2]
+    argv = group_command(s, runs, threads=2)
+    assert argv[1:4] == ["-m", "fast_dqn", "group"]
+    assert [shlex.split(flag.removeprefix("--run=")) for flag in argv[4:]] == \
+        [command(s, run, threads=2)[4:] for run in runs]
+
+
+def test_a_groups_runs_are_judged_by_their_own_files_and_the_unfinished_retried(
+        tmp_path, monkeypatch):
+    """The group exits 1: its run that finished is finished, the other is retried once."""
+    import sys
+    import threading
+
+    from fast_dqn.suite import local_runs
+    counts = stand_in(monkeypatch, tmp_path, "raise SystemExit(1)")
+    s = suite(tmp_path, games=("pong",))
+    done = s.runs()[0]
+
+    def fake_group(suite, runs, threads=None):
+        step = os.path.join(done.run_dir, "checkpoints", f"step-{s.timesteps:012d}")
+        return [sys.executable, "-c", f"open({str(counts)!r}, 'a').write('group\\n')\n"
+                f"import json, os; os.makedirs({step!r}, exist_ok=True)\n"
+                f"open(os.path.join({done.run_dir!r}, 'config.json'), 'w').write('{{}}')\n"
+                f"json.dump({{'finished': True}}, open(os.path.join({step!r}, "
+                "'manifest.json'), 'w'))\nraise SystemExit(1)"]
+    monkeypatch.setattr(local_runs, "group_command", fake_group)
+    told = []
+    outcomes = local_runs.Lanes(s, s.runs(), 1, 1, dict(os.environ), threading.Event(),
+                                told.append, runs_per_process=2).run()
+    assert counts.read_text().split() == ["group", "pong/seed-1"]
+    assert outcomes["pong/seed-0"].state == "finished"
+    assert outcomes["pong/seed-1"].state == "failed"
+    assert any("a group of 2 in one process" in line for line in told)
+    assert os.path.exists(os.path.join(s.logdir, "groups.log"))
+
+
+def test_a_group_needs_the_ram_for_all_its_replays():
+    check_parallel(1, runs=4, cores=2, replay_bytes=2**30, available_bytes=10 * 2**30,
+                   runs_per_process=4)
+    with pytest.raises(ConfigError, match=r"a group of 4 runs needs 12.0 GiB .* give "
+                       "--runs-per-process 3 or fewer"):
+        check_parallel(1, runs=4, cores=2, replay_bytes=3 * 2**30,
+                       available_bytes=10 * 2**30, runs_per_process=4)
+
+
+@pytest.mark.parametrize("args,env,says", [
+    (["--runs-per-process=2"], "tensorflow", "KERAS_BACKEND=jax"),
+    (["--runs-per-process=2", "--loop=nature"], "jax", "--loop nature"),
+    (["--runs-per-process=2", "--backend=ray"], "jax", "on Ray each run is a task"),
+    (["--runs-per-process=2", "--", "--no-concurrent"], "jax", "lockstep"),
+    (["--runs-per-process=0"], "jax", "must be 1 or more"),
+])
+def test_groups_the_suite_cannot_run_are_refused_in_one_line(tmp_path, capsys, monkeypatch,
+                                                             args, env, says):
+    monkeypatch.setenv("KERAS_BACKEND", env)
+    flags = ["--games=pong", "--timesteps=100k", f"--logdir={tmp_path / 's'}"]
+    if "--" not in args:
+        args = args + ["--"]
+    assert suite_main(flags + args + ["--prepopulate=1000", "--replay-capacity=2000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and ("--runs-per-process" in err or "--no-concurrent" in err), err
+    assert len(err.splitlines()) == 1
+    assert not os.path.exists(tmp_path / "s")
