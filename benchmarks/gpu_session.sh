@@ -2,13 +2,17 @@
 # Every GPU row docs/gpu.md carries, measured in one device call of at most 9 minutes:
 #
 #   bash benchmarks/gpu_session.sh            # everything, in the order below; one table last
-#   bash benchmarks/gpu_session.sh learner    # or one part alone: learner|loops|suite|pong
+#   bash benchmarks/gpu_session.sh groups     # or one part alone: learner|groups|loops|suite|pong
 #
 # Parts, each alone on the machine and each with its own time limit, so that the call ends
 # inside its 9 minutes whatever happens (the pong run takes whatever time is left):
 #   learner  the learner alone, batch 32, float32, replay on the device: K = 1, 64 and 256;
 #            then K = 64 without XLA's deterministic kernels and with the scan's body as a
 #            command buffer (CUDA graph), to say what each would buy
+#   groups   runs as a batch axis: the learner at K = 64 for G = 1, 2, 4, 8 and 16 runs in
+#            one call; then a suite of 8 Dopamine-protocol runs (4 games x 2 seeds) for 100 s
+#            twice, as 8 processes and as 2 run groups of 4 (--runs-per-process 4), each
+#            with the 49-game estimate its rate gives
 #   loops    the Nature loop; the samplers alone and the fast loop at W = 16, 32 and 64,
 #            the loop over 4 target periods (a window of one period holds a compile: 1,067
 #            where the steady state was 4,337); then the samplers at W = 64 and the fast
@@ -24,8 +28,8 @@
 # every figure with them.
 set -uo pipefail
 part=${1:-all}
-case $part in all|learner|loops|suite|pong) ;; *)
-    echo "gpu_session.sh: unknown part '$part'; use all, learner, loops, suite or pong" >&2
+case $part in all|learner|groups|loops|suite|pong) ;; *)
+    echo "gpu_session.sh: unknown part '$part'; use all, learner, groups, loops, suite or pong" >&2
     exit 2 ;;
 esac
 out=${OUT:-gpu-out}
@@ -62,6 +66,22 @@ if wants learner 160; then
         timeout 30 python3 -m benchmarks.learner --batch-sizes 32 --precisions float32 \
         --updates-per-call 64 --replay-device device --repeats 1 --seconds 1 \
         2>&1 | tee -a "$out/learner.txt"
+fi
+
+if wants groups 330; then
+    echo "== groups ($(left) s left)"
+    timeout 100 python3 -m benchmarks.learner --batch-sizes 32 --precisions float32 \
+        --updates-per-call 64 --replay-device device --runs 1,2,4,8,16 --repeats 1 \
+        --seconds 1 2>&1 | tee "$out/groups-learner.txt"
+    for way in processes groups; do
+        flags=(--parallel 8)
+        [ "$way" = groups ] && flags=(--parallel 2 --runs-per-process 4)
+        rm -rf "runs/gpu-suite-8-$way"
+        timeout -s INT 100 python3 -m fast_dqn suite --games pong,breakout,qbert,seaquest \
+            --seeds 2 --timesteps 10000000 --preset dopamine "${flags[@]}" --plain \
+            --interval 15 --logdir "runs/gpu-suite-8-$way" 2>&1 | tee "$out/suite-8-$way.txt"
+        sleep 5  # the runs' own SIGINT checkpoints
+    done
 fi
 
 if wants loops 330; then

@@ -19,29 +19,70 @@ TARGETS = {
     "fast": "≥ 10,000",
     "pong": "≤ 1 min",
     "suite": "≥ 12,000",
+    "groups": "≥ 15,000",
+    "suite8": "≥ 15,000",
+    "days": "≤ 2",
 }
 MISSING = "not measured"
 
 
-def learner_rows(path):
-    """{(K, variant): updates/s} of batch 32, float32, replay on the device, from
-    benchmarks.learner's tables in learner.txt; the variant is "" for the first tables, else
-    the heading line ("-- ...") before its table."""
-    rows, variant = {}, ""
+def _learner_table(path):
+    """Yield (variant, {column: cell}) for each row of benchmarks.learner's tables.
+
+    The columns are read from each table's header: older tables have no "runs" column and
+    one "updates/s"; newer ones "runs", "updates/s per run" and "updates/s in all".
+    """
     if not os.path.exists(path):
-        return rows
+        return
+    variant, header = "", None
     with open(path, errors="replace") as f:
         for line in f:
             if line.startswith("-- "):
                 variant = line[3:].strip()
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) > 5 and cells[:2] == ["32", "float32"] and cells[3].isdigit() \
-                    and cells[4] == "device":
-                try:
-                    rows.setdefault((int(cells[3]), variant), float(cells[5].replace(",", "")))
-                except ValueError:
-                    continue
+            if cells[:1] == ["batch"]:
+                header = cells
+            elif header and len(cells) == len(header) and cells[0].isdigit():
+                yield variant, dict(zip(header, cells))
+
+
+def _number(text):
+    try:
+        return float(text.replace(",", ""))
+    except (AttributeError, ValueError):
+        return None
+
+
+def learner_rows(path):
+    """{(K, variant): updates/s} of one run, batch 32, float32, replay on the device, from
+    benchmarks.learner's tables in learner.txt; the variant is "" for the first tables, else
+    the heading line ("-- ...") before its table."""
+    rows = {}
+    for variant, row in _learner_table(path):
+        if row.get("batch") == "32" and row.get("compute") == "float32" and \
+                row.get("replay") == "device" and row.get("runs", "1") == "1" and \
+                row.get("per call", "").isdigit():
+            rate = _number(row.get("updates/s in all", row.get("updates/s")))
+            if rate is not None:
+                rows.setdefault((int(row["per call"]), variant), rate)
     return rows
+
+
+def group_rows(path):
+    """{G: updates/s in all} of G runs in one call (batch 32, float32, replay on the device)."""
+    rows = {}
+    for _, row in _learner_table(path):
+        if row.get("batch") == "32" and row.get("compute") == "float32" and \
+                row.get("runs", "").isdigit():
+            rate = _number(row.get("updates/s in all"))
+            if rate is not None:
+                rows.setdefault(int(row["runs"]), rate)
+    return rows
+
+
+def nature_days(rate, games=49, steps=50_000_000):
+    """The Nature benchmark's days at `rate` agent steps/s in all: computed, not measured."""
+    return games * steps / rate / 86_400
 
 
 def speedtest_rows(*paths):
@@ -111,6 +152,19 @@ def table(out):
                  loop("fast-32-on-on", two_groups), TARGETS["fast"]))
     rows.append(("suite of 4 Dopamine runs on one GPU, in all",
                  rate(suite_rate(os.path.join(out, "suite.txt"))), TARGETS["suite"]))
+    groups = group_rows(os.path.join(out, "groups-learner.txt"))
+    for g in (1, 2, 4, 8, 16):
+        rows.append((f"learner, K = 64, {g} runs in one call, updates/s in all",
+                     rate(groups.get(g)), TARGETS["groups"] if g == 8 else ""))
+    for name, words in (("suite-8-processes", "8 processes"),
+                        ("suite-8-groups", "2 groups of 4 runs")):
+        measured = suite_rate(os.path.join(out, f"{name}.txt"))
+        rows.append((f"suite of 8 Dopamine runs, {words}, in all", rate(measured),
+                     TARGETS["suite8"]))
+        rows.append((f"the 49 Nature games at 50M agent steps, one seed, at {words}' rate "
+                     "(computed, days)",
+                     MISSING if measured is None else f"{nature_days(measured):.1f}",
+                     TARGETS["days"]))
     solved = pong_solved(os.path.join(out, "episodes.csv"))
     rows.append(("pong-fastest, W = 16: mean of 100 at 18",
                  MISSING if solved is None else

@@ -117,6 +117,10 @@ def check_command(argv, monkeypatch):
             split = rest.index("--")
             loop = rest[rest.index("--loop") + 1] if "--loop" in rest[:split] else "fast"
             _check_run_flags(FAST if loop == "fast" else NATURE, rest[split + 1:])
+        if rest and rest[0] == "group":  # each --run is one run's flags, as fast takes them
+            for flag in rest[1:]:
+                assert flag.startswith("--run="), f"not a --run: {flag}"
+                _check_run_flags(FAST, shlex.split(flag.removeprefix("--run=")))
         from fast_dqn.commands import main as command
         if not rest or rest[0] in ("--version", "-h", "--help"):
             assert command(rest[:1]) in (0, 2)

@@ -19,11 +19,19 @@ a run makes comes from its own streams (its actions, its replay), in an ordinary
 so run r trains, acts and logs as the ordinary run with its settings, within the rounding of
 a vmapped program.
 
-A run whose training diverges leaves the group: its thread-safe failure is read after each
-round, its run ends as an ordinary diverged run ends (its last good checkpoint kept), and
-the others go on. Threads: the BackgroundTrainer's (fast_dqn.loops.background_trainer), by
-its rules; everything else runs on the caller's thread.
+A run whose training diverges leaves the group: the trainer thread records it, the loop reads
+it after each round, its run ends as an ordinary diverged run ends (its last good checkpoint
+kept), and the others go on; its slice of the group still computes, unread.
+
+Threads: the BackgroundTrainer's (fast_dqn.loops.background_trainer), by its rules; it calls
+GroupTrainCalls' draw, train and record. Everything else runs on the caller's thread. While
+the trainer trains, acting reads the group's target networks, which a train call never
+changes (it replaces the stacked state, target values included, with the same target
+values); update_target and the write-backs to the runs' learners run only at consistent
+points, the trainer idle.
 """
+
+import threading
 
 import numpy as np
 
@@ -47,12 +55,16 @@ class GroupTrainCalls:
         group: the RunGroup.
         lanes: the G lanes, in the group's order.
         batch_size: the transitions in one minibatch.
+        on_device: whether the runs' replays are mirrored on the device, so that only the
+            indices travel (--replay-device device); else the host gathers the minibatches.
     """
 
-    def __init__(self, group, lanes, batch_size):
+    def __init__(self, group, lanes, batch_size, on_device=True):
         self.group, self.lanes, self.batch_size = group, lanes, batch_size
-        self.mirrors = group.mirror_replays([lane.replay for lane in lanes])
-        self.failed = {}  # run -> TrainingDiverged; written by the trainer thread only
+        self.mirrors = group.mirror_replays([lane.replay for lane in lanes]) if on_device \
+            else None
+        self._failed = {}  # run -> TrainingDiverged; written by the trainer thread only
+        self._lock = threading.Lock()
 
     def draw(self, count):
         """Each run's next `count` minibatches' indices, from its own replay's RNG.
@@ -61,9 +73,14 @@ class GroupTrainCalls:
             count: the minibatches of each run, K.
 
         Returns:
-            (shards, idx), int arrays (G, count, B).
+            (shards, idx), int arrays (G, count, B), where replay is on the device; else a
+            Batch of (G, count, B, ...) arrays gathered here.
         """
         drawn = [lane.replay.sample_indices_many(count, self.batch_size) for lane in self.lanes]
+        if self.mirrors is None:
+            from fast_dqn.agent.batch import Batch
+            gathered = [lane.replay.gather_many(*d) for lane, d in zip(self.lanes, drawn)]
+            return Batch(*(np.stack(field) for field in zip(*gathered)))
         for mirror in self.mirrors:
             mirror.sync()
         return np.stack([d[0] for d in drawn]), np.stack([d[1] for d in drawn])
@@ -79,13 +96,21 @@ class GroupTrainCalls:
         Returns:
             One result per minibatch: (G losses, G mean Qs).
         """
-        losses, mean_qs = self.group.train_from_replay(self.mirrors, *drawn)
+        if self.mirrors is None:
+            losses, mean_qs = self.group.train_many(drawn)
+        else:
+            losses, mean_qs = self.group.train_from_replay(self.mirrors, *drawn)
         from fast_dqn.agent.learner import TrainingDiverged
         for run in self.group.diverged(losses, mean_qs):
-            if run not in self.failed:
-                self.failed[run] = TrainingDiverged(
-                    "the loss, the mean Q or a weight is not finite: training diverged")
+            with self._lock:
+                self._failed.setdefault(run, TrainingDiverged(
+                    "the loss, the mean Q or a weight is not finite: training diverged"))
         return list(zip(losses.T, mean_qs.T))
+
+    def failed(self):
+        """{run: TrainingDiverged} of the runs whose training diverged, a copy."""
+        with self._lock:
+            return dict(self._failed)
 
     def record(self, result):
         """Hand each live run its minibatch's loss and mean Q, in order.
@@ -94,8 +119,9 @@ class GroupTrainCalls:
             result: one of train's results.
         """
         losses, mean_qs = result
+        failed = self.failed()
         for run, lane in enumerate(self.lanes):
-            if run not in self.failed:
+            if run not in failed:
                 lane.monitor.record_train(float(losses[run]), float(mean_qs[run]))
 
 
@@ -244,9 +270,10 @@ class GroupFastLoop:
     def _check_trainer(self):
         """Re-raise a failure of the trainer's threads; let diverged runs leave the group."""
         self.trainer.check()
-        for run in sorted(set(self.calls.failed) & set(self.live)):
+        failed = self.calls.failed()
+        for run in sorted(set(failed) & set(self.live)):
             self.live.remove(run)
-            self.on_failed(run, self.calls.failed[run])
+            self.on_failed(run, failed[run])
 
     def _wait_for_trainer(self):
         self.trainer.pace(0)

@@ -108,11 +108,14 @@ def main(argv=None, prog="fast-dqn group", script=False):
 
 def _checked(prog, prepared):
     """The runs checked as one group before any directory is made; an exit status if not."""
-    from fast_dqn.run.group_training import check_group
+    from fast_dqn.run.group_training import check_group, check_group_fits
     if not prepared:
         return 2
     try:
-        check_group([config for config, _, _ in prepared])
+        configs = [config for config, _, _ in prepared]
+        check_group(configs)
+        if configs[0].game:
+            check_group_fits(configs)
     except ConfigError as error:
         return fail(prog, error)
     steps = {config.logdir: checkpoint.step if checkpoint else 0

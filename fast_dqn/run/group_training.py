@@ -47,6 +47,34 @@ def check_group(configs):
     check_group_mode(first)
 
 
+def check_group_fits(configs, frame_shape=(84, 84), dtype="uint8"):
+    """Refuse a group whose replays, mirrored on the accelerator, would not fit its memory.
+
+    Each run's own check saw its replay alone; the group stacks G of them there.
+
+    Args:
+        configs: the runs' resolved configs.
+        frame_shape: one stored frame's shape.
+        dtype: the frames' dtype.
+
+    Raises:
+        ConfigError: ("replay_device") with the largest group that fits, and the fix.
+    """
+    from fast_dqn.agent.backend_setup import accelerator_memory
+    from fast_dqn.agent.replay_memory import estimate_bytes
+    accelerator = accelerator_memory()
+    if configs[0].replay_device != "device" or accelerator is None or accelerator[1] is None:
+        return
+    name, free = accelerator
+    one = estimate_bytes(configs[0].replay_capacity, frame_shape, dtype)
+    if len(configs) * one > 0.8 * free:
+        fits = int(0.8 * free // max(one, 1))
+        raise ConfigError("replay_device", f"a group of {len(configs)} runs needs "
+                          f"{len(configs) * one / 2**30:.1f} GiB of replay on {name}, which has "
+                          f"{free / 2**30:.1f} GiB free; group {fits} runs or fewer "
+                          "(--runs-per-process), or give ${replay_device} host")
+
+
 def check_group_mode(config):
     """Refuse a run of a mode a group does not train in, in one line naming the flag.
 
@@ -117,9 +145,13 @@ def train_fast_group(configs, resumes=None, stop=None, on_failed=None, consoles=
         lanes = [FastLoop(parts.settings, backend, parts.learner, parts.replay, None,
                           parts.monitor, parts.evaluator, parts.checkpoints)
                  for parts, backend in built]
-        calls = GroupTrainCalls(group, lanes, configs[0].batch_size)
+        first = configs[0]
+        calls = GroupTrainCalls(group, lanes, first.batch_size,
+                                on_device=first.replay_device == "device")
         trainer = BackgroundTrainer(calls.train, calls.draw, on_loss=calls.record,
-                                    prefetch=False, per_call=configs[0].updates_per_call)
+                                    # Nothing to gather ahead where only indices travel.
+                                    prefetch=first.prefetch and calls.mirrors is None,
+                                    per_call=first.updates_per_call)
 
         def failed(lane, error):
             built[lane][0].monitor.message(f"{configs[lane].logdir}: {error}; it leaves the "

@@ -1,6 +1,13 @@
 """benchmarks.gpu_table: the one table of a GPU session, gathered from what its parts wrote."""
 
-from benchmarks.gpu_table import learner_rows, pong_solved, suite_rate, table
+from benchmarks.gpu_table import (
+    group_rows,
+    learner_rows,
+    nature_days,
+    pong_solved,
+    suite_rate,
+    table,
+)
 
 LEARNER = """== learner
 | batch | compute | xla | per call | replay | updates/s | samples/s |
@@ -53,7 +60,7 @@ def test_each_row_is_the_figure_its_part_printed(tmp_path):
 
 def test_a_part_that_did_not_run_is_not_measured(tmp_path):
     lines = table(str(tmp_path))
-    assert len(lines) == 2 + 16
+    assert len(lines) == 2 + 16 + 5 + 4
     assert all("| not measured |" in line for line in lines[2:])
 
 
@@ -68,3 +75,34 @@ def test_the_speedtest_warns_of_a_window_shorter_than_three_periods(capsys):
     assert "1 target period of 10,000" in capsys.readouterr().err
     assert warn_short_window(argparse.Namespace(steps=40_000, period=10_000, quick=False)) == 4
     assert capsys.readouterr().err == ""
+
+
+GROUPS = """== groups
+| batch | compute | xla | per call | replay | runs | updates/s per run | updates/s in all | \
+samples/s in all |
+|---|---|---|---|---|---|---|---|---|
+| 32 | float32 | off | 64 | device | 1 | 2,599.0 | 2,599.0 | 83,168 |
+| 32 | float32 | off | 64 | device | 8 | 2,000.5 | 16,004.0 | 512,128 |
+"""
+
+
+def test_the_run_axis_rows_and_the_49_game_estimates(tmp_path):
+    """benchmarks.learner's table with runs read by its header; the suites both ways, and
+    the Nature benchmark's days computed from each (49 games x 50M agent steps)."""
+    (tmp_path / "groups-learner.txt").write_text(GROUPS)
+    (tmp_path / "learner.txt").write_text(GROUPS)
+    assert group_rows(tmp_path / "groups-learner.txt") == {1: 2599.0, 8: 16004.0}
+    assert learner_rows(tmp_path / "learner.txt") == {(64, ""): 2599.0}  # one run only
+    (tmp_path / "suite-8-processes.txt").write_text("suite: 6,305 agent steps/s in all\n")
+    (tmp_path / "suite-8-groups.txt").write_text("suite: 28,356 agent steps/s in all\n")
+    assert round(nature_days(6_305), 2) == round(49 * 50e6 / 6_305 / 86_400, 2) == 4.5
+    lines = table(str(tmp_path))
+    assert "| learner, K = 64, 8 runs in one call, updates/s in all | 16,004 | ≥ 15,000 |" \
+        in lines
+    assert "| learner, K = 64, 4 runs in one call, updates/s in all | not measured |  |" \
+        in lines
+    assert "| suite of 8 Dopamine runs, 8 processes, in all | 6,305 | ≥ 15,000 |" in lines
+    assert "| the 49 Nature games at 50M agent steps, one seed, at 8 processes' rate " \
+        "(computed, days) | 4.5 | ≤ 2 |" in lines
+    assert "| the 49 Nature games at 50M agent steps, one seed, at 2 groups of 4 runs' " \
+        "rate (computed, days) | 1.0 | ≤ 2 |" in lines

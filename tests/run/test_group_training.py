@@ -75,8 +75,11 @@ def alone(tmp_path_factory):
 
 
 @jax_only
-def test_each_run_of_a_group_equals_its_ordinary_run(alone, tmp_path):
-    assert train_fast_group([cartpole(tmp_path, "group", s) for s in SEEDS]) == 3000
+@pytest.mark.parametrize("replay_device", ["host", "device"])
+def test_each_run_of_a_group_equals_its_ordinary_run(alone, tmp_path, replay_device):
+    """Replay gathered on the host, or mirrored and gathered in the compiled call."""
+    assert train_fast_group([cartpole(tmp_path, "group", s, replay_device=replay_device)
+                             for s in SEEDS]) == 3000
     for seed in SEEDS:
         assert_same_run(alone / f"alone-{seed}", tmp_path / f"group-{seed}")
         assert os.path.isdir(tmp_path / f"group-{seed}" / "best")
@@ -165,6 +168,20 @@ def cartpole_other_game_checkpoint(tmp_path):
                                  timesteps=400, checkpoint_freq=400, evaluate=0)
     train_fast(config)
     return CheckpointStore(config.logdir).latest().path
+
+
+def test_a_group_whose_replays_do_not_fit_the_accelerator_is_refused(tmp_path,
+                                                                     monkeypatch):
+    from fast_dqn.agent import backend_setup
+    from fast_dqn.agent.replay_memory import estimate_bytes
+    from fast_dqn.run.group_training import check_group_fits
+    configs = [resolve(cartpole(tmp_path, "g", s, replay_device="device")) for s in SEEDS]
+    one = estimate_bytes(configs[0].replay_capacity, (84, 84), "uint8")
+    monkeypatch.setattr(backend_setup, "accelerator_memory", lambda: ("GPU:0", 2.6 * one))
+    check_group_fits(configs[:2])
+    with pytest.raises(ConfigError, match="group 2 runs or fewer") as refusal:
+        check_group_fits(configs)
+    assert refusal.value.setting == "replay_device"
 
 
 def test_a_group_shares_one_protocol_and_one_mode(tmp_path):
