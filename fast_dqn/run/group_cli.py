@@ -10,8 +10,9 @@ lockstep, one compiled call for all their updates and one for all their acting
 (fast_dqn.run.group_training); it needs JAX. Each run's console goes to RUN_DIR.log beside
 its directory; this command prints the group's start-up lines and each run's end.
 
-A run whose flags or files are refused is named in one line and left out, and the others go
-on. Exit status: 0 when every run trained to its budget, 1 when one failed (training
+A run's flag refused (a typo, a value out of range) refuses the group, in one line, before
+anything is made. A run whose files are refused (a damaged config.json or checkpoint) is
+named in one line and left out, and the others go on. Exit status: 0 when every run trained to its budget, 1 when one failed (training
 diverged; its last good checkpoint is kept) or the group did, 2 when a run was refused, 128 +
 the signal after Ctrl-C or SIGTERM (every run checkpointed), 130 after a second Ctrl-C.
 """
@@ -67,9 +68,8 @@ def main(argv=None, prog="fast-dqn group", script=False):
     try:
         from fast_dqn.agent.backend_setup import keras_backend
         backend = keras_backend()
-    except ValueError as error:  # UnsupportedBackend
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return 2
+    except ConfigError as error:  # UnsupportedBackend: a KERAS_BACKEND we do not run on
+        return fail(prog, error)
     if backend != "jax":
         print(f"{prog}: error: a run group trains on JAX only; run it with KERAS_BACKEND=jax "
               "(pip install -e '.[jax]'), or train each run alone with `fast-dqn fast`",
@@ -136,11 +136,13 @@ def _train(prog, prepared, script):
 
     configs = [config for config, _, _ in prepared]
     logs = [f"{config.logdir.rstrip(os.sep)}.log" for config in configs]
-    replay = sum(estimate_bytes(c.replay_capacity, (84, 84) if c.game else (1,), "uint8")
-                 for c in configs)
+    where = "on the host and again on the device" if configs[0].replay_device == "device" \
+        else "on the host"
+    replay = "" if not configs[0].game else "; replay {:.2f} GiB in all, {}".format(
+        sum(estimate_bytes(c.replay_capacity, (84, 84), "uint8") for c in configs) / 2**30,
+        where)
     print(f"{prog}: {len(configs)} runs in one process, their updates and their acting each "
-          f"one compiled call; replay {replay / 2**30:.2f} GiB in all, on the host and again "
-          f"on the device", flush=True)
+          f"one compiled call{replay}", flush=True)
     failures, refusals = {}, {}
     with contextlib.ExitStack() as files, StopSignals(then_ignore=script) as stop:
         consoles = [files.enter_context(open(log, "a", encoding="utf-8")) for log in logs]
