@@ -18,7 +18,7 @@ Each period, in order:
        trainable (fast_dqn.loops.period, hand_out_the_rest);
     6. copy main -> target.                                     _copy_main_to_target
     The sync point then ends the period, and hands out the next one's minibatches
-    (fast_dqn.loops.period).                                    _end_period
+    (fast_dqn.loops.period).                                    end_period
 
 Replay is written only in step 5, while the trainer is idle, and the local samplers act with
 a network that is frozen for the whole period: so a seeded local run is reproducible (a Ray
@@ -109,7 +109,7 @@ class FastLoop:
             The agent step reached, over all samplers.
         """
         self.state = state or FastLoopState.fresh(self.settings, self.monitor.message)
-        self.period = self._new_period()
+        self.period = self.new_period()
         self.monitor.follow(self.state.schedule)
         # The samplers act through the target network: frozen for each period, while the
         # trainer changes the main one.
@@ -136,7 +136,7 @@ class FastLoop:
             self._copy_main_to_target()
             # The sync point: the period ends at a consistent point; the next one's
             # minibatches are handed out.
-            self._end_period()
+            self.end_period()
 
     def _resume_period(self):
         """Take up a run resumed mid-period; False on a stop.
@@ -242,7 +242,7 @@ class FastLoop:
         self.learner.update_target()
         self.backend.target_updated()
 
-    def _end_period(self):
+    def end_period(self):
         """End the period at its sync point: the trainer idle and nothing held, consistent.
 
         The next period's minibatches are handed out here, so that a checkpoint written at
@@ -253,7 +253,7 @@ class FastLoop:
         self.monitor.sync_point(state.step)
         state.sync_pending = False
         if state.step < self.total:
-            self.period = self._new_period()
+            self.period = self.new_period()
             self.trainer.hand_out(self.period)
         every = self.settings.eval_freq
         state.eval_pending = bool(self.evaluator) and (
@@ -272,7 +272,12 @@ class FastLoop:
         self.checkpoints.save(self.state.step, self.state.state_dict())
         return self.state.step
 
-    def _new_period(self):
+    def new_period(self):
+        """The period that starts at the loop state's step.
+
+        Returns:
+            A Period (fast_dqn.loops.period).
+        """
         return Period(self.state, self.settings, self.round_size, self.total, self.replay)
 
     def _waiting(self):

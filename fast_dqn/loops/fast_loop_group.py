@@ -78,9 +78,8 @@ class GroupTrainCalls:
         """
         drawn = [lane.replay.sample_indices_many(count, self.batch_size) for lane in self.lanes]
         if self.mirrors is None:
-            from fast_dqn.agent.batch import Batch
             gathered = [lane.replay.gather_many(*d) for lane, d in zip(self.lanes, drawn)]
-            return Batch(*(np.stack(field) for field in zip(*gathered)))
+            return type(gathered[0])(*(np.stack(field) for field in zip(*gathered)))
         for mirror in self.mirrors:
             mirror.sync()
         return np.stack([d[0] for d in drawn]), np.stack([d[1] for d in drawn])
@@ -108,7 +107,11 @@ class GroupTrainCalls:
         return list(zip(losses.T, mean_qs.T))
 
     def failed(self):
-        """{run: TrainingDiverged} of the runs whose training diverged, a copy."""
+        """The runs whose training diverged.
+
+        Returns:
+            {run: TrainingDiverged}, a copy (the trainer thread adds to the original).
+        """
         with self._lock:
             return dict(self._failed)
 
@@ -167,7 +170,7 @@ class GroupFastLoop:
         states = states or [None] * len(self.lanes)
         for lane, state in zip(self.lanes, states):
             lane.state = state or FastLoopState.fresh(self.settings, lane.monitor.message)
-            lane.period = lane._new_period()
+            lane.period = lane.new_period()
             lane.monitor.follow(lane.state.schedule)
         steps = {lane.state.step for lane in self.lanes}
         if len(steps) > 1:
@@ -186,7 +189,7 @@ class GroupFastLoop:
             self._flush_held()
             self.group.update_target()
             for lane in self._each():
-                lane._end_period()
+                lane.end_period()
         return 0
 
     def _owed(self):
