@@ -222,9 +222,8 @@ def _checked(args, run_flags):
                        _cores(), _replay_bytes(config), _available_memory(),
                        args.runs_per_process)
     else:
-        if args.runs_per_process != 1:
-            raise ConfigError("runs_per_process", "is for --backend local: on Ray each run is "
-                              "a task of its own; drop it")
+        if args.runs_per_process > 1:
+            _check_groups(suite, config)
         if args.parallel != 1:
             raise ConfigError("parallel", "is for --backend local; on Ray, --cpus-per-run "
                               "and --gpus-per-run decide how many runs share a machine")
@@ -430,10 +429,16 @@ def _start_worker(prog, args, suite, todo, config, stopping, tell):
         # Its replay, and a GiB for the rest of the process.
         memory = int(1.1 * _replay_bytes(config)) + 2**30
         worker = RayTasks(suite, todo, args.ray_address, cpus, args.gpus_per_run, stopping,
-                          tell, memory=memory)
+                          tell, memory=memory, runs_per_process=args.runs_per_process)
         worker.connect(gpus=len(gpus()))
+        g = args.runs_per_process
         words = f"each run a Ray task of {counted(cpus, 'CPU')} and " \
             f"{counted_share(args.gpus_per_run, 'GPU')}, placed by Ray"
+        if g > 1:
+            words = (f"in groups of {g} runs, each group a Ray task of "
+                     f"{counted(cpus * g, 'CPU')} and "
+                     f"{counted_share(args.gpus_per_run * g, 'GPU')} (per run: --cpus-per-run, "
+                     "--gpus-per-run), placed by Ray")
     else:
         from fast_dqn.suite.local_runs import Lanes
         threads, env, words = local_plan(args.parallel, args.runs_per_process,

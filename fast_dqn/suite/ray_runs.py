@@ -88,20 +88,53 @@ def train_task(suite, run, threads, gpus=0.0):
         time.sleep(15)
 
 
+def train_group_task(suite, runs, threads, gpus=0.0):
+    """The body of a run group's task, on its node: `fast-dqn group` of `runs`, to its end.
+
+    As train_task, for G runs in one process: the group's lines go to DIR/groups.log, each
+    run's console to its own log.
+
+    Args:
+        suite: the Suite the runs belong to.
+        runs: the group's runs, of `suite.runs()`, all going on from one agent step.
+        threads: the group's --threads: its CPUs.
+        gpus: the GPUs the task asked Ray for; a fraction shares one.
+
+    Returns:
+        (exit status of the group's command, [whether each run's files say it finished]).
+    """
+    from fast_dqn.suite.local_runs import last_line
+    from fast_dqn.suite.plan import FINISHED, group_command, run_state
+    log = os.path.join(suite.logdir, "groups.log")
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while True:
+        for run in runs:
+            os.makedirs(os.path.dirname(run.run_dir), exist_ok=True)
+        status = _run_command(group_command(suite, runs, threads), log, gpus)
+        if status != 2 or "is in use by" not in last_line(log) or \
+                time.monotonic() > deadline:
+            return status, [run_state(run, suite.timesteps) == FINISHED for run in runs]
+        time.sleep(15)
+
+
 def _train_once(suite, run, threads, gpus):
+    from fast_dqn.suite.plan import command
+    os.makedirs(os.path.dirname(run.run_dir), exist_ok=True)
+    return _run_command(command(suite, run, threads), run.log, gpus)
+
+
+def _run_command(argv, log_path, gpus):
+    """argv on this node, its output appended to log_path; its exit status."""
     import subprocess
 
     import fast_dqn
-    from fast_dqn.suite.plan import command
     env = dict(os.environ)
     # The package as this worker imported it (Ray ships it to nodes that lack it).
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(fast_dqn.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     if 0 < gpus < 1:  # a share of a GPU: JAX would otherwise take 75% of it
         env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 * gpus:.2f}")
-    argv = command(suite, run, threads)
-    os.makedirs(os.path.dirname(run.run_dir), exist_ok=True)
-    with open(run.log, "ab") as log:
+    with open(log_path, "ab") as log:
         log.write(f"\n$ {' '.join(argv)}   # on {os.uname().nodename}\n".encode())
         log.flush()
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
@@ -132,13 +165,20 @@ class RayTasks:
         tell: called with each line to show the user (a submit, a retry, an outcome).
         memory: bytes each run asks Ray for (its replay and the rest), so that Ray puts no
             more runs on a node than its RAM holds; None asks for none.
+        runs_per_process: G; above 1 each task trains G runs of one agent step as a run
+            group (`fast-dqn group`) and asks for G times each run's CPUs, GPUs and memory.
     """
 
-    def __init__(self, suite, runs, address, cpus, gpus, stopping, tell, memory=None):
+    def __init__(self, suite, runs, address, cpus, gpus, stopping, tell, memory=None,
+                 runs_per_process=1):
+        from fast_dqn.suite.plan import form_groups
         self.suite, self.runs, self.address = suite, list(runs), address
         self.cpus, self.gpus, self.stopping, self.tell = cpus, gpus, stopping, tell
         self.memory = memory
-        self.pending = {}  # ObjectRef -> (run, attempt, when submitted)
+        self.runs_per_process = runs_per_process
+        self.groups = [[run] for run in self.runs] if runs_per_process == 1 else \
+            form_groups(self.runs, runs_per_process, suite.timesteps)
+        self.pending = {}  # ObjectRef -> (runs, attempt, when submitted)
         self.cancelled = self.connected = False
 
     def running(self):
@@ -148,12 +188,13 @@ class RayTasks:
             Their names.
         """
         started = []
-        for run, _, since in list(self.pending.values()):
-            try:
-                if os.path.getmtime(run.log) >= since:
-                    started.append(run.name)
-            except OSError:
-                pass
+        for runs, _, since in list(self.pending.values()):
+            for run in runs:
+                try:
+                    if os.path.getmtime(run.log) >= since:
+                        started.append(run.name)
+                except OSError:
+                    pass
         return started
 
     def lanes(self):
@@ -175,10 +216,12 @@ class RayTasks:
             {run name: Outcome} for each run.
         """
         import ray
-        self.task = ray.remote(max_retries=NODE_RETRIES, retry_exceptions=False)(train_task)
-        for run in self.runs:
-            self._submit(run, 1)
-            self.tell(f"{run.name}: submitted (log: {run.log})")
+        remote = ray.remote(max_retries=NODE_RETRIES, retry_exceptions=False)
+        self.task, self.group_task = remote(train_task), remote(train_group_task)
+        for runs in self.groups:
+            self._submit(runs, 1)
+            self.tell(f"{' + '.join(run.name for run in runs)}: submitted (log: "
+                      + (runs[0].log if len(runs) == 1 else "each RUN_DIR.log") + ")")
         outcomes = {}
         while self.pending:
             if self.stopping.is_set() and not self.cancelled:
@@ -187,37 +230,55 @@ class RayTasks:
                     ray.cancel(ref)
             done, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
             for ref in done:
-                run, attempt, _ = self.pending.pop(ref)
-                outcome = self._outcome(ref, run)
-                if outcome.state == "failed" and attempt == 1 and not self.cancelled:
-                    self.tell(f"{run.name} failed (exit {outcome.status}): "
-                              f"{outcome.last_line}; retrying once from its last "
-                              f"checkpoint (log: {run.log})")
-                    self._submit(run, 2)
-                    continue
-                outcomes[run.name] = outcome
-                self.tell(f"{run.name}: {outcome.state}")
+                runs, attempt, _ = self.pending.pop(ref)
+                ended = self._outcomes(ref, runs)
+                failed = [o.run for o in ended if o.state == "failed"]
+                if failed and attempt == 1 and not self.cancelled:
+                    self.tell(f"{', '.join(r.name for r in failed)} failed (exit "
+                              f"{ended[0].status}): {ended[0].last_line}; retrying once from "
+                              "the last checkpoint")
+                    from fast_dqn.suite.plan import form_groups
+                    for group in form_groups(failed, self.runs_per_process,
+                                             self.suite.timesteps):
+                        self._submit(group, 2)
+                    ended = [o for o in ended if o.state != "failed"]
+                for outcome in ended:
+                    outcomes[outcome.run.name] = outcome
+                    self.tell(f"{outcome.run.name}: {outcome.state}")
         return outcomes
 
-    def _submit(self, run, attempt):
-        options = dict(num_cpus=self.cpus, num_gpus=self.gpus, name=f"fast-dqn {run.name}")
+    def _submit(self, runs, attempt):
+        g = len(runs)
+        options = dict(num_cpus=self.cpus * g, num_gpus=self.gpus * g,
+                       name=f"fast-dqn {' + '.join(run.name for run in runs)}")
         if self.memory:
-            options["memory"] = self.memory
-        ref = self.task.options(**options).remote(self.suite, run, self.cpus, self.gpus)
-        self.pending[ref] = (run, attempt, time.time())
+            options["memory"] = self.memory * g
+        if g == 1:
+            ref = self.task.options(**options).remote(self.suite, runs[0], self.cpus,
+                                                      self.gpus)
+        else:
+            ref = self.group_task.options(**options).remote(self.suite, runs, self.cpus * g,
+                                                            self.gpus * g)
+        self.pending[ref] = (runs, attempt, time.time())
 
-    def _outcome(self, ref, run):
+    def _outcomes(self, ref, runs):
+        """Each run's Outcome of a task: a group's runs judged by their own files."""
         import ray
         try:
             status, finished = ray.get(ref)
         except ray.exceptions.TaskCancelledError:
-            return Outcome(run, "stopped")
+            return [Outcome(run, "stopped") for run in runs]
         except ray.exceptions.RayError as error:
             text = str(error).strip().splitlines()
-            return Outcome(run, "failed", None, text[-1] if text else repr(error))
+            return [Outcome(run, "failed", None, text[-1] if text else repr(error))
+                    for run in runs]
         if status < 0:
             status = 128 - status
-        return classify(run, self.suite, status, finished)
+        if len(runs) == 1:
+            return [classify(runs[0], self.suite, status, finished)]
+        return [classify(run, self.suite, status, finished=done) if status else
+                Outcome(run, "finished" if done else "failed", status)
+                for run, done in zip(runs, finished)]
 
     def close(self):
         """Leave the cluster, where `connect` joined or started one."""
@@ -264,12 +325,16 @@ class RayTasks:
 
         from fast_dqn.errors import ConfigError
         nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
-        if not any(n.get("CPU", 0) >= self.cpus and n.get("GPU", 0) >= self.gpus
-                   for n in nodes):
+        g = max((len(runs) for runs in self.groups), default=1)
+        cpus, gpus = self.cpus * g, self.gpus * g
+        if not any(n.get("CPU", 0) >= cpus and n.get("GPU", 0) >= gpus for n in nodes):
             best = max(((n.get("CPU", 0), n.get("GPU", 0)) for n in nodes), default=(0, 0))
             self.close()
+            what = "a run" if g == 1 else f"a group of {g} runs"
+            fewer = "" if g == 1 else ", or fewer --runs-per-process"
             raise ConfigError("cpus_per_run", f"no node of the cluster has "
-                              f"{counted(self.cpus, 'CPU')} and {counted_share(self.gpus, 'GPU')}"
-                              f" free for a run (the largest has {counted_share(best[0], 'CPU')},"
-                              f" {counted_share(best[1], 'GPU')}); ask for less with "
-                              "--cpus-per-run and --gpus-per-run")
+                              f"{counted(cpus, 'CPU')} and {counted_share(gpus, 'GPU')}"
+                              f" free for {what} (the largest has "
+                              f"{counted_share(best[0], 'CPU')}, "
+                              f"{counted_share(best[1], 'GPU')}); ask for less with "
+                              f"--cpus-per-run and --gpus-per-run{fewer}")

@@ -71,6 +71,21 @@ def runs(variant, bias=None):
     return members, alone, replays
 
 
+def train_on_device(group, replays, k):
+    """K minibatches of each run's own replay, drawn from its RNG, trained in one call.
+
+    Returns:
+        (the drawn (shards, idx) of each run, (G, K) losses, (G, K) mean Qs).
+    """
+    mirrors = group.mirror_replays(replays)
+    for mirror in mirrors:
+        mirror.sync()
+    drawn = [replay.sample_indices_many(k, 16) for replay in replays]
+    losses, mean_qs = group.train_from_replay(mirrors, np.stack([d[0] for d in drawn]),
+                                              np.stack([d[1] for d in drawn]))
+    return drawn, losses, mean_qs
+
+
 VARIANTS = {"nature": {}, "double": {"double": True}, "adam": {"optimizer": "adam"}}
 
 
@@ -84,14 +99,10 @@ def test_g_updates_in_one_call_equal_g_separate_updates(name, path):
     members, alone, replays = runs(VARIANTS[name], bias=-3.0)
     before = [m.main_weights() for m in members]
     group = group_of(members, **VARIANTS[name])
-    drawn = [replay.sample_indices_many(5, 16) for replay in replays]
     if path == "device":
-        mirrors = group.mirror_replays(replays)
-        for mirror in mirrors:
-            mirror.sync()
-        losses, mean_qs = group.train_from_replay(mirrors, np.stack([d[0] for d in drawn]),
-                                                  np.stack([d[1] for d in drawn]))
+        drawn, losses, mean_qs = train_on_device(group, replays, 5)
     else:
+        drawn = [replay.sample_indices_many(5, 16) for replay in replays]
         gathered = [replay.gather_many(*d) for replay, d in zip(replays, drawn)]
         losses, mean_qs = group.train_many(Batch(*(np.stack(field) for field in
                                                    zip(*gathered))))
@@ -116,12 +127,7 @@ def test_the_padding_stays_zero_and_out_of_every_value():
     run's Q-values over its real actions are its ordinary learner's."""
     members, alone, replays = runs({"optimizer": "adam"})
     group = group_of(members, optimizer="adam")
-    mirrors = group.mirror_replays(replays)
-    for mirror in mirrors:
-        mirror.sync()
-    drawn = [replay.sample_indices_many(4, 16) for replay in replays]
-    group.train_from_replay(mirrors, np.stack([d[0] for d in drawn]),
-                            np.stack([d[1] for d in drawn]))
+    drawn, _, _ = train_on_device(group, replays, 4)
     padded = group.states
     for r, actions in enumerate(ACTIONS):
         kernel, bias = (np.asarray(w[r]) for w in padded.trainable[-2:])
@@ -157,12 +163,7 @@ def test_each_run_acts_through_its_own_target_network():
                                        atol=1e-6)
     # Different runs, different networks: run 0's states through run 2's target differ.
     assert not np.allclose(alone[2].target_q_values(states[0])[:, :3], before[0][:, :3])
-    mirrors = group.mirror_replays(replays)
-    for mirror in mirrors:
-        mirror.sync()
-    drawn = [replay.sample_indices_many(3, 16) for replay in replays]
-    group.train_from_replay(mirrors, np.stack([d[0] for d in drawn]),
-                            np.stack([d[1] for d in drawn]))
+    drawn, _, _ = train_on_device(group, replays, 3)
     for got, want in zip(group.target_q_values(states), before):
         np.testing.assert_array_equal(got, want)
     group.update_target()
@@ -178,12 +179,7 @@ def test_one_runs_divergence_is_that_runs_alone():
     members, alone, replays = runs({})
     replays[1] = replay_of(11, ACTIONS[1], reward_scale=np.nan)
     group = group_of(members)
-    mirrors = group.mirror_replays(replays)
-    for mirror in mirrors:
-        mirror.sync()
-    drawn = [replay.sample_indices_many(4, 16) for replay in replays]
-    losses, mean_qs = group.train_from_replay(mirrors, np.stack([d[0] for d in drawn]),
-                                              np.stack([d[1] for d in drawn]))
+    drawn, losses, mean_qs = train_on_device(group, replays, 4)
     assert group.diverged(losses, mean_qs) == [1]
     group.write_back([0, 2])
     for r in (0, 2):
@@ -198,12 +194,7 @@ def test_one_runs_divergence_is_that_runs_alone():
 def test_write_back_then_read_members_is_the_same_state():
     members, _, replays = runs({})
     group = group_of(members)
-    mirrors = group.mirror_replays(replays)
-    for mirror in mirrors:
-        mirror.sync()
-    drawn = [replay.sample_indices_many(2, 16) for replay in replays]
-    group.train_from_replay(mirrors, np.stack([d[0] for d in drawn]),
-                            np.stack([d[1] for d in drawn]))
+    drawn, _, _ = train_on_device(group, replays, 2)
     trained = [np.asarray(a) for a in group.states.trainable]
     group.write_back()
     group.read_members()

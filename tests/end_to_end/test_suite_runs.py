@@ -1,5 +1,6 @@
 """Real suites of tiny Pong and Breakout runs: on this machine, stopped by Ctrl-C and finished
-by the same command; and on a two-node Ray cluster on loopback, one node killed mid-run.
+by the same command, a process per run or in run groups; and on a two-node Ray cluster on
+loopback, one node killed mid-run.
 Each run must finish at its budget exactly once, and nothing may be run twice."""
 
 import csv
@@ -110,6 +111,53 @@ def test_a_suite_stopped_by_ctrl_c_is_finished_by_the_same_command(tmp_path):
     assert "4 runs of 2 games, each scored at its latest score" in scored.stdout
 
 
+def test_a_suite_of_run_groups_stopped_by_ctrl_c_is_finished_by_the_same_command(tmp_path):
+    """Pong and Breakout (padded) of 2 seeds in groups of 2 under JAX: stopped mid-run, each
+    group's runs checkpoint at one step, and the same command resumes them as groups."""
+    logdir = tmp_path / "suite"
+    command = suite_command(logdir, "--seeds", "2", "--runs-per-process", "2")
+    env = code_path_env()
+    env["KERAS_BACKEND"] = "jax"
+    out = open(tmp_path / "first.txt", "w")
+    first = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not any(CheckpointStore(str(d)).steps() for d in run_dirs(logdir, (0, 1))):
+            assert first.poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "first.txt").read_text()[-3000:]
+            time.sleep(0.5)
+        first.send_signal(signal.SIGINT)
+        code = first.wait(timeout=240)
+    finally:
+        first.kill()
+        out.close()
+    text = (tmp_path / "first.txt").read_text()
+    assert code == 128 + signal.SIGINT, text[-3000:]
+    assert "in groups of 2 runs, one process each" in text
+    assert re.search(r"\w+/seed-\d \+ \w+/seed-\d: a group of 2 in one process", text)
+    stopped = {}
+    for d in run_dirs(logdir, (0, 1)):
+        steps = CheckpointStore(str(d)).steps()
+        if steps:
+            stopped[d] = steps[-1]
+    # The group that ran stopped both its runs at one agent step, short of the budget.
+    assert len(stopped) == 2 and len(set(stopped.values())) == 1, stopped
+    assert 0 < next(iter(stopped.values())) < BUDGET
+
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT,
+                            env=env)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "4 of 4 finished" in second.stdout
+    assert "a group of 2 in one process" in second.stdout
+    for d in run_dirs(logdir, (0, 1)):
+        store = CheckpointStore(str(d))
+        assert store.steps()[-1] == BUDGET and store.newest_is_finished(), d
+        rows = episodes(d)
+        assert [int(r["episode"]) for r in rows] == list(range(1, len(rows) + 1))
+        log = (d.parent / f"{d.name}.log").read_text()
+        assert ("resumed from" in log) == (d in stopped), log[-2000:]
+
+
 RAY_SUITE = textwrap.dedent("""
     import sys, threading, time
     from ray.cluster_utils import Cluster
@@ -158,4 +206,48 @@ def test_a_ray_suite_survives_a_node_that_dies_mid_run(tmp_path):
     # The run on the dead node resumed from its checkpoint on the other; the other never.
     resumed = sorted(check_finished_once(d) for d in run_dirs(logdir, (0,)))
     assert resumed == [0, 1], result.stdout[-3000:]
+    assert not wait_until_gone(before), "the suite left Ray processes behind"
+
+
+RAY_GROUP_SUITE = textwrap.dedent("""
+    import sys
+    from ray.cluster_utils import Cluster
+    from fast_dqn.suite.cli import main
+
+    logdir, flags = sys.argv[1], sys.argv[2:]
+    # The head offers no CPU; one node offers 2: a group of 2 runs of 1 CPU each fits it.
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    cluster.add_node(num_cpus=2, object_store_memory=150 * 2**20)
+    try:
+        code = main(["--games", "pong,breakout", "--timesteps", "2400", "--backend", "ray",
+                     "--ray-address", cluster.address, "--cpus-per-run", "1",
+                     "--runs-per-process", "2", "--logdir", logdir, "--plain", "--interval",
+                     "10", "--"] + flags, prog="fast-dqn suite")
+    finally:
+        cluster.shutdown()
+    sys.exit(code)
+""")
+
+
+@pytest.mark.ray
+def test_a_ray_suite_trains_a_run_group_as_one_task(tmp_path):
+    pytest.importorskip("ray")
+    from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
+    before = ray_processes()
+    logdir = tmp_path / "suite"
+    script = tmp_path / "ray_group_suite.py"
+    script.write_text(RAY_GROUP_SUITE)
+    env = code_path_env(environment_without_ray_settings())
+    env["KERAS_BACKEND"] = "jax"
+    result = subprocess.run([sys.executable, str(script), str(logdir), *RUN_FLAGS],
+                            capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "in groups of 2 runs, each group a Ray task of 2 CPUs" in result.stdout
+    assert "pong/seed-0 + breakout/seed-0: submitted" in result.stdout
+    assert "2 of 2 finished" in result.stdout
+    for d in run_dirs(logdir, (0,)):
+        store = CheckpointStore(str(d))
+        assert store.steps()[-1] == BUDGET and store.newest_is_finished(), d
+        assert "finished: 2,400 agent steps" in (d.parent / f"{d.name}.log").read_text()
+    assert "fast_dqn group" in (logdir / "groups.log").read_text()
     assert not wait_until_gone(before), "the suite left Ray processes behind"

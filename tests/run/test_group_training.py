@@ -127,20 +127,23 @@ def test_a_diverged_run_leaves_the_group_and_the_others_go_on(alone, tmp_path, m
     """Run 2's losses turn NaN from its 40th call: it leaves, keeping its last good
     checkpoint; runs 1 and 3 train on exactly as alone."""
     from fast_dqn.agent.run_group import RunGroup
-    original, calls = RunGroup.train_from_replay, [0]
+    calls = [0]
 
-    def poisoned(self, mirrors, shards, idx):
-        losses, mean_qs = original(self, mirrors, shards, idx)
-        calls[0] += 1
-        if calls[0] >= 40:
-            losses = losses.copy()
-            losses[1] = np.nan
-        return losses, mean_qs
-    monkeypatch.setattr(RunGroup, "train_from_replay", poisoned)
+    def poisoned(original):
+        def train(self, *args):
+            losses, mean_qs = original(self, *args)
+            calls[0] += 1
+            if calls[0] >= 40:
+                losses = losses.copy()
+                losses[1] = np.nan
+            return losses, mean_qs
+        return train
+    for name in ("train_many", "train_from_replay"):  # replay on the host, or mirrored
+        monkeypatch.setattr(RunGroup, name, poisoned(getattr(RunGroup, name)))
     failed = {}
     assert train_fast_group([cartpole(tmp_path, "group", s) for s in SEEDS],
                             on_failed=failed.__setitem__) == 3000
-    assert list(failed) == [1] and "diverged" in str(failed[1])
+    assert calls[0] > 40 and list(failed) == [1] and "diverged" in str(failed[1])
     for seed in (1, 3):
         assert_same_run(alone / f"alone-{seed}", tmp_path / f"group-{seed}")
     kept = CheckpointStore(str(tmp_path / "group-2")).steps()

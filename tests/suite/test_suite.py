@@ -790,7 +790,7 @@ def test_a_group_needs_the_ram_for_all_its_replays():
 @pytest.mark.parametrize("args,env,says", [
     (["--runs-per-process=2"], "tensorflow", "KERAS_BACKEND=jax"),
     (["--runs-per-process=2", "--loop=nature"], "jax", "--loop nature"),
-    (["--runs-per-process=2", "--backend=ray"], "jax", "on Ray each run is a task"),
+    (["--runs-per-process=2", "--backend=ray"], "tensorflow", "KERAS_BACKEND=jax"),
     (["--runs-per-process=2", "--", "--no-concurrent"], "jax", "lockstep"),
     (["--runs-per-process=0"], "jax", "must be 1 or more"),
 ])
