@@ -17,7 +17,7 @@ columns compute what the unpadded network computes (rounded as a vmapped program
 A dueling head centres its advantages over all columns, so dueling runs of a group must share
 one action count.
 
-JAX only: on TensorFlow a group of more than one run is refused (GroupNeedsJax).
+JAX only: on TensorFlow a group is refused (GroupNeedsJax); a run alone needs none.
 """
 
 import numpy as np
@@ -26,7 +26,7 @@ from fast_dqn.agent.learner import TrainingDiverged
 
 
 class GroupNeedsJax(ValueError):
-    """A run group of more than one run was asked for on a backend other than JAX."""
+    """A run group was asked for on a backend other than JAX."""
 
 
 class GroupMismatch(ValueError):

@@ -198,7 +198,7 @@ class CompiledSteps:
         self.state = self._state_of_variables()
         # Where the optimizer's update count sits among its variables.
         self.iterations_index = next(i for i, v in enumerate(optimizer.variables)
-                                if v.path == optimizer.iterations.path)
+                                     if v.path == optimizer.iterations.path)
         # Unrolled on a CPU: XLA:CPU runs convolutions inside a while loop 7 times slower
         # (the Nature CNN at batch 32 on xeon-amx: 382 ms an update in a rolled scan of 16,
         # 52 ms alone, 41 ms unrolled; partly unrolled, by 4, still 390). A GPU keeps the
