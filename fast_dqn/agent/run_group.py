@@ -209,7 +209,7 @@ class RunGroup:
                   & self._steps.all_finite(self.states))
         return [int(r) for r in np.flatnonzero(~finite)]
 
-    def _q(self, networks, states_per_run):
+    def _q(self, networks, states_per_run, strict):
         rows = [len(s) for s in states_per_run]
         shape = np.shape(states_per_run[int(np.argmax(rows))])[1:]
         dtype = np.asarray(states_per_run[0]).dtype
@@ -219,22 +219,24 @@ class RunGroup:
         q = self._steps.q(*networks, stacked)
         values = [q[r, :rows[r], :self.num_actions[r]] for r in range(self.runs)]
         for r, v in enumerate(values):
-            if not np.all(np.isfinite(v)):
+            if strict and not np.all(np.isfinite(v)):
                 raise TrainingDiverged(f"a Q-value of run {r}'s network is not finite: "
                                        "training diverged")
         return values
 
-    def target_q_values(self, states_per_run):
+    def target_q_values(self, states_per_run, strict=True):
         """Each run's target network's Q-values of its states, in one batched call.
 
         Args:
             states_per_run: G stacks of states, run r's (N_r, ...); N_r may be 0.
+            strict: raise TrainingDiverged for a run's value that is not finite; False
+                leaves the check to the caller (one run's divergence ends that run alone).
 
         Returns:
             G numpy arrays, run r's (N_r, its game's action count).
         """
         s = self.states
-        return self._q((s.target_trainable, s.target_non_trainable), states_per_run)
+        return self._q((s.target_trainable, s.target_non_trainable), states_per_run, strict)
 
     def q_values(self, states_per_run):
         """Each run's main network's Q-values of its states, in one batched call.
@@ -245,7 +247,8 @@ class RunGroup:
         Returns:
             G numpy arrays, run r's (N_r, its game's action count).
         """
-        return self._q((self.states.trainable, self.states.non_trainable), states_per_run)
+        return self._q((self.states.trainable, self.states.non_trainable), states_per_run,
+                       strict=True)
 
     def update_target(self):
         """Copy main to target in every run (only while nobody trains)."""

@@ -35,6 +35,7 @@ import threading
 
 import numpy as np
 
+from fast_dqn.agent.learner import TrainingDiverged
 from fast_dqn.loops.fast_loop_state import FastLoopState
 
 
@@ -99,7 +100,6 @@ class GroupTrainCalls:
             losses, mean_qs = self.group.train_many(drawn)
         else:
             losses, mean_qs = self.group.train_from_replay(self.mirrors, *drawn)
-        from fast_dqn.agent.learner import TrainingDiverged
         for run in self.group.diverged(losses, mean_qs):
             with self._lock:
                 self._failed.setdefault(run, TrainingDiverged(
@@ -147,12 +147,14 @@ class GroupFastLoop:
         self.stop, self.on_failed = stop, on_failed
         self.live = list(range(len(lanes)))
         self.settings = lanes[0].settings
+        self.told_finishing = False
         for lane in lanes:
             lane.trainer = _HandOut()
 
     @property
     def _lead(self):
-        return self.lanes[self.live[0]]
+        """The first run still in the group (all share its step and period); None: none."""
+        return self.lanes[self.live[0]] if self.live else None
 
     def _each(self):
         return [self.lanes[r] for r in self.live]
@@ -165,7 +167,7 @@ class GroupFastLoop:
                 agent step), or None for fresh runs.
 
         Returns:
-            The agent step reached.
+            The agent step reached; None where every run left the group (diverged).
         """
         states = states or [None] * len(self.lanes)
         for lane, state in zip(self.lanes, states):
@@ -177,20 +179,24 @@ class GroupFastLoop:
             raise ValueError(f"a group's runs resume at one agent step, not {sorted(steps)}")
         if not self._resume_period():
             return self._stop_mid_period()
-        while self.live:
+        while True:
+            # A run leaves when its training diverges: the others go on, until none is left.
+            if self._lead is None:
+                return None
             if self._lead.state.boundary:
                 if self._evaluate_and_checkpoint():
-                    return self._lead.state.step
+                    return self._lead.state.step if self.live else None
                 self._start_period()
             if not self._play_rounds():
                 return self._stop_mid_period()
+            if self._lead is None:
+                return None
             if not self._wait_for_trainer():
                 return self._stop_mid_period()
             self._flush_held()
             self.group.update_target()
             for lane in self._each():
                 lane.end_period()
-        return 0
 
     def _owed(self):
         """The minibatches every live run's period owes: one count, as one schedule gives."""
@@ -248,35 +254,48 @@ class GroupFastLoop:
 
     def _play_round(self):
         """One round of every run: their draws, one acting call, their games stepped."""
-        lanes = self._each()
         step = self._lead.state.step
-        greedy = [lane.backend.greedy_states(step, self.settings.epsilon) for lane in lanes]
-        if any(len(states) for states in greedy):
-            q = self._acting_q(greedy)
-        else:
-            q = [None] * len(lanes)
-        for lane, values in zip(lanes, q):
-            lane.backend.send_round(values)
-        for lane in lanes:
+        greedy = {r: self.lanes[r].backend.greedy_states(step, self.settings.epsilon)
+                  for r in self.live}
+        q = self._acting_q(greedy) if any(len(s) for s in greedy.values()) else {}
+        for r in self.live:  # a run whose Q-values were not finite has left
+            self.lanes[r].backend.send_round(q.get(r))
+        for lane in self._each():
             lane.take_chunk(lane.backend.recv_round())
-        self.trainer.pace(self._lead.period.unplayed())
+        if self.live:
+            self.trainer.pace(self._lead.period.unplayed())
         self._check_trainer()
 
     def _acting_q(self, greedy):
-        """Every live run's greedy states through its own target network, in one call."""
-        states = [np.zeros((0, *greedy[0].shape[1:]), greedy[0].dtype)] * self.group.runs
-        for r, rows in zip(self.live, greedy):
-            states[r] = rows
-        q = self.group.target_q_values(states)
-        return [q[r] for r in self.live]
+        """Every live run's greedy states through its own target network, in one call.
+
+        A run whose Q-values are not finite leaves the group, as its ordinary run would
+        end; the others act on.
+
+        Returns:
+            {run: its greedy states' Q-values}.
+        """
+        rows = next(iter(greedy.values()))
+        states = [np.zeros((0, *rows.shape[1:]), rows.dtype)] * self.group.runs
+        for r, those in greedy.items():
+            states[r] = those
+        q = self.group.target_q_values(states, strict=False)
+        for r in list(greedy):
+            if not np.all(np.isfinite(q[r])):
+                self._leave(r, TrainingDiverged("a Q-value of the target network is not "
+                                                "finite: training diverged"))
+        return {r: q[r] for r in self.live}
+
+    def _leave(self, run, error):
+        self.live.remove(run)
+        self.on_failed(run, error)
 
     def _check_trainer(self):
         """Re-raise a failure of the trainer's threads; let diverged runs leave the group."""
         self.trainer.check()
         failed = self.calls.failed()
         for run in sorted(set(failed) & set(self.live)):
-            self.live.remove(run)
-            self.on_failed(run, failed[run])
+            self._leave(run, failed[run])
 
     def _wait_for_trainer(self):
         self.trainer.pace(0)
@@ -296,8 +315,13 @@ class GroupFastLoop:
 
     def _finishing(self):
         """The last wait's: never aborts (a run resumed without replay could not train
-        what it owes), as FastLoop's."""
-        self._waiting()
+        what it owes), and says why a stop waits, as FastLoop's."""
+        if self._waiting() and not self.told_finishing:
+            for lane in self._each():
+                lane.monitor.message("stopping: the run's last steps are played and their "
+                                     "minibatches are still training; the final checkpoint "
+                                     "is written as soon as they are done")
+            self.told_finishing = True
         return False
 
     def _flush_held(self):
@@ -307,10 +331,17 @@ class GroupFastLoop:
             rest = {lane.period.hand_out_the_rest() for lane in self._each()}
             if rest != {0}:
                 self._begin()
-                assert self._wait_for_trainer(), "the run's last minibatches were not trained"
+                trained = self._wait_for_trainer()
+                # _finishing never aborts: a False here would leave minibatches untrained
+                # that no resume could train.
+                assert trained, "the run's last minibatches were not trained"
 
     def _stop_mid_period(self):
-        """Stop the trainer after its current call; every run saves what its period owes."""
+        """Stop the trainer after its current call; every run saves what its period owes.
+
+        Returns:
+            The agent step reached; None where no run is left.
+        """
         trained = self.trainer.interrupt() if self.live and self._owed() else 0
         self._check_trainer()
         for lane in self._each():
@@ -319,4 +350,4 @@ class GroupFastLoop:
         self.group.write_back(self.live)
         for lane in self._each():
             lane.checkpoints.save(lane.state.step, lane.state.state_dict())
-        return self._lead.state.step if self.live else 0
+        return self._lead.state.step if self.live else None

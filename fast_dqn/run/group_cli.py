@@ -10,9 +10,10 @@ lockstep, one compiled call for all their updates and one for all their acting
 (fast_dqn.run.group_training); it needs JAX. Each run's console goes to RUN_DIR.log beside
 its directory; this command prints the group's start-up lines and each run's end.
 
-A run's flag refused (a typo, a value out of range) refuses the group, in one line, before
-anything is made. A run whose files are refused (a damaged config.json or checkpoint) is
-named in one line and left out, and the others go on. Exit status: 0 when every run trained to its budget, 1 when one failed (training
+A --run that argparse cannot read (an unknown flag, a value of the wrong type) refuses the
+group in one line, before anything is made. A run refused otherwise (a value out of range, a
+damaged config.json or checkpoint) is named in one line and left out, and the others go on;
+one finished already is left out too. Exit status: 0 when every run trained to its budget, 1 when one failed (training
 diverged; its last good checkpoint is kept) or the group did, 2 when a run was refused, 128 +
 the signal after Ctrl-C or SIGTERM (every run checkpointed), 130 after a second Ctrl-C.
 """
@@ -57,6 +58,9 @@ def main(argv=None, prog="fast-dqn group", script=False):
 
     Returns:
         The exit status (the module docstring).
+
+    Raises:
+        SystemExit: a --run argparse cannot read (after its one line, status 2).
     """
     from fast_dqn.run import cli
     from fast_dqn.run.run_kinds import FAST
@@ -79,23 +83,27 @@ def main(argv=None, prog="fast-dqn group", script=False):
         from fast_dqn.run.logs.progress import OutlivesConsole
         sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
     refused, prepared = False, []
-    for i, flags in enumerate(args.run, 1):
-        try:
-            run_argv = shlex.split(flags)
-        except ValueError as error:
-            print(f"{prog}: error: --run {i}: {error}; quote it as the shell would",
-                  file=sys.stderr)
-            refused = True
-            continue
-        done = cli.prepare(FAST, run_argv, f"{prog} --run {i}", make=False)
-        if isinstance(done, int):
-            refused |= done != 0
-            continue
-        prepared.append(done)
-    with contextlib.ExitStack() as held:
-        for _, _, lock in prepared:
-            if lock is not None:
-                held.enter_context(lock)
+    with contextlib.ExitStack() as held:  # the resumed runs' locks, released on any exit
+        for i, flags in enumerate(args.run, 1):
+            try:
+                run_argv = shlex.split(flags)
+            except ValueError as error:
+                return fail(prog, ConfigError("run", f"--run {i}: {error}; quote it as the "
+                                              "shell would"))
+            done = cli.prepare(FAST, run_argv, f"{prog} --run {i}", make=False)
+            if done == 130:  # Ctrl-C while it was prepared: nothing trains
+                return 130
+            if isinstance(done, int):  # refused in one line (2), or finished already (0)
+                refused |= done != 0
+                continue
+            if done[2] is not None:
+                held.enter_context(done[2])
+            prepared.append(done)
+        if not prepared:
+            if not refused:
+                print(f"{prog}: every run finished already; give a larger --timesteps to go "
+                      "on", flush=True)
+            return 2 if refused else 0
         checked = _checked(prog, prepared)
         if isinstance(checked, int):
             return checked
@@ -109,10 +117,13 @@ def main(argv=None, prog="fast-dqn group", script=False):
 def _checked(prog, prepared):
     """The runs checked as one group before any directory is made; an exit status if not."""
     from fast_dqn.run.group_training import check_group, check_group_fits
-    if not prepared:
-        return 2
     try:
         configs = [config for config, _, _ in prepared]
+        logdirs = [os.path.abspath(config.logdir) for config in configs]
+        if len(set(logdirs)) < len(logdirs):
+            twice = next(d for d in logdirs if logdirs.count(d) > 1)
+            raise ConfigError("logdir", f"two runs of the group have the run directory "
+                              f"{twice}; give each its own")
         check_group(configs)
         if configs[0].game:
             check_group_fits(configs)
@@ -153,6 +164,8 @@ def _train(prog, prepared, script):
             train_fast_group(configs, [checkpoint for _, checkpoint, _ in prepared], stop,
                              on_failed=failures.__setitem__, consoles=consoles,
                              on_refused=refusals.__setitem__)
+        except ConfigError as error:  # the runs cannot share one network (dueling heads)
+            return fail(prog, error)
         except KeyboardInterrupt:
             print(f"{prog}: aborted; each run continues from its last checkpoint with "
                   f"{cli.resume_command('fast-dqn fast', configs[0].logdir)} (and the "
@@ -171,15 +184,17 @@ def _train(prog, prepared, script):
         print(f"{prog}: error: {configs[run].logdir}: {error}; "
               f"{cli.last_good_checkpoint('fast-dqn fast', configs[run].logdir)}",
               file=sys.stderr)
-    if failures:
-        return 1
-    if refusals:
-        return 2
+    # A stop first: every run not finished checkpointed and goes on later, a diverged one
+    # from its last good checkpoint.
     if stop.requested:
         print(f"{prog}: stopped after every run's checkpoint; continue with the same "
               "command, or each run alone with fast-dqn fast --resume RUN_DIR",
               file=sys.stderr)
         return 128 + stop.signum
+    if failures:
+        return 1
+    if refusals:
+        return 2
     print(f"{prog}: every run finished", flush=True)
     return 0
 

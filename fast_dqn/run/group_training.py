@@ -11,6 +11,7 @@ import dataclasses
 from fast_dqn.agent.backend_setup import configure_backend
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.components import build_learner, build_local_backend
+from fast_dqn.run.logs.console_lines import replay_line
 from fast_dqn.run.settings.validation import resolve
 from fast_dqn.run.training import (
     RunParts,
@@ -112,7 +113,7 @@ def train_fast_group(configs, resumes=None, stop=None, on_failed=None, consoles=
     Returns:
         The agent step reached by the runs still in the group (None where none was left).
     """
-    from fast_dqn.agent.run_group import RunGroup
+    from fast_dqn.agent.run_group import GroupMismatch, RunGroup
     from fast_dqn.loops.background_trainer import BackgroundTrainer
     from fast_dqn.loops.fast_loop import FastLoop
     from fast_dqn.loops.fast_loop_group import GroupFastLoop, GroupTrainCalls
@@ -141,7 +142,13 @@ def train_fast_group(configs, resumes=None, stop=None, on_failed=None, consoles=
         widest = max(range(len(built)), key=lambda r: built[r][1].num_actions)
         space = built[widest][1].observation_space
         padded = build_learner(configs[widest], space.shape, built[widest][1].num_actions)
-        group = RunGroup([parts.learner for parts, _ in built], padded)
+        try:
+            group = RunGroup([parts.learner for parts, _ in built], padded)
+        except GroupMismatch as error:
+            raise ConfigError("dueling", str(error)) from None
+        for (parts, _), config in zip(built, configs):
+            parts.monitor.message(replay_line(parts.replay, config.updates_per_call,
+                                              config.replay_device))
         lanes = [FastLoop(parts.settings, backend, parts.learner, parts.replay, None,
                           parts.monitor, parts.evaluator, parts.checkpoints)
                  for parts, backend in built]

@@ -18,6 +18,7 @@ from fast_dqn.suite.plan import (
     command,
     form_groups,
     group_command,
+    group_log,
     last_checkpoint_step,
     log_tail,
     run_state,
@@ -219,12 +220,12 @@ class Lanes:
             with open(run.log, "ab") as log:
                 log.write(f"\n$ {' '.join(argv)}\n(this run's console, one of a group of "
                           f"{len(runs)}: {name})\n".encode())
-        path = os.path.join(self.suite.logdir, "groups.log")
+        path = group_log(runs)
         with open(path, "ab") as log:
             log.write(f"\n$ {' '.join(argv)}\n".encode())
             log.flush()
             status = self._process(name, argv, log, f"{name}: a group of {len(runs)} in one "
-                                   f"process (its log: {path}; each run's: RUN_DIR.log)")
+                                   f"process (its log: {path}; each run's console: RUN_DIR.log)")
         return [classify_member(run, self.suite, status) for run in runs]
 
     def _process(self, name, argv, log, started):

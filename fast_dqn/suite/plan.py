@@ -163,6 +163,12 @@ def group_command(suite, runs, threads=None):
     return [sys.executable, "-m", "fast_dqn", "group"] + [f"--run={f}" for f in flags]
 
 
+def group_log(runs):
+    """Where a group's own lines go (each run's console goes to its own log): beside the
+    group's first run, RUN_DIR.group.log."""
+    return f"{runs[0].run_dir}.group.log"
+
+
 def resume_step(run, timesteps):
     """The agent step a run goes on from: its newest checkpoint's, 0 for a new run."""
     if run_state(run, timesteps) == NEW:

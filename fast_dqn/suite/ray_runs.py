@@ -91,8 +91,8 @@ def train_task(suite, run, threads, gpus=0.0):
 def train_group_task(suite, runs, threads, gpus=0.0):
     """The body of a run group's task, on its node: `fast-dqn group` of `runs`, to its end.
 
-    As train_task, for G runs in one process: the group's lines go to DIR/groups.log, each
-    run's console to its own log.
+    As train_task, for G runs in one process: the group's lines go to its own log
+    (fast_dqn.suite.plan.group_log), each run's console to the run's.
 
     Args:
         suite: the Suite the runs belong to.
@@ -104,8 +104,8 @@ def train_group_task(suite, runs, threads, gpus=0.0):
         (exit status of the group's command, [whether each run's files say it finished]).
     """
     from fast_dqn.suite.local_runs import last_line
-    from fast_dqn.suite.plan import FINISHED, group_command, run_state
-    log = os.path.join(suite.logdir, "groups.log")
+    from fast_dqn.suite.plan import FINISHED, group_command, group_log, run_state
+    log = group_log(runs)
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
     while True:
         for run in runs:
@@ -276,8 +276,10 @@ class RayTasks:
             status = 128 - status
         if len(runs) == 1:
             return [classify(runs[0], self.suite, status, finished)]
-        return [classify(run, self.suite, status, finished=done) if status else
-                Outcome(run, "finished" if done else "failed", status)
+        # A group's exit speaks for all its runs: a run whose files say it finished is
+        # finished, whatever the others did.
+        return [Outcome(run, "finished", status) if done else
+                classify(run, self.suite, status, finished=False)
                 for run, done in zip(runs, finished)]
 
     def close(self):

@@ -249,5 +249,5 @@ def test_a_ray_suite_trains_a_run_group_as_one_task(tmp_path):
         store = CheckpointStore(str(d))
         assert store.steps()[-1] == BUDGET and store.newest_is_finished(), d
         assert "finished: 2,400 agent steps" in (d.parent / f"{d.name}.log").read_text()
-    assert "fast_dqn group" in (logdir / "groups.log").read_text()
+    assert "fast_dqn group" in (logdir / "pong" / "seed-0.group.log").read_text()
     assert not wait_until_gone(before), "the suite left Ray processes behind"

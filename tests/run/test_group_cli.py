@@ -66,6 +66,9 @@ def test_runs_of_two_protocols_are_refused_before_any_directory_is_made(tmp_path
     err = capsys.readouterr().err
     assert "--lr" in err and "one protocol" in err
     assert not os.listdir(tmp_path)
+    assert main([run_flags(tmp_path, 1), run_flags(tmp_path, 1)]) == 2
+    assert "give each its own" in capsys.readouterr().err
+    assert not os.listdir(tmp_path)
 
 
 @jax_only
@@ -108,3 +111,6 @@ def test_a_damaged_run_is_named_and_left_out_and_the_others_train(tmp_path):
     assert finished(tmp_path / "r1") and finished(tmp_path / "r3")
     with open(tmp_path / "r1" / "config.json") as f:
         assert json.load(f)["seed"] == 1
+    done = group([f"--run=--resume={tmp_path / f'r{s}'} --timesteps=1500" for s in (1, 3)])
+    out, err = done.communicate(timeout=300)
+    assert done.returncode == 0 and "every run finished already" in out, err[-2000:]

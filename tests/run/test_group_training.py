@@ -152,6 +152,44 @@ def test_a_diverged_run_leaves_the_group_and_the_others_go_on(alone, tmp_path, m
 
 
 @jax_only
+def test_a_run_whose_acting_q_values_are_not_finite_leaves_the_group(alone, tmp_path,
+                                                                     monkeypatch):
+    """Run 2's target network answers NaN from the 300th round: it leaves, as its ordinary
+    run would end, and runs 1 and 3 act and train on exactly as alone."""
+    from fast_dqn.agent.run_group import RunGroup
+    original, calls = RunGroup.target_q_values, [0]
+
+    def poisoned(self, states, strict=True):
+        values = original(self, states, strict)
+        calls[0] += 1
+        if calls[0] >= 300 and len(values[1]):
+            values[1] = np.full_like(values[1], np.nan)
+        return values
+    monkeypatch.setattr(RunGroup, "target_q_values", poisoned)
+    failed = {}
+    assert train_fast_group([cartpole(tmp_path, "group", s) for s in SEEDS],
+                            on_failed=failed.__setitem__) == BUDGET
+    assert list(failed) == [1] and "target network" in str(failed[1])
+    for seed in (1, 3):
+        assert_same_run(alone / f"alone-{seed}", tmp_path / f"group-{seed}")
+
+
+@jax_only
+def test_a_group_whose_every_run_diverges_ends_without_a_step(tmp_path, monkeypatch):
+    from fast_dqn.agent.run_group import RunGroup
+    original = RunGroup.train_many
+
+    def poisoned(self, batches):
+        losses, mean_qs = original(self, batches)
+        return np.full_like(losses, np.nan), mean_qs
+    monkeypatch.setattr(RunGroup, "train_many", poisoned)
+    failed = {}
+    assert train_fast_group([cartpole(tmp_path, "group", s) for s in SEEDS[:2]],
+                            on_failed=failed.__setitem__) is None
+    assert sorted(failed) == [0, 1]
+
+
+@jax_only
 def test_a_run_whose_checkpoint_is_damaged_is_named_and_left_out(alone, tmp_path):
     configs = [cartpole(tmp_path, "stopped", s) for s in SEEDS]
     train_fast_group(configs, stop=stop_after(330))

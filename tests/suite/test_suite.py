@@ -775,7 +775,7 @@ def test_a_groups_runs_are_judged_by_their_own_files_and_the_unfinished_retried(
     assert outcomes["pong/seed-0"].state == "finished"
     assert outcomes["pong/seed-1"].state == "failed"
     assert any("a group of 2 in one process" in line for line in told)
-    assert os.path.exists(os.path.join(s.logdir, "groups.log"))
+    assert os.path.exists(f"{done.run_dir}.group.log")
 
 
 def test_a_group_needs_the_ram_for_all_its_replays():
