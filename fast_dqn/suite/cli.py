@@ -77,10 +77,10 @@ def build_parser(prog):
                         help="--backend local: runs at a time, sharing this machine's cores "
                         "and its GPU (default: 1)")
     parser.add_argument("--runs-per-process", type=_whole, default=1, metavar="G",
-                        help="--loop fast, --backend local, KERAS_BACKEND=jax: G runs in one "
-                        "process as a run group, their updates and acting each one compiled "
-                        "call, so that runs sharing a GPU add up (`fast-dqn group`); "
-                        "--parallel counts processes (default: 1, a process per run)")
+                        help="--loop fast, KERAS_BACKEND=jax: G runs in one process as a run "
+                        "group, their updates and acting each one compiled call, so that runs "
+                        "sharing a GPU add up (`fast-dqn group`); --parallel counts processes, "
+                        "and on Ray a group is one task (default: 1, a process per run)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local",
                         help="local: on this machine (default); ray: each run a Ray task")
     parser.add_argument("--ray-address", default=None, metavar="ADDRESS",
@@ -326,8 +326,8 @@ def local_plan(parallel, runs_per_process=1, replay_bytes=0):
     if runs_per_process > 1:
         size = runs_per_process * replay_bytes / 2**30
         words = (f"in groups of {runs_per_process} runs, one process each, their updates and "
-                 f"acting each one compiled call; a group holds {size:.1f} GiB of replay on "
-                 f"the host and as much on the device; groups {words}")
+                 f"acting each one compiled call; a group holds {size:.1f} GiB of replay "
+                 f"(and as much again on a GPU that mirrors it); groups {words}")
     if env.get("KERAS_BACKEND", "").strip().lower() == "jax":
         words += " for the games; JAX sizes its own CPU threads"
     found = gpus()

@@ -164,8 +164,10 @@ def group_command(suite, runs, threads=None):
 
 
 def group_log(runs):
-    """Where a group's own lines go (each run's console goes to its own log): beside the
-    group's first run, RUN_DIR.group.log."""
+    """Where a group's own lines go: RUN_DIR.group.log, beside the group's first run.
+
+    Each run's console goes to its own log, RUN_DIR.log.
+    """
     return f"{runs[0].run_dir}.group.log"
 
 
