@@ -230,22 +230,25 @@ class RayTasks:
                     ray.cancel(ref)
             done, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
             for ref in done:
-                runs, attempt, _ = self.pending.pop(ref)
-                ended = self._outcomes(ref, runs)
-                failed = [o.run for o in ended if o.state == "failed"]
-                if failed and attempt == 1 and not self.cancelled:
-                    self.tell(f"{', '.join(r.name for r in failed)} failed (exit "
-                              f"{ended[0].status}): {ended[0].last_line}; retrying once from "
-                              "the last checkpoint")
-                    from fast_dqn.suite.plan import form_groups
-                    for group in form_groups(failed, self.runs_per_process,
-                                             self.suite.timesteps):
-                        self._submit(group, 2)
-                    ended = [o for o in ended if o.state != "failed"]
-                for outcome in ended:
+                for outcome in self._settle(ref):
                     outcomes[outcome.run.name] = outcome
                     self.tell(f"{outcome.run.name}: {outcome.state}")
         return outcomes
+
+    def _settle(self, ref):
+        """The Outcomes of a task that ended; its failed runs, on a first attempt, are
+        submitted again (regrouped by step) and left out."""
+        from fast_dqn.suite.plan import form_groups
+        runs, attempt, _ = self.pending.pop(ref)
+        ended = self._outcomes(ref, runs)
+        failed = [o.run for o in ended if o.state == "failed"]
+        if not failed or attempt > 1 or self.cancelled:
+            return ended
+        self.tell(f"{', '.join(r.name for r in failed)} failed (exit {ended[0].status}): "
+                  f"{ended[0].last_line}; retrying once from the last checkpoint")
+        for group in form_groups(failed, self.runs_per_process, self.suite.timesteps):
+            self._submit(group, 2)
+        return [o for o in ended if o.state != "failed"]
 
     def _submit(self, runs, attempt):
         g = len(runs)

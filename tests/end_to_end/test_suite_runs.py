@@ -56,15 +56,14 @@ def check_finished_once(run_dir):
     return log.count("--resume=")
 
 
-def test_a_suite_stopped_by_ctrl_c_is_finished_by_the_same_command(tmp_path):
+def stopped_mid_run(command, tmp_path, env):
+    """The suite started, and Ctrl-C sent once some run has a checkpoint and has not
+    finished; (its exit status, its output)."""
     logdir = tmp_path / "suite"
-    command = suite_command(logdir, "--seeds", "2", "--parallel", "2")
     out = open(tmp_path / "first.txt", "w")
-    first = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                             env=code_path_env())
+    first = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
     try:
         deadline = time.monotonic() + 240
-        # Stopped once some run has a checkpoint and has not finished: mid-run.
         while not any(CheckpointStore(str(d)).steps() for d in run_dirs(logdir, (0, 1))):
             assert first.poll() is None and time.monotonic() < deadline, \
                 (tmp_path / "first.txt").read_text()[-3000:]
@@ -74,7 +73,13 @@ def test_a_suite_stopped_by_ctrl_c_is_finished_by_the_same_command(tmp_path):
     finally:
         first.kill()
         out.close()
-    text = (tmp_path / "first.txt").read_text()
+    return code, (tmp_path / "first.txt").read_text()
+
+
+def test_a_suite_stopped_by_ctrl_c_is_finished_by_the_same_command(tmp_path):
+    logdir = tmp_path / "suite"
+    command = suite_command(logdir, "--seeds", "2", "--parallel", "2")
+    code, text = stopped_mid_run(command, tmp_path, code_path_env())
     assert code == 128 + signal.SIGINT, text[-3000:]
     assert "SIGINT: stopping every run with a checkpoint" in text
     assert "stopped by SIGINT; " in text and " runs to finish: the same command continues " \
@@ -118,20 +123,7 @@ def test_a_suite_of_run_groups_stopped_by_ctrl_c_is_finished_by_the_same_command
     command = suite_command(logdir, "--seeds", "2", "--runs-per-process", "2")
     env = code_path_env()
     env["KERAS_BACKEND"] = "jax"
-    out = open(tmp_path / "first.txt", "w")
-    first = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-    try:
-        deadline = time.monotonic() + 240
-        while not any(CheckpointStore(str(d)).steps() for d in run_dirs(logdir, (0, 1))):
-            assert first.poll() is None and time.monotonic() < deadline, \
-                (tmp_path / "first.txt").read_text()[-3000:]
-            time.sleep(0.5)
-        first.send_signal(signal.SIGINT)
-        code = first.wait(timeout=240)
-    finally:
-        first.kill()
-        out.close()
-    text = (tmp_path / "first.txt").read_text()
+    code, text = stopped_mid_run(command, tmp_path, env)
     assert code == 128 + signal.SIGINT, text[-3000:]
     assert "in groups of 2 runs, one process each" in text
     assert re.search(r"\w+/seed-\d \+ \w+/seed-\d: a group of 2 in one process", text)
