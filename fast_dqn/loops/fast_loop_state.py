@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
+from fast_dqn.loops.minibatch_schedule import MinibatchSchedule, minibatches_due
 from fast_dqn.state_schema import StateMismatch
 
 
@@ -166,12 +166,35 @@ class FastLoopState:
                 "boundary": self.boundary}
 
 
+def take_back(loop, end, train_freq):
+    """Take back, in place, the minibatches handed out for agent steps after `end`.
+
+    None of them was trained: the trainer never leads the steps played. They are taken from
+    what the period owes first, then from those deferred (a refill defers the ones of its
+    steps as it hands them out), so that the trained, owed and deferred minibatches add up to
+    the Nature loop's count at `end`, which becomes `trained_through`.
+
+    Args:
+        loop: the loop state of a checkpoint, a dict as FastLoopState.state_dict() writes it.
+        end: the agent step to take back to, at least the loop's step.
+        train_freq: one minibatch per this many agent steps after warm-up.
+    """
+    if loop["trained_through"] <= end:
+        return
+    schedule = MinibatchSchedule.from_loop_state(loop, train_freq)
+    back = minibatches_due(end, loop["trained_through"], schedule.train_start, train_freq)
+    from_owed = min(loop["owed"], back)
+    loop["owed"] -= from_owed
+    schedule.deferred = max(0, schedule.deferred - (back - from_owed))
+    loop["schedule"] = schedule.state_dict()
+    loop["trained_through"] = end
+
+
 def cut_to_budget(loop, total, train_freq, evaluates=True):
     """Fit a checkpoint's loop state to the resumed run's budget, which may be smaller.
 
-    The minibatches handed out for agent steps past `total` are taken back (none of them was
-    trained: the trainer trains a minibatch only once its step is played), and a run already
-    at its end plays no further. Done before a refill defers what the checkpoint owed.
+    The minibatches handed out for agent steps past `total` are taken back, and a run
+    already at its end plays no further.
 
     Args:
         loop: the loop state of a checkpoint, a dict as FastLoopState.state_dict() writes it;
@@ -184,10 +207,7 @@ def cut_to_budget(loop, total, train_freq, evaluates=True):
     Returns:
         `loop`, cut to the budget.
     """
-    if loop["trained_through"] > total:
-        schedule = MinibatchSchedule.from_loop_state(loop, train_freq)
-        loop["owed"] = max(0, loop["owed"] - schedule.pending(total, loop["trained_through"]))
-        loop["trained_through"] = total
+    take_back(loop, total, train_freq)
     if loop["step"] >= total and not loop["boundary"]:
         loop["sync_pending"] = True  # its sync point evaluates, as every run's last one does
     elif loop["step"] >= total and evaluates and loop["last_eval"] != loop["step"]:

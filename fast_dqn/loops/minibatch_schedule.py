@@ -85,21 +85,6 @@ class MinibatchSchedule:
         self.deferred += owed
         self.refill_until = max(self.refill_until, step + prepopulate)
 
-    def pending(self, step, end):
-        """The minibatches take() gave out for agent steps after `step`, up to `end`.
-
-        The deferred ones it repaid with them belong to no step, and are not counted.
-
-        Args:
-            step: the agent step after which to count.
-            end: the last agent step take() was asked for.
-
-        Returns:
-            The number of minibatches.
-        """
-        return minibatches_due(max(step, self.refill_until), end, self.train_start,
-                               self.train_freq)
-
     def take(self, start, end, final, replay_ready=lambda: True):
         """The number of minibatches to train for agent steps (start, end].
 

@@ -7,6 +7,8 @@ minibatches are those the Nature loop trains up to its sync point, handed out wh
 (fast_dqn.loops.minibatch_schedule says how many).
 """
 
+from fast_dqn.loops.minibatch_schedule import minibatches_due
+
 
 def next_sync_point(step, period, round_size, total):
     """The first round boundary after `step` that passes the next multiple of `period`.
@@ -115,8 +117,15 @@ class Period:
         return self._take(previous, step, final=step >= self.total)
 
     def unplayed(self):
-        """Of its handed-out minibatches, how many are due at agent steps not played yet."""
-        return self.state.schedule.pending(self.state.step, self.state.trained_through)
+        """How many of what it owes the trainer must hold back until more steps are played.
+
+        As many as the Nature loop trains at the handed-out steps not played yet: so the
+        run's total never leads the Nature loop's at the steps played, also while deferred
+        minibatches are repaid (they were due at steps already played).
+        """
+        state, schedule = self.state, self.state.schedule
+        return min(state.owed, minibatches_due(state.step, state.trained_through,
+                                               schedule.train_start, schedule.train_freq))
 
     def mark_start(self):
         """The trainer begins on its minibatches now: keep replay's RNG."""
