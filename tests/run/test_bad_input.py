@@ -86,6 +86,10 @@ CASES = [
      "--prepopulate warm-up of 50,000 steps; raise --timesteps or lower --prepopulate"),
     ("fast", ["--env=CartPole-v1", "--timesteps=1000", "--prepopulate=2000"], None,
      "--timesteps", "1,000 steps end before training starts"),
+    # Named --env-backend python, a flag nobody typed, and never said why.
+    ("fast", ["--env=CartPole-v1", "--sampler-groups=2"], None, "--sampler-groups",
+     "--sampler-groups: games given by --env play on the Python backend, which has one "
+     "sampler group; drop --sampler-groups (or use --game for an Atari game)"),
     ("dqn", ["--timesteps=50003"], None, "--timesteps", "50,003 steps end before the first "
      "minibatch, at step 50,004 (one every --train-freq 4 steps after the --prepopulate "
      "warm-up of 50,000); raise --timesteps to 50,004 or more"),

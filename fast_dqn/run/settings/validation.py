@@ -182,6 +182,12 @@ def validate_fast(config):
                           "must hold whole minibatches")
     if config.sampler_groups not in (1, 2):
         raise ConfigError("sampler_groups", f"{config.sampler_groups} is not 1 or 2")
+    if config.sampler_groups == 2 and config.env is not None:
+        # Said apart: the Python backend was chosen by --env, not typed, so naming it as
+        # the cause would point at a flag nobody gave.
+        raise ConfigError("sampler_groups", "games given by --env play on the Python "
+                          "backend, which has one sampler group; drop --sampler-groups (or "
+                          "use --game for an Atari game)")
     if config.sampler_groups == 2 and not groups_can_play(config):
         raise ConfigError("sampler_groups", "2 takes an even --workers, --synchronize, "
                           "--env-backend vector and --backend threads (this run: --workers "
