@@ -102,7 +102,7 @@ def run_state(run, timesteps):
         return NEW
     if not os.path.isfile(os.path.join(run.run_dir, CONFIG_FILE)):
         return UNFINISHED  # the training command says what is wrong with it
-    if config_damage(run):
+    if config_damage(run.run_dir):
         return DAMAGED
     step = last_checkpoint_step(run.run_dir)
     if step is not None and step >= timesteps and _newest_is_finished(run.run_dir):
@@ -110,7 +110,7 @@ def run_state(run, timesteps):
     return UNFINISHED
 
 
-def config_damage(run):
+def config_damage(run_dir):
     """What is wrong with the run's config.json where it is no JSON object.
 
     Such a file (unreadable, cut short, overwritten) makes the training command refuse to
@@ -118,12 +118,12 @@ def config_damage(run):
     training command's to check.
 
     Args:
-        run: the suite's Run.
+        run_dir: the run's directory.
 
     Returns:
         One sentence, or None where config.json is a JSON object or is missing.
     """
-    path = os.path.join(run.run_dir, "config.json")
+    path = os.path.join(run_dir, "config.json")
     try:
         with open(path, "rb") as f:
             saved = json.loads(f.read().decode())
@@ -136,9 +136,9 @@ def config_damage(run):
 
 def damaged_note(run, suite):
     """The line that names a DAMAGED run, and how to have it again."""
-    return (f"{run.name} is left out, neither trained nor scored: {config_damage(run)}; put "
-            f"back its config.json, or move {run.run_dir} out of {suite.logdir} to train it "
-            "again from the start")
+    return (f"{run.name} is left out, neither trained nor scored: "
+            f"{config_damage(run.run_dir)}; put back its config.json, or move {run.run_dir} "
+            f"out of {suite.logdir} to train it again from the start")
 
 
 def last_checkpoint_step(run_dir):
@@ -389,9 +389,30 @@ def _check_run_belongs(run, suite):
     expected = {"game": run.game, "seed": run.seed, "loop": "fast" if suite.loop == "fast"
                 else "dqn"}
     found = {key: saved.get(key) for key in expected}
-    if found != expected:
-        raise ConfigError("logdir", f"{run.run_dir} holds a run of {found}, not of {expected}: "
-                          "it was moved or copied there; move it out")
+    if found == expected:
+        return
+    theirs, ours = _run_words(found, saved, expected), _run_words(expected, {}, found)
+    place = (os.path.join(suite.logdir, found["game"], f"seed-{found['seed']}")
+             if found["loop"] == expected["loop"] and found["game"] in suite.games
+             and type(found["seed"]) is int and found["seed"] in suite.seeds else None)
+    fix = (f"move it to {place}, its place in this suite (moving aside what is there first), "
+           f"or out of {suite.logdir}" if place else f"move it out of {suite.logdir}")
+    raise ConfigError("logdir", f"{run.run_dir} holds a run of {theirs}, where the suite "
+                      f"expects its run of {ours}: it was moved or copied there; {fix}")
+
+
+def _run_words(values, saved, other):
+    """A run's game and seed as the flags that gave them, and its loop where it differs."""
+    words = dict(values)
+    if words["game"] is None and saved.get("env"):
+        words = {"env": saved["env"], **words}  # an --env run has no game
+        del words["game"]
+    if values["loop"] == other["loop"]:
+        del words["loop"]
+    else:  # the suite's --loop nature runs the loop config.json calls dqn
+        words["loop"] = {"dqn": "nature"}.get(values["loop"], values["loop"])
+    return " ".join(f"--{key} {value}" if value is not None else f"no --{key}"
+                    for key, value in words.items())
 
 
 def read_suite_file(path, runs=()):

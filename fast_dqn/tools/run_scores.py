@@ -1,10 +1,11 @@
 """A run's scores as the tools read them from its logs: the training return (the mean of the
 last games) and the evaluations, and which of them a set of runs is scored by."""
 
+import csv
 import json
 import os
 
-from fast_dqn.tools.run_logs import read_columns
+from fast_dqn.tools.run_logs import read_columns, read_rows
 
 # Each log is read with the same columns wherever it is read, so that every reader skips the
 # same rows (a row with a blank cell in any of them) and the warning naming them is one line.
@@ -62,6 +63,43 @@ def saved_config(run_dir):
     except (OSError, ValueError):
         return {}
     return saved if isinstance(saved, dict) else {}
+
+
+# The columns a score is read from, in each log: a header without them is no run's.
+_SCORED_COLUMNS = {"episodes.csv": ("agent_step", "return", "mean_100"),
+                   "eval.csv": ("agent_step", "mean")}
+
+
+def log_damage(run_dir, name):
+    """Why the run's log `name` (episodes.csv, eval.csv) holds bytes but no score, or None.
+
+    A missing log, one with only its header, or one with a row that reads, is no damage:
+    a run that has not logged yet, or whose bad rows are skipped with a warning.
+
+    Returns:
+        One sentence naming the file, or None.
+    """
+    path = os.path.join(run_dir, name)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode()
+    except OSError as error:
+        return f"cannot read {path} ({error.strerror or error})"
+    except UnicodeDecodeError:
+        return f"{path} is damaged (not text)"
+    if not text:  # the run writes its header whole before any row
+        return f"{path} is damaged (empty)"
+    header = next(csv.reader(text.splitlines()[:1]), [])
+    missing = [column for column in _SCORED_COLUMNS[name] if column not in header]
+    if missing:
+        return (f"{path} is damaged (its first line is no header of a run's {name}: it has "
+                f"no {missing[0]} column)")
+    skipped = []
+    if not read_rows(path, _SCORED_COLUMNS[name], warn=skipped.append) and skipped:
+        return f"{path} is damaged (no line of it is a row of numbers)"
+    return None
 
 
 def scores(run_dir, evaluations, window=100):

@@ -1,6 +1,7 @@
 """A suite's score (`fast-dqn plot DIR --aggregate`, DIR made by `fast-dqn suite`): its runs
 over games and seeds, as a paper reports a DQN baseline.
 
+- A run whose config.json or log is damaged is left out, named with its file in a note.
 - Each run's score: its latest, the last evaluation, or where any run has none, the mean of
   its last 100 training games; the runs of a finished suite all end at its budget. The
   score is human-normalized ((score - random) / (human - random),
@@ -50,6 +51,50 @@ def _recorded(path):
     except (OSError, ValueError):
         return {}
     return recorded if isinstance(recorded, dict) else {}
+
+
+# How to have a damaged run scored again, or the suite scored without it.
+_REPAIR = "put back the file the run wrote, or move the run out of the suite"
+
+
+def run_damage(run_dir):
+    """Why a suite's run cannot be scored from its files, or None where it can be read.
+
+    Damage is a config.json that is no JSON object or names no game, or a log that holds
+    bytes but no row (run_scores.log_damage); a run with nothing logged yet is no damage.
+
+    Returns:
+        One sentence naming the file, or None.
+    """
+    from fast_dqn.suite.plan import config_damage
+    from fast_dqn.tools.run_scores import log_damage, saved_config
+    damage = config_damage(run_dir)
+    if damage is None and not isinstance(saved_config(run_dir).get("game"), str):
+        damage = (f"{os.path.join(run_dir, 'config.json')} does not say its game (damaged or "
+                  "edited)")
+    return damage or log_damage(run_dir, "episodes.csv") or log_damage(run_dir, "eval.csv")
+
+
+def undamaged(run_dirs, notes):
+    """The runs that can be scored, and [(run_dir, damage)] of the others, each in `notes`."""
+    damaged = [(run_dir, run_damage(run_dir)) for run_dir in run_dirs]
+    damaged = [(run_dir, damage) for run_dir, damage in damaged if damage]
+    for run_dir, damage in damaged:
+        notes.append(f"'{run_dir}' is left out: {damage}; {_REPAIR}")
+    left_out = {run_dir for run_dir, _ in damaged}
+    return [run_dir for run_dir in run_dirs if run_dir not in left_out], damaged
+
+
+def _unscored(path, damaged):
+    """The refusal of a suite none of whose runs has a score: its first damaged run, if any."""
+    if not damaged:
+        return f"'{path}': no run has a finished game yet; score it once one has"
+    run_dir, damage = damaged[0]
+    others = len(damaged) - 1
+    more = (f", and {counted(others, 'other run')} {'is' if others == 1 else 'are'} damaged "
+            "too" if others else "")
+    return (f"'{path}': no run can be scored: {damage}{more}; put back the file the run "
+            f"wrote, or move '{run_dir}' out of '{path}' to score the suite without it")
 
 
 def suite_label(path):
@@ -223,7 +268,8 @@ def score(paths, output, window=100, out=None):
         The image's path.
 
     Raises:
-        ConfigError: ("RUN_DIR") a suite has no run with a finished game yet.
+        ConfigError: ("RUN_DIR") a suite has no run with a finished game yet; where it has
+            damaged runs, naming the first and its file.
     """
     out = out or sys.stdout
     suites = []
@@ -233,10 +279,10 @@ def score(paths, output, window=100, out=None):
             raise ConfigError("RUN_DIR", f"'{path}' is a suite with no run yet; score it once "
                               "a run has finished a game")
         notes = []
+        runs, damaged = undamaged(runs, notes)
         span, raw = suite_scores(runs, window, notes)
         if span is None:
-            raise ConfigError("RUN_DIR", f"'{path}': no run has a finished game yet; score it "
-                              "once one has")
+            raise ConfigError("RUN_DIR", _unscored(path, damaged))
         human = normalized(raw, notes)
         if all(len(values) < 2 for values in human.values()):
             notes.append("one seed a game: the intervals resample no run and say nothing of "

@@ -254,8 +254,45 @@ def test_a_run_moved_into_the_wrong_place_is_refused(tmp_path):
     os.makedirs(run.run_dir)
     (tmp_path / "suite" / "pong" / "seed-1" / "config.json").write_text(
         json.dumps({"game": "pong", "seed": 0, "loop": "fast"}))
-    with pytest.raises(ConfigError, match="seed-1 holds a run of .*'seed': 0.*move it out"):
+    with pytest.raises(ConfigError, match="seed-1 holds a run of --game pong --seed 0, where "
+                       "the suite expects its run of --game pong --seed 1"):
         check_logdir(s)
+
+
+def test_swapped_run_directories_are_one_line_in_flags_with_where_each_belongs(tmp_path,
+                                                                                capsys):
+    """Printed {'game': 'pong', 'seed': 1, 'loop': 'fast'}, a Python dict."""
+    s = suite(tmp_path)
+    write_suite_file(s)
+    holds = {("pong", 0): ("breakout", 1, "fast"), ("breakout", 1): ("pong", 0, "fast")}
+    for (game, seed), (their_game, their_seed, loop) in holds.items():
+        os.makedirs(tmp_path / "suite" / game / f"seed-{seed}")
+        (tmp_path / "suite" / game / f"seed-{seed}" / "config.json").write_text(json.dumps(
+            {"game": their_game, "seed": their_seed, "loop": loop}))
+    assert suite_main(suite_argv(s)) == 2
+    root = tmp_path / "suite"
+    assert capsys.readouterr().err.splitlines() == [
+        f"fast-dqn suite: error: --logdir: {root / 'pong' / 'seed-0'} holds a run of --game "
+        "breakout --seed 1, where the suite expects its run of --game pong --seed 0: it was "
+        f"moved or copied there; move it to {root / 'breakout' / 'seed-1'}, its place in this "
+        f"suite (moving aside what is there first), or out of {root}"]
+    # Of another loop, or a seed the suite has not: no place in it; the loop is named.
+    (root / "pong" / "seed-0" / "config.json").write_text(json.dumps(
+        {"game": "pong", "seed": 0, "loop": "dqn"}))
+    (root / "breakout" / "seed-1" / "config.json").write_text(json.dumps(
+        {"game": "breakout", "seed": 7, "loop": "fast"}))
+    assert suite_main(suite_argv(s)) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"fast-dqn suite: error: --logdir: {root / 'pong' / 'seed-0'} holds a run of --game "
+        "pong --seed 0 --loop nature, where the suite expects its run of --game pong --seed 0 "
+        f"--loop fast: it was moved or copied there; move it out of {root}"]
+    (root / "pong" / "seed-0" / "config.json").write_text(json.dumps(
+        {"game": "pong", "seed": 0, "loop": "fast"}))
+    assert suite_main(suite_argv(s)) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"fast-dqn suite: error: --logdir: {root / 'breakout' / 'seed-1'} holds a run of "
+        "--game breakout --seed 7, where the suite expects its run of --game breakout --seed "
+        f"1: it was moved or copied there; move it out of {root}"]
 
 
 def test_run_flags_are_checked_as_the_training_command_checks_them(tmp_path):
@@ -588,17 +625,57 @@ def test_plot_scores_a_suite_with_its_table_and_profile(tmp_path, capsys):
 
 
 def test_a_damaged_run_of_a_suite_is_named_and_left_out_of_its_score(tmp_path, capsys):
-    """A run's config.json damaged ({oops): named in a note and not scored, never half a
-    table and a TypeError."""
+    """A run's config.json damaged ({oops), another's episodes.csv: each named in a note with
+    its file and not scored, never half a table and a TypeError."""
     from fast_dqn.tools.plot import main
     root, _ = scored_suite(tmp_path)
     (root / "pong" / "seed-0" / "config.json").write_text("{oops")
+    (root / "breakout" / "seed-1" / "episodes.csv").write_bytes(b"\xff\xfe\x00")
     assert main([str(root), "--aggregate", "-o", str(tmp_path / "p.png")]) == 0
     out, err = capsys.readouterr()
     assert "Traceback" not in err
-    assert f"note: '{root / 'pong' / 'seed-0'}' is left out: its config.json does not say " \
-        "its game (damaged or edited)" in out
-    assert "| pong | 1 | " in out  # its other seed is scored
+    run = root / "pong" / "seed-0"
+    assert f"note: '{run}' is left out: {run / 'config.json'} is damaged (not JSON: " in out
+    run = root / "breakout" / "seed-1"
+    assert f"note: '{run}' is left out: {run / 'episodes.csv'} is damaged (not text); put " \
+        "back the file the run wrote, or move the run out of the suite" in out
+    assert "| pong | 1 | " in out and "| breakout | 1 | " in out  # their other seeds are scored
+
+
+EPISODES_HEADER = b"episode,agent_step,length,return,mean_100,epsilon,hours\n"
+
+
+@pytest.mark.parametrize("name,content,why", [
+    ("config.json", b"{oops", "is damaged (not JSON: "),
+    ("config.json", b'{"loop": "fast"}', "does not say its game (damaged or edited)"),
+    ("episodes.csv", b"\xff\xfe\x00", "is damaged (not text)"),
+    ("episodes.csv", b"", "is damaged (empty)"),
+    ("episodes.csv", b"garbage\n1,2\n", "it has no agent_step column"),
+    ("episodes.csv", EPISODES_HEADER + b"1,x,3,4,5,6,7\n", "no line of it is a row of numbers"),
+    ("eval.csv", b"agent_step,mean\n\x00,\x01\n", "no line of it is a row of numbers"),
+])
+def test_a_suite_of_damaged_runs_names_the_first_with_its_file_and_the_fix(tmp_path, capsys,
+                                                                          name, content, why):
+    """Said "no run has a finished game yet" of a suite whose scored run was damaged."""
+    from fast_dqn.tools.plot import main
+    root = tmp_path / "s"
+    os.makedirs(root)
+    (root / "suite.json").write_text(json.dumps({"format": 1, "loop": "fast",
+                                                 "preset": "dopamine", "run_flags": []}))
+    run = write_suite_run(root, "pong", 0, [human("pong", 0.3)] * 3)
+    write_suite_run(root, "pong", 1, [])  # no game finished yet: not damaged
+    with open(os.path.join(run, name), "wb") as f:
+        f.write(content)
+    image = tmp_path / "p.png"
+    assert main([str(root), "--aggregate", "-o", str(image)]) == 2
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert len(lines) == 1 and not out and not image.exists(), err
+    assert lines[0].startswith(f"python -m fast_dqn.tools.plot: error: RUN_DIR: '{root}': no "
+                               f"run can be scored: {os.path.join(run, name)} ")
+    assert why in lines[0]
+    assert lines[0].endswith(f"; put back the file the run wrote, or move '{run}' out of "
+                             f"'{root}' to score the suite without it")
 
 
 def test_each_game_is_judged_against_dopamine_at_the_last_whole_iteration(tmp_path):
