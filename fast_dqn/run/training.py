@@ -124,6 +124,38 @@ def _as_saved(config, name, value):
     return f"{json.dumps(saved)} (which this run resolves to {json.dumps(value)})"
 
 
+def run_identity(config, observation_shape, num_actions):
+    """What a checkpoint must match to be this run's: its game or env, and its network's ends.
+
+    Args:
+        config: the run's config.
+        observation_shape: one observation's shape, as the network takes it.
+        num_actions: the game's action count.
+
+    Returns:
+        {"game", "env", "num_actions", "observation_shape"}, as a checkpoint's "identity".
+    """
+    return {"game": config.game, "env": config.env, "num_actions": int(num_actions),
+            "observation_shape": tuple(observation_shape)}
+
+
+def foreign_checkpoint(path, saved, identity):
+    """Why a checkpoint trained on another game or network is not this run's, or None.
+
+    Args:
+        path: the checkpoint's folder.
+        saved: the checkpoint's "identity".
+        identity: this run's (run_identity).
+
+    Returns:
+        The start of a sentence naming both, to which the caller adds its fix; or None.
+    """
+    if saved == identity:
+        return None
+    return (f"{path} was trained on {_described(saved)}, but config.json describes "
+            f"{_described(identity)}")
+
+
 def _described(identity):
     """A run's game and network inputs in words: 'pong (6 actions, 4 stacked 84x84 frames)'."""
     shape = tuple(identity["observation_shape"])
@@ -338,8 +370,7 @@ class RunParts:
         self.config = config
         self.settings = loop_settings(config)
         # What a checkpoint must match to be loaded into this run at all.
-        self.identity = {"game": config.game, "env": config.env, "num_actions": int(num_actions),
-                         "observation_shape": tuple(observation_shape)}
+        self.identity = run_identity(config, observation_shape, num_actions)
         self.learner = build_learner(config, observation_shape, num_actions)
         self.replay = build_replay(config, observation_shape[1:], num_shards, frame_dtype)
         self.rng = rng_for(config.seed, ACTION_RNG_STREAM)
@@ -388,12 +419,10 @@ class RunParts:
                 if state[part]["step"] != resume.step:
                     raise StateMismatch(f"/{part}/step is {state[part]['step']:,}, but "
                                         f"the checkpoint is of step {resume.step:,}")
-        if state["identity"] != self.identity:
-            raise ConfigError("resume", f"{resume.path} was trained on "
-                              f"{_described(state['identity'])}, but config.json now "
-                              f"describes {_described(self.identity)}; it does not belong to "
-                              "this run: put back the game or env, and the settings, the run "
-                              "started with")
+        foreign = foreign_checkpoint(resume.path, state["identity"], self.identity)
+        if foreign:
+            raise ConfigError("resume", f"{foreign}; it does not belong to this run: put back "
+                              "the game or env, and the settings, the run started with")
         return state
 
     def _check_and_load_networks(self, best):

@@ -28,6 +28,7 @@ from fast_dqn.run.settings.flags import (
     parse_count,
     parse_real,
 )
+from fast_dqn.run.settings.validation import check_seed
 
 ATARI_FPS = 60
 
@@ -396,14 +397,15 @@ def _run_config(run_dir):
 
 
 def _chosen_network(run_dir, best, warn):
-    """(what, step, load(learner)): the weights to play or export, read now, and described.
+    """(what, step, load(learner, identity)): the weights to play or export, read now.
 
-    load(learner) puts them into a learner, refusing those of another network.
+    load puts them into a learner, refusing those of another game or network, as --resume
+    does; identity is the run's (fast_dqn.run.training.run_identity).
     """
     if best:
         path, step, best_mean, weights = _best_weights(run_dir, warn)
 
-        def load(learner):
+        def load(learner, identity):
             _check_shapes(weights, learner.main.get_weights(), run_dir)
             try:
                 learner.set_main_weights(weights)
@@ -413,7 +415,12 @@ def _chosen_network(run_dir, best, warn):
                 step, load)
     checkpoint, state = _newest_checkpoint(run_dir, warn)
 
-    def load(learner):
+    def load(learner, identity):
+        from fast_dqn.run.training import foreign_checkpoint
+        foreign = foreign_checkpoint(checkpoint.path, state["identity"], identity)
+        if foreign:  # a network of another game, maybe of the same shapes
+            raise ConfigError("RUN_DIR", f"{foreign}: it is not this run's; put back the "
+                              f"run's own checkpoints in '{os.path.dirname(checkpoint.path)}'")
         try:
             learner.load_state_dict(state["learner"])
         except ValueError as error:  # weights of another network
@@ -460,7 +467,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     from fast_dqn.agent.backend_setup import keras_backend
     from fast_dqn.loops.evaluation import OneAtATime, game_seeds, play
     from fast_dqn.run.components import build_evaluation_games
-    from fast_dqn.run.training import build_learner, start_backend
+    from fast_dqn.run.training import build_learner, run_identity, start_backend
     from fast_dqn.tools.atari_scores import human_normalized
     from fast_dqn.tools.partial_file import writing
 
@@ -483,7 +490,7 @@ def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=Fa
     try:
         with writes:
             learner = build_learner(config, games.observation_shape, games.num_actions)
-            load(learner)
+            load(learner, run_identity(config, games.observation_shape, games.num_actions))
             epsilon, source = evaluation_epsilon(epsilon, config)
             print(f"evaluating {what}: {episodes} game{'s' * (episodes != 1)} at epsilon "
                   f"{epsilon:g} ({source})", file=out, flush=True)
@@ -558,7 +565,7 @@ def export_run(run_dir, path, best=False, out=None):
     from fast_dqn.agent.export import portable_copy
     from fast_dqn.envs.environment import make_env
     from fast_dqn.run.components import env_settings
-    from fast_dqn.run.training import build_learner, start_backend
+    from fast_dqn.run.training import build_learner, run_identity, start_backend
 
     start_backend(config)
     env = make_env(env_settings(config), seed=0, training=False)
@@ -566,9 +573,10 @@ def export_run(run_dir, path, best=False, out=None):
         actions = (env.unwrapped.get_action_meanings()
                    if hasattr(env.unwrapped, "get_action_meanings") else None)
         learner = build_learner(config, env.observation_space.shape, env.action_space.n)
+        identity = run_identity(config, env.observation_space.shape, env.action_space.n)
     finally:
         env.close()
-    load(learner)
+    load(learner, identity)
     name = f"fast_dqn_{(config.game or config.env).replace('/', '_').replace('-', '_')}"
     model = portable_copy(learner.main, name=f"{name}_step_{step}")
     # Written beside, then linked: a stop midway (Ctrl-C, SIGTERM as Terminated, a full disk)
@@ -604,6 +612,10 @@ def main(argv=None, prog=PROG):
     if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
         return fail(parser.prog, ConfigError("epsilon", f"must be in [0, 1], got "
                                              f"{args.epsilon}"))
+    try:
+        check_seed(args.seed)
+    except ConfigError as error:
+        return fail(parser.prog, error)
     if args.export is not None:
         if args.video is not None:
             return fail(parser.prog, ConfigError("export", "plays no game, so it records no "

@@ -224,7 +224,7 @@ def test_run_parts_refuse_a_checkpoint_of_another_run(tmp_path):
         built_parts(other, latest_checkpoint(str(tmp_path), "resume"))
     assert error.value.setting == "resume"
     assert "was trained on CartPole-v1 (2 actions, observations of shape (1, 4)), but " \
-        "config.json now describes Acrobot-v1 (2 actions, observations of shape (1, 4))" \
+        "config.json describes Acrobot-v1 (2 actions, observations of shape (1, 4))" \
         in str(error.value)
 
 

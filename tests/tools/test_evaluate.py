@@ -227,3 +227,32 @@ def test_a_refusal_after_the_backend_started_is_one_line(cartpole_run, tmp_path)
         done.stderr.strip()] and "do not fit the run's config.json" in done.stderr, \
         done.stderr
     assert not (tmp_path / "a.keras").exists()
+
+
+# Another game's checkpoints in the run: CartPole-v0's network has CartPole-v1's shapes, so
+# only the checkpoint's record of its game tells them apart, as --resume reads it.
+@pytest.mark.parametrize("mode", [[], ["--export={tmp}/a.keras"]], ids=["play", "export"])
+def test_another_games_checkpoint_is_refused_as_resume_refuses_it(cartpole_run, tmp_path,
+                                                                  capsys, mode):
+    run_dir = _edited(cartpole_run, tmp_path, env="CartPole-v0")
+    argv = [str(run_dir), "--episodes=1", *(m.format(tmp=tmp_path) for m in mode)]
+    assert main(argv) == 2
+    err = _one_line(capsys)
+    assert "was trained on CartPole-v1 (2 actions" in err and "describes CartPole-v0" in err
+    assert "not this run's" in err
+    assert not (tmp_path / "a.keras").exists()
+
+
+def test_a_negative_seed_is_one_line(cartpole_run, capsys):
+    assert main([str(cartpole_run), "--seed=-1"]) == 2
+    assert _one_line(capsys).endswith("--seed: must be 0 or more, got -1")
+
+
+def test_a_run_whose_checkpoints_were_removed_says_so(cartpole_run, tmp_path, capsys):
+    run_dir = tmp_path / "moved"
+    shutil.copytree(cartpole_run, run_dir)
+    shutil.rmtree(run_dir / "checkpoints")
+    assert main([str(run_dir)]) == 2
+    err = _one_line(capsys)
+    assert "has had checkpoints (one of agent step" in err and "put them back" in err
+    assert "yet" not in err

@@ -169,6 +169,23 @@ def resolve_replay_device(config, shape, dtype):
     return dataclasses.replace(config, replay_device="device"), 1
 
 
+def check_seed(seed):
+    """Refuse a seed that numpy or ALE cannot take, in one line on --seed.
+
+    Args:
+        seed: the seed given, a whole number.
+
+    Raises:
+        ConfigError: on --seed, below 0 or from 2^31 on.
+    """
+    from fast_dqn.envs.environment import SEED_RANGE
+    if seed < 0:
+        raise ConfigError("seed", f"must be 0 or more, got {seed:,}")
+    if seed >= SEED_RANGE:
+        raise ConfigError("seed", f"must be below {SEED_RANGE:,} (2^31: ALE takes its seeds as "
+                          f"C ints), got {seed:,}")
+
+
 def validate_fast(config):
     """The fast loop's own rules, on top of validate_numbers."""
     vector = config.backend == "ray" or config.env_backend == "vector"
@@ -280,10 +297,7 @@ def validate_numbers(config):
         # TensorFlow takes a C int and was a ValueError traceback at 10^12.
         raise ConfigError("threads", f"must be at most {MAX_THREADS:,} (0 lets TensorFlow "
                           f"choose), got {config.threads:,}")
-    from fast_dqn.envs.environment import SEED_RANGE
-    if config.seed >= SEED_RANGE:
-        raise ConfigError("seed", f"must be below {SEED_RANGE:,} (2^31: ALE takes its seeds as "
-                          f"C ints), got {config.seed:,}")
+    check_seed(config.seed)
     if config.action_repeat < 2:
         raise ConfigError("action_repeat", "must be at least 2: the last two frames are "
                           "max-pooled")

@@ -543,6 +543,13 @@ def latest_checkpoint(run_dir, setting, warn=None, missing_ok=False):
         raise ConfigError(setting, f"no usable checkpoint in '{run_dir}' ({error}); start a "
                                    "new run")
     if checkpoint is None and not missing_ok:
+        from fast_dqn.run.storage.run_directory import CHECKPOINT_RECORD, checkpoint_record
+        record, step = checkpoint_record(run_dir)
+        if record == "written":  # checkpoints/ was moved or emptied: "yet" would mislead
+            one = f" (one of agent step {step:,})" if step is not None else ""
+            raise ConfigError(setting, f"'{run_dir}' has had checkpoints{one}, as its "
+                              f"{CHECKPOINT_RECORD} records, but none is in "
+                              f"'{os.path.join(run_dir, 'checkpoints')}' now: put them back")
         raise ConfigError(setting, f"'{run_dir}' has no checkpoint yet; use it once its first "
                           "one is written")
     return checkpoint
