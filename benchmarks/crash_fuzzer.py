@@ -3,6 +3,7 @@ r"""Crash fuzzer: tiny runs stopped at random moments, resumed until done, then 
     python -m benchmarks.crash_fuzzer [--trials 100] [--seed 0] [--keep DIR] [--json FILE]
     python -m benchmarks.crash_fuzzer --fixed [--keep DIR] [--json FILE]
     python -m benchmarks.crash_fuzzer --suites [--trials 100] [--seed 0] [--keep DIR] [--json FILE]
+    python -m benchmarks.crash_fuzzer --tables [--trials 100] [--seed 0] [--keep DIR] [--json FILE]
 
 --fixed runs the eight fixed trials of FIXED instead of drawn ones, each built by hand for
 one case (the test suite used to run all eight; tests/faults/test_stops_and_kills.py keeps two).
@@ -73,6 +74,11 @@ or a run's config.json damaged before a rerun (that must exit 2 with one line, c
 file, or 1 naming the run); then the same command finishes it, a rerun starts nothing, and
 each run is checked as above. One in six is the checkout path: a CartPole run trial from a
 copy of the checkout under a non-UTF-8 name (b"caf\xe9co"), stopped once by SIGINT.
+--tables draws TableTrial, from a stream of its own: a copy of a real GPU session's output
+folder (docs/data) with one file benchmarks.gpu_table reads damaged (cut, emptied, binary, a
+folder in its place, deleted, a figure made 5,000 digits or a word, a column renamed); the
+table must exit 0, or 2 with one line naming the file (its rows reading "damaged: FILE"),
+never a traceback, and change no file.
 It prints a line per trial and exits 1 if any trial failed.
 """
 
@@ -907,6 +913,42 @@ def run_suite_trial(trial, workdir):
     return trial_result(trial, events, problems, started)
 
 
+# --- a GPU session's damaged output folder (--tables): benchmarks.gpu_table, not a run,
+# from a stream of its own.
+
+@dataclasses.dataclass
+class TableTrial:
+    """One file of a GPU session's output folder damaged (attacks.TABLE_DAMAGES), then
+    benchmarks.gpu_table run on the folder (attacks.table_problems says what it must do)."""
+    seed: int
+    file: str = "speedtest.csv"
+    how: str = "cut"
+    at: float = 0.5  # the byte, figure or column the damage picks, as a fraction
+
+    @classmethod
+    def draw(cls, seed):
+        rng = random.Random(f"table-trial-{seed}")  # neither Trial's stream nor SuiteTrial's
+        return cls(seed, rng.choice(attacks.TABLE_FILES), rng.choice(attacks.TABLE_DAMAGES),
+                   round(rng.random(), 3))
+
+    def describe(self):
+        return f"table {self.how}:{self.file}@{self.at:g}"
+
+
+def run_table_trial(trial, workdir):
+    """Run one TableTrial in `workdir`; returns (passed, summary line)."""
+    started, events = time.monotonic(), []
+    folder = os.path.join(workdir, "session")
+    shutil.copytree(attacks.SESSION, folder)
+    events.append(attacks.damage_table_file(folder, trial.file, trial.how, trial.at))
+    before = attacks.snapshot(folder)
+    code, out, err = attacks.run_table(folder)
+    events.append(f"gpu_table->{code}")
+    problems = attacks.table_problems(trial.file, trial.how, code, out, err, before,
+                                      attacks.snapshot(folder))
+    return trial_result(trial, events, problems, started)
+
+
 def trial_result(trial, events, problems, started):
     """(passed, the trial's line): what it did, ok or FAILED, its time, then each problem."""
     passed = not problems
@@ -989,24 +1031,31 @@ def main(argv=None):
                         help=f"run the {len(FIXED)} fixed trials (FIXED), not drawn ones")
     parser.add_argument("--suites", action="store_true",
                         help="draw suite trials and the checkout path's (SuiteTrial), not runs")
+    parser.add_argument("--tables", action="store_true",
+                        help="draw damaged GPU session folders for benchmarks.gpu_table "
+                             "(TableTrial), not runs")
     parser.add_argument("--keep", help="keep each trial's runs under this directory")
     parser.add_argument("--json", help="write the results here as JSON")
     args = parser.parse_args(argv)
     if args.fixed and (args.trials is not None or args.seed is not None):
         parser.error("--fixed runs the fixed trials, which are not drawn: drop --trials and "
                      "--seed")
-    if args.fixed and args.suites:
-        parser.error("--fixed and --suites are two kinds of trial: give one")
+    kinds = [flag for flag, given in (("--fixed", args.fixed), ("--suites", args.suites),
+                                      ("--tables", args.tables)) if given]
+    if len(kinds) > 1:
+        parser.error(f"{' and '.join(kinds)} are {('two', 'three')[len(kinds) - 2]} kinds of "
+                     "trial: give one")
+    first = 0 if args.seed is None else args.seed
+    count = 100 if args.trials is None else args.trials
     if args.fixed:
         trials, run = FIXED, run_fixed_trial
     elif args.suites:
-        first = 0 if args.seed is None else args.seed
-        count = 100 if args.trials is None else args.trials
         trials = [SuiteTrial.draw(seed) for seed in range(first, first + count)]
         run = run_suite_trial
+    elif args.tables:
+        trials = [TableTrial.draw(seed) for seed in range(first, first + count)]
+        run = run_table_trial
     else:
-        first = 0 if args.seed is None else args.seed
-        count = 100 if args.trials is None else args.trials
         trials, run = [Trial.draw(seed) for seed in range(first, first + count)], run_trial
     results = []
     for trial in trials:

@@ -1,9 +1,11 @@
 """The crash fuzzer's attacks beyond signals at drawn moments and damaged logs: a stop the
-instant a file appears, the tools run beside training, and a value read back from a run file
-replaced by one of another kind. benchmarks/crash_fuzzer.py draws them and checks the run."""
+instant a file appears, the tools run beside training, a value read back from a run file
+replaced by one of another kind, and a GPU session's output folder damaged for
+benchmarks.gpu_table. benchmarks/crash_fuzzer.py draws them and checks the outcome."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -329,3 +331,98 @@ def suite_snapshot(logdir):
     it)."""
     return {path: data for path, data in snapshot(logdir).items()
             if os.path.basename(path) != "suite.lock"}
+
+
+# --- a GPU session's output folder, damaged (python -m benchmarks.crash_fuzzer --tables)
+
+# A real session's folder, copied for each trial: never damaged in place.
+SESSION = os.path.join(ROOT, "docs", "data", "gpu-h200-2620635")
+# The files benchmarks.gpu_table reads there.
+TABLE_FILES = ("header.txt", "learner.txt", "nature.csv", "speedtest.csv", "two-groups.csv",
+               "suite.txt", "episodes.csv")
+# How one is damaged: cut at a drawn byte, emptied, bytes that are not text, a folder in its
+# place, deleted, a drawn figure replaced by 5,000 digits or by a word, a drawn column of its
+# header rows renamed. A cut or an edit may leave a file the table reads as a shorter log.
+TABLE_DAMAGES = ("cut", "empty", "binary", "folder", "delete", "digits", "word", "column")
+# The damage the table must refuse whichever file it hits.
+ALWAYS_REFUSED = ("binary", "folder")
+_FIGURE = re.compile(rb"\d[\d,.]*")
+
+
+def damage_table_file(folder, name, how, at):
+    """Damage `name` in the session folder `folder` as `how` (TABLE_DAMAGES) says, `at`
+    (0 to 1) choosing the byte, figure or column; returns a note of what it did."""
+    path = os.path.join(folder, name)
+    with open(path, "rb") as f:
+        data = f.read()
+    if how in ("folder", "delete"):
+        os.remove(path)
+        if how == "folder":
+            os.mkdir(path)
+        return f"{how}:{name}"
+    if how in ("digits", "word"):
+        figures = list(_FIGURE.finditer(data))
+        if not figures:
+            return f"{how}:{name}(no figure)"
+        figure = figures[min(int(at * len(figures)), len(figures) - 1)]
+        data = data[:figure.start()] + (b"9" * 5000 if how == "digits" else b"n/a") + \
+            data[figure.end():]
+    elif how == "column":
+        lines = data.split(b"\n")
+        # A CSV's first line, or each of benchmarks.learner's table headers.
+        heads = [0] if name.endswith(".csv") else \
+            [i for i, line in enumerate(lines) if line.startswith(b"| batch |")]
+        for i in heads:
+            sep = b"," if name.endswith(".csv") else b"|"
+            end = b"\r" if lines[i].endswith(b"\r") else b""  # the line's end kept
+            cells = lines[i][:len(lines[i]) - len(end)].split(sep)
+            named = [j for j, cell in enumerate(cells) if cell.strip()]
+            cells[named[min(int(at * len(named)), len(named) - 1)]] = b" renamed "
+            lines[i] = sep.join(cells) + end
+        data = b"\n".join(lines)
+    else:
+        data = {"cut": data[:int(at * len(data))], "empty": b"",
+                "binary": b"\x00\xff\xfe not text \x80"}[how]
+    with open(path, "wb") as f:
+        f.write(data)
+    return f"{how}:{name}@{at:g}"
+
+
+def run_table(folder):
+    """`python -m benchmarks.gpu_table folder`: (exit status or None if it hung, stdout,
+    stderr)."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_table", folder], cwd=ROOT,
+                              capture_output=True, text=True, errors="replace",
+                              timeout=TOOL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None, "", ""
+    return done.returncode, done.stdout, done.stderr
+
+
+def table_problems(name, how, code, out, err, before, after):
+    """What is wrong with how benchmarks.gpu_table met the folder with `name` damaged as
+    `how`: it must exit 0 with nothing on stderr, or 2 with one line naming the file (and
+    for a figure file its rows reading "damaged: NAME"), never a traceback or a hang, and
+    change no file."""
+    lines = err.strip().splitlines()
+    problems = []
+    if code is None:
+        problems.append(f"gpu_table hung past {TOOL_TIMEOUT} s")
+    elif "Traceback" in out + err or code not in (0, 2):
+        problems.append(f"gpu_table exited {code}, not 0 or 2:\n{err[-2000:]}")
+    elif code == 2 and (len(lines) != 1 or not lines[0].startswith("gpu_table: ")
+                        or name not in lines[0]):
+        problems.append(f"gpu_table exited 2 without one line naming {name}:\n{err[-2000:]}")
+    elif code == 2 and name != "header.txt" and f"damaged: {name}" not in out:
+        problems.append(f"no row of the table reads 'damaged: {name}':\n{out[-2000:]}")
+    elif code == 2 and name == "header.txt" and out:
+        problems.append("a table printed without the header that names its device")
+    elif code == 0 and (err or "damaged:" in out):
+        problems.append(f"gpu_table exited 0 but said something is damaged:\n{err}{out}")
+    if code == 0 and how in ALWAYS_REFUSED:
+        problems.append(f"a {how} {name} was read as a file of figures")
+    changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+    if changed:
+        problems.append(f"gpu_table changed {changed}")
+    return problems

@@ -21,22 +21,96 @@
 #            their agent steps/s
 #   pong     `pong-fastest` at W = 16 until the mean of 100 games reaches 18 (the run's own
 #            clock), in whole minutes of what is left; resumed if runs/gpu-pong exists from
-#            an earlier call on the same warm machine
+#            an earlier call on the same warm machine (runs/cpu-pong with GPU_SESSION_CPU=1)
 #
-# Outputs go to $OUT (the device tool's folder, packed there as table.md and gpu-session.tgz;
-# ./gpu-out elsewhere). The header names the GPU, the cores, the backend and the commit: give
-# every figure with them.
+# Outputs go to OUT, a folder the script creates, or one that is empty (default: a new
+# runs/gpu-session-<UTC time>). It refuses a folder that holds anything (".", a checkout, a
+# folder of yours), /, and $HOME, in one line before it starts: it never writes beside, or
+# removes, what it did not write. With OUT given, it packs the files it wrote into
+# OUT/gpu-session.tgz beside table.md, so that they come back as two files, and removes only
+# those. The suites' runs go to a new runs/gpu-suites-<UTC time>-XXXX folder each call (not
+# under OUT, where hundreds of MB of checkpoints would be packed; never a fixed name, which
+# it would have to empty first), kept for you to delete.
+#
+# Without a GPU (nvidia-smi -L lists none, or the Keras backend sees none) it says so in one
+# line and stops: its figures would be the CPU's in GPU rows. GPU_SESSION_CPU=1 measures the
+# CPU instead (the GPU hidden from both backends), and the table labels every row a CPU
+# figure. GPU_SESSION_SECONDS sets the whole call's budget (default 540).
+#
+# The header names the GPU, the cores, the backend and the commit: give every figure with them.
 set -uo pipefail
+start=$SECONDS
 part=${1:-all}
 case $part in all|learner|groups|loops|suite|pong) ;; *)
     echo "gpu_session.sh: unknown part '$part'; use all, learner, groups, loops, suite or pong" >&2
     exit 2 ;;
 esac
-out=${OUT:-gpu-out}
-mkdir -p "$out"
+budget=${GPU_SESSION_SECONDS:-540}  # the whole call; a 10-minute slot with a margin
+cpu=${GPU_SESSION_CPU:-0}
+stamp=$(date -u +%Y%m%d-%H%M%S)
+out=${OUT:-runs/gpu-session-$stamp}
+
+# Every check comes before anything is written or measured, so that a refusal costs
+# seconds and changes nothing.
+refuse() { echo "gpu_session.sh: $*" >&2; exit 2; }
+[[ $budget =~ ^[0-9]+$ ]] || refuse "GPU_SESSION_SECONDS='$budget' is not a whole number of" \
+    "seconds; give e.g. GPU_SESSION_SECONDS=540"
+[[ $cpu = 0 || $cpu = 1 ]] || refuse "GPU_SESSION_CPU='$cpu'; give GPU_SESSION_CPU=1 to" \
+    "measure the CPU, or leave it unset"
+new="give OUT a new or empty folder (e.g. OUT=runs/gpu-out-$stamp); nothing was changed"
+real=$(realpath -m -- "$out" 2>/dev/null) || refuse "OUT=$out is no path; $new"
+named="OUT=$out"
+[ "$real" = "$out" ] || named="OUT=$out ($real)"
+checkout=$(git rev-parse --show-toplevel 2>/dev/null)
+ours_checkout=$(git -C "$(dirname -- "$0")" rev-parse --show-toplevel 2>/dev/null)
+for unsafe in "/:the root folder" "${HOME:-}:your home folder" "$checkout:a checkout" \
+        "$ours_checkout:this checkout"; do
+    path=${unsafe%:*}
+    [ -n "$path" ] && [ "$real" = "$(realpath -m -- "$path")" ] && \
+        refuse "$named is ${unsafe##*:}, not a folder for the session alone; $new"
+done
+if [ -e "$real" ] || [ -L "$out" ]; then
+    [ -d "$real" ] || refuse "$named is not a folder; $new"
+    [ -e "$real/.git" ] && refuse "$named holds a .git: a checkout is no output folder; $new"
+    entries=$(ls -A -- "$real/" 2>/dev/null) || refuse "$named cannot be read; $new"
+    [ -z "$entries" ] || refuse "$named is not empty (it holds ${entries%%$'\n'*}): the" \
+        "session writes only into a new or empty folder, and never removes what it did not" \
+        "write; $new"
+fi
+if [ "$cpu" = 1 ]; then
+    # Every figure is then the CPU's, and labelled so: no backend may find the GPU.
+    export JAX_PLATFORMS=cpu CUDA_VISIBLE_DEVICES=""
+else
+    nocpu="its figures would be the CPU's in GPU rows. Run it where there is a GPU, or give"
+    nocpu+=" GPU_SESSION_CPU=1 to measure the CPU, labelled as such; nothing was changed"
+    no_gpu() { echo "gpu_session.sh: $*: $nocpu" >&2; exit 3; }
+    gpus=$(nvidia-smi -L 2>/dev/null) && grep -q '^GPU ' <<<"$gpus" || \
+        no_gpu "no GPU here (nvidia-smi -L lists none)"
+    # The backend the parts run on must see it too (not only the driver).
+    case ${KERAS_BACKEND:-jax} in
+        jax) probe='import jax; seen = jax.devices()[0].platform == "gpu"' ;;
+        tensorflow) probe='import tensorflow as tf
+seen = bool(tf.config.list_physical_devices("GPU"))' ;;
+        *) probe='seen = True' ;;  # the parts name the device they ran on
+    esac
+    KERAS_BACKEND=${KERAS_BACKEND:-jax} python3 -c "$probe
+raise SystemExit(not seen)" >/dev/null 2>&1 || no_gpu "nvidia-smi lists a GPU but" \
+        "${KERAS_BACKEND:-jax} sees none (its GPU build is missing: docs/gpu.md)"
+fi
+
+mkdir -p -- "$out" || refuse "cannot create $named; give OUT a folder you can write"
 export KERAS_BACKEND=${KERAS_BACKEND:-jax} PYTHONUNBUFFERED=1
-budget=${GPU_SESSION_SECONDS:-540}  # the whole call; the device tool allows 600
-start=$SECONDS
+# The files the session writes into OUT: the only ones it packs, and then removes.
+ours=(header.txt learner.txt groups-learner.txt suite-8-processes.txt suite-8-groups.txt
+      loops.txt nature.csv speedtest.csv two-groups.csv suite.txt pong.txt episodes.csv
+      config.json)
+suites=""
+suites_folder() {  # a new folder for the suites' runs, made the first time one runs
+    if [ -z "$suites" ]; then
+        mkdir -p runs && suites=$(mktemp -d "runs/gpu-suites-$stamp-XXXX") || exit 1
+        echo "the suites' runs go to $suites (kept: delete it when done)"
+    fi
+}
 left() { echo $((budget - (SECONDS - start))); }
 # A part runs when asked for and when its own time limit still fits in what is left, so
 # the call ends inside its budget; a part skipped shows "not measured" in the table.
@@ -47,6 +121,11 @@ wants() {
 {
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
     nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
+    if [ "$cpu" = 1 ]; then
+        echo "device CPU (GPU_SESSION_CPU=1): every figure is the CPU's, none a GPU's"
+    else
+        echo "device GPU"
+    fi
     echo "cores $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg)"
     grep -m1 '^model name' /proc/cpuinfo
     echo "Keras backend $KERAS_BACKEND"
@@ -73,13 +152,13 @@ if wants groups 330; then
     timeout 100 python3 -m benchmarks.learner --batch-sizes 32 --precisions float32 \
         --updates-per-call 64 --replay-device device --runs 1,2,4,8,16 --repeats 1 \
         --seconds 1 2>&1 | tee "$out/groups-learner.txt"
+    suites_folder
     for way in processes groups; do
         flags=(--parallel 8)
         [ "$way" = groups ] && flags=(--parallel 2 --runs-per-process 4)
-        rm -rf "runs/gpu-suite-8-$way"
         timeout -s INT 100 python3 -m fast_dqn suite --games pong,breakout,qbert,seaquest \
             --seeds 2 --timesteps 10000000 --preset dopamine "${flags[@]}" --plain \
-            --interval 15 --logdir "runs/gpu-suite-8-$way" 2>&1 | tee "$out/suite-8-$way.txt"
+            --interval 15 --logdir "$suites/suite-8-$way" 2>&1 | tee "$out/suite-8-$way.txt"
         sleep 5  # the runs' own SIGINT checkpoints
     done
 fi
@@ -100,10 +179,10 @@ fi
 
 if wants suite 110; then
     echo "== suite ($(left) s left)"
-    rm -rf runs/gpu-suite
+    suites_folder
     timeout -s INT 100 python3 -m fast_dqn suite --games pong,breakout,qbert,seaquest \
         --seeds 1 --timesteps 10000000 --preset dopamine --parallel 4 --plain \
-        --interval 15 --logdir runs/gpu-suite 2>&1 | tee "$out/suite.txt"
+        --interval 15 --logdir "$suites/suite" 2>&1 | tee "$out/suite.txt"
     sleep 5  # the runs' own SIGINT checkpoints
 fi
 
@@ -112,21 +191,37 @@ if wants pong 100; then
     echo "== pong ($minutes min for it)"
     if [ "$minutes" -ge 1 ]; then
         # Watched: stopped with a checkpoint once the mean of 100 games reaches 18, or at the
-        # budget; a later call on the same warm machine resumes it.
+        # budget; a later call on the same warm machine resumes it. The CPU's run is another
+        # run: one run's clock must not add a CPU's minutes to a GPU's.
+        pong=runs/gpu-pong
+        [ "$cpu" = 1 ] && pong=runs/cpu-pong
         timeout -s INT $(( minutes * 60 + 30 )) python3 -m benchmarks.learning \
             --preset pong-fastest --seed 0 --minutes "$minutes" --thresholds 18 --resume \
-            --logdir runs/gpu-pong -- --workers 16 2>&1 | tail -20 | tee "$out/pong.txt"
-        cp runs/gpu-pong/episodes.csv "$out/episodes.csv" 2>/dev/null
-        cp runs/gpu-pong/config.json "$out/config.json" 2>/dev/null
+            --logdir "$pong" -- --workers 16 2>&1 | tail -20 | tee "$out/pong.txt"
+        cp "$pong/episodes.csv" "$out/episodes.csv" 2>/dev/null
+        cp "$pong/config.json" "$out/config.json" 2>/dev/null
     else
         echo "no time left for pong-fastest" | tee "$out/pong.txt"
     fi
 fi
 
 echo "== the table"
-python3 -m benchmarks.gpu_table "$out" | tee "$out/table.md"
+status=0
+python3 -m benchmarks.gpu_table "$out" | tee "$out/table.md" || status=1
 if [ -n "${OUT:-}" ]; then
-    # The device tool brings back at most 8 files: the table, and the rest in one archive.
-    (cd "$out" && tar czf ../gpu-session.tgz --exclude=table.md . && find . -mindepth 1 \
-        ! -name table.md -delete && mv ../gpu-session.tgz .)
+    # OUT ends as two files, table.md and the rest packed, for machines that hand back only a
+    # few. Only the files this call wrote are packed, then removed once the archive is whole.
+    packed=()
+    for name in "${ours[@]}"; do [ -f "$out/$name" ] && packed+=("$name"); done
+    if [ ${#packed[@]} -gt 0 ]; then
+        if tar czf "$out/gpu-session.tgz.partial" -C "$out" "${packed[@]}" && \
+                mv -- "$out/gpu-session.tgz.partial" "$out/gpu-session.tgz"; then
+            (cd -- "$out" && rm -f -- "${packed[@]}")
+        else
+            rm -f -- "$out/gpu-session.tgz.partial"
+            echo "gpu_session.sh: packing $out failed; its files stay as they are" >&2
+            status=1
+        fi
+    fi
 fi
+exit $status

@@ -173,3 +173,57 @@ def test_a_suites_damaged_json_and_its_runs_processes(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_table_trials_damage_a_session_folder_and_judge_gpu_table(tmp_path, capsys):
+    """--tables: one file of a real GPU session's folder damaged, then benchmarks.gpu_table
+    on it; its own stream, every file and damage drawn, and the judge's rules."""
+    from benchmarks import fuzz_attacks as attacks
+    draws = [fuzzer.TableTrial.draw(seed) for seed in range(200)]
+    assert draws == [fuzzer.TableTrial.draw(seed) for seed in range(200)]
+    assert {t.file for t in draws} == set(attacks.TABLE_FILES)
+    assert {t.how for t in draws} == set(attacks.TABLE_DAMAGES)
+    assert fuzzer.Trial.draw(0).game == "pong"  # the run trials' stream is untouched
+    # Each damage, on a small folder.
+    csv = b"name,steps_per_s\r\nfast-32-on-on,4477.1\r\n"
+    for how, name, damaged in [
+            ("cut", "a.csv", csv[:len(csv) // 2]), ("empty", "a.csv", b""),
+            ("digits", "a.csv", csv.replace(b"4477.1", b"9" * 5000)),
+            ("word", "a.csv", csv.replace(b"4477.1", b"n/a")),
+            ("column", "a.csv", csv.replace(b"steps_per_s", b" renamed ")),
+            ("column", "learner.txt", b"| batch | renamed |\n| 32 | 1.0 |\n")]:
+        (tmp_path / name).write_bytes(csv if name == "a.csv" else
+                                      b"| batch | updates/s |\n| 32 | 1.0 |\n")
+        attacks.damage_table_file(str(tmp_path), name, how, 0.5)
+        assert (tmp_path / name).read_bytes() == damaged, how
+    attacks.damage_table_file(str(tmp_path), "a.csv", "folder", 0.5)
+    assert (tmp_path / "a.csv").is_dir()
+    # The judge: exit 0 quietly, or 2 with one line naming the file and its rows damaged.
+    line = "gpu_table: /s/speedtest.csv: row 3 has 4 of 11 fields (cut short?); ...\n"
+    row = "| samplers alone, W = 64 | damaged: speedtest.csv | ≥ 15,000 |\n"
+    assert attacks.table_problems("speedtest.csv", "cut", 2, row, line, {}, {}) == []
+    assert attacks.table_problems("speedtest.csv", "cut", 0, "| x | 1 |\n", "", {}, {}) == []
+    assert attacks.table_problems("header.txt", "binary", 2, "", line.replace(
+        "speedtest.csv", "header.txt"), {}, {}) == []
+    for code, out, err, how, found in [
+            (1, "", "Traceback (most recent call last):\n", "cut", "not 0 or 2"),
+            (2, row, line * 2, "cut", "without one line"),
+            (2, "| x | 1 |\n", line, "cut", "no row of the table reads"),
+            (0, row, "", "cut", "exited 0 but said"),
+            (0, "| x | 1 |\n", "", "binary", "read as a file of figures"),
+            (None, "", "", "cut", "hung")]:
+        problems = attacks.table_problems("speedtest.csv", how, code, out, err, {}, {})
+        assert any(found in p for p in problems), (found, problems)
+    assert attacks.table_problems("speedtest.csv", "cut", 2, row, line, {"a": b"1"},
+                                  {"a": b"2"}) == ["gpu_table changed ['a']"]
+    # Real trials: each damage that must be refused, then --tables as a user runs it.
+    for how in attacks.ALWAYS_REFUSED:
+        for name in ("header.txt", "speedtest.csv", "episodes.csv"):
+            passed, line = fuzzer.run_table_trial(fuzzer.TableTrial(0, name, how),
+                                                  str(tmp_path / f"{how}-{name}"))
+            assert passed and "gpu_table->2" in line, line
+    assert fuzzer.main(["--tables", "--seed=0", "--trials=12"]) == 0
+    assert capsys.readouterr().out.endswith("12 trials, 12 passed\n")
+    with pytest.raises(SystemExit):
+        fuzzer.main(["--suites", "--tables"])
+    assert "--suites and --tables are two kinds of trial" in capsys.readouterr().err
