@@ -56,13 +56,24 @@ def code_path_env(base=None):
     return env
 
 
+def hang_guard(seconds):
+    """A child process's time limit: a guard against a hang, never a speed check.
+
+    `seconds` is ample for the work alone on 2 cores; the limit stretches with the load at
+    the start (a suite beside other work ran 10 to 25 times slower), so a slow machine makes
+    the suite slow, not red.
+    """
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return seconds * max(2.0, 1.0 + load)
+
+
 def command(script, args):
     return [sys.executable, os.path.join(ROOT, script), *args]
 
 
 def run(script, args, timeout=300):
     return subprocess.run(command(script, args), capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+                          timeout=hang_guard(timeout), cwd=ROOT)
 
 
 class BackgroundRun:
@@ -78,7 +89,8 @@ class BackgroundRun:
         self.process = subprocess.Popen(command(script, args), stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, cwd=ROOT)
         self._done = Future()
-        threading.Thread(target=self._communicate, args=(timeout,), daemon=True).start()
+        threading.Thread(target=self._communicate, args=(hang_guard(timeout),),
+                         daemon=True).start()
 
     def _communicate(self, timeout):
         try:

@@ -8,7 +8,7 @@ import sys
 import tarfile
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, hang_guard
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "gpu_session.sh")
 
@@ -31,7 +31,7 @@ def session(cwd, path, **given):
            if name not in ("OUT", "GPU_SESSION_CPU", "GPU_SESSION_SECONDS")}
     env.update(PATH=path, PYTHONPATH=ROOT, **given)
     done = subprocess.run(["bash", SCRIPT], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=hang_guard(120))
     return done.returncode, done.stdout, done.stderr
 
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, hang_guard
 
 pytestmark = pytest.mark.slow  # real runs of the scripts: see docs/testing.md's tiers
 
@@ -14,7 +14,7 @@ def test_speedtest_quick(tmp_path):
     out = tmp_path / "speed.csv"
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.speedtest", "--quick",
-         f"--csv={out}"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+         f"--csv={out}"], capture_output=True, text=True, timeout=hang_guard(600), cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     # The header says which backend and device trained (the figures mean nothing without).
     assert "device: " in result.stdout and "Keras backend: " in result.stdout

@@ -10,6 +10,7 @@ from helpers import (
     TINY_PONG_FAST,
     code_path_env,
     flags,
+    hang_guard,
     logs,
     rows,
     run,
@@ -154,7 +155,7 @@ def test_a_sampler_fault_in_a_real_run_exits_non_zero_with_the_traceback(tmp_pat
         [sys.executable, str(script), "--workers=2", "--timesteps=100000", "--prepopulate=100",
          "--replay-capacity=5000", "--target-update-freq=200", "--evaluate=0",
          f"--logdir={tmp_path / 'run'}"],
-        capture_output=True, text=True, timeout=180, env=code_path_env())
+        capture_output=True, text=True, timeout=hang_guard(180), env=code_path_env())
     assert result.returncode != 0
     assert "injected emulator fault" in result.stderr and "Traceback" in result.stderr
 

@@ -14,7 +14,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from helpers import ROOT, TINY_CARTPOLE, code_path_env, flags
+from helpers import ROOT, TINY_CARTPOLE, code_path_env, flags, hang_guard
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 
 from fast_dqn.run.storage.checkpoint import CheckpointStore
@@ -35,7 +35,7 @@ def needs(*backends):
                               "(pip install -e '.[jax]')")
 
 
-def child(backend, args, block_tensorflow=False, tmp_path=None, timeout=600, base_env=None):
+def child(backend, args, block_tensorflow=False, tmp_path=None, timeout=hang_guard(600), base_env=None):
     """python ARGS under KERAS_BACKEND=backend. block_tensorflow puts a `tensorflow` first on
     the path that records any import of it in tmp_path/tensorflow-imported and then fails as
     a missing package does (in every process the child starts, Ray's actors included)."""
@@ -84,7 +84,7 @@ def test_the_run_group_tests_pass_under_jax():
     group against its ordinary run (CartPole, and Pong with Breakout on real ROMs), resumes
     as a group and alone, a diverged and a damaged run left out, the command line's group."""
     result = child("jax", ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                           *GROUP_TESTS], timeout=1500)
+                           *GROUP_TESTS], timeout=hang_guard(1500))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     # Only the refusals that are TensorFlow's skip under JAX.
     skipped = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
@@ -279,7 +279,7 @@ def test_a_checkout_and_a_run_directory_under_a_non_utf8_path_train(tmp_path, ba
         run_dir = tmp_path / f"r\udce9n-{script}"
         result = subprocess.run([sys.executable, script, *CARTPOLE, f"--logdir={run_dir}",
                                  *extra], capture_output=True, text=True, errors="replace",
-                                cwd=checkout, env=env, timeout=300)
+                                cwd=checkout, env=env, timeout=hang_guard(300))
         assert result.returncode == 0, result.stderr[-3000:]
         assert "Traceback" not in result.stderr, result.stderr[-3000:]
         assert "finished: 600 agent steps" in result.stdout

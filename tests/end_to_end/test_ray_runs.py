@@ -9,7 +9,7 @@ import textwrap
 import time
 
 import pytest
-from helpers import ROOT, code_path_env, rows
+from helpers import ROOT, code_path_env, hang_guard, rows
 from ray_tools import environment_without_ray_settings, ray_processes, wait_until_gone
 
 from fast_dqn.run.storage.checkpoint import CheckpointStore
@@ -73,7 +73,7 @@ def test_samplers_run_on_the_second_node_of_a_two_node_cluster(tmp_path):
     script.write_text(TWO_NODES)
     env = code_path_env(environment_without_ray_settings())
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                            timeout=300, env=env, cwd=tmp_path)
+                            timeout=hang_guard(300), env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found["second"] != found["head"]
@@ -125,7 +125,7 @@ def test_a_tiny_pong_run_on_ray_stops_on_sigterm_resumes_and_leaves_nothing(tmp_
     end = stopped_at + 1280
     with open(out, "w") as log:
         proc = start(["--resume", str(logdir), f"--timesteps={end}"], tmp_path, log)
-        code = proc.wait(timeout=300)
+        code = proc.wait(timeout=hang_guard(300))
     text = out.read_text()
     assert code == 0, text[-3000:]
     assert "games in progress start again from their beginning (Ray's samplers cannot " \

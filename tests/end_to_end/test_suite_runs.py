@@ -12,7 +12,7 @@ import textwrap
 import time
 
 import pytest
-from helpers import ROOT, code_path_env
+from helpers import ROOT, code_path_env, hang_guard
 
 from fast_dqn.run.storage.checkpoint import CheckpointStore
 
@@ -69,7 +69,7 @@ def stopped_mid_run(command, tmp_path, env):
                 (tmp_path / "first.txt").read_text()[-3000:]
             time.sleep(0.5)
         first.send_signal(signal.SIGINT)
-        code = first.wait(timeout=240)
+        code = first.wait(timeout=hang_guard(240))
     finally:
         first.kill()
         out.close()
@@ -92,7 +92,7 @@ def test_a_suite_stopped_by_ctrl_c_is_finished_by_the_same_command(tmp_path):
     started = [line.split(":")[0] for line in text.splitlines() if ": started (log:" in line]
     assert len(started) <= 3
 
-    second = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT,
+    second = subprocess.run(command, capture_output=True, text=True, timeout=hang_guard(600), cwd=ROOT,
                             env=code_path_env())
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "4 of 4 finished" in second.stdout
@@ -103,7 +103,7 @@ def test_a_suite_stopped_by_ctrl_c_is_finished_by_the_same_command(tmp_path):
 
     # Done: the same command again skips every run, and changes no file.
     before = {d: (d / "episodes.csv").read_bytes() for d in run_dirs(logdir, (0, 1))}
-    third = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
+    third = subprocess.run(command, capture_output=True, text=True, timeout=hang_guard(300), cwd=ROOT,
                            env=code_path_env())
     assert third.returncode == 0 and "4 finished already, skipped" in third.stdout
     assert ": started" not in third.stdout and ": resumed" not in third.stdout
@@ -111,7 +111,7 @@ def test_a_suite_stopped_by_ctrl_c_is_finished_by_the_same_command(tmp_path):
 
     scored = subprocess.run([sys.executable, "-m", "fast_dqn", "plot", str(logdir),
                              "--aggregate", "-o", str(tmp_path / "profile.png")],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+                            capture_output=True, text=True, timeout=hang_guard(300), cwd=ROOT)
     assert scored.returncode == 0, scored.stderr[-3000:]
     assert "4 runs of 2 games, each scored at its latest score" in scored.stdout
 
@@ -136,7 +136,7 @@ def test_a_suite_of_run_groups_stopped_by_ctrl_c_is_finished_by_the_same_command
     assert len(stopped) == 2 and len(set(stopped.values())) == 1, stopped
     assert 0 < next(iter(stopped.values())) < BUDGET
 
-    second = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT,
+    second = subprocess.run(command, capture_output=True, text=True, timeout=hang_guard(600), cwd=ROOT,
                             env=env)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "4 of 4 finished" in second.stdout
@@ -191,7 +191,7 @@ def test_a_ray_suite_survives_a_node_that_dies_mid_run(tmp_path):
     script = tmp_path / "ray_suite.py"
     script.write_text(RAY_SUITE)
     result = subprocess.run([sys.executable, str(script), str(logdir), *RUN_FLAGS],
-                            capture_output=True, text=True, timeout=900, cwd=ROOT,
+                            capture_output=True, text=True, timeout=hang_guard(900), cwd=ROOT,
                             env=code_path_env(environment_without_ray_settings()))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "killed a node" in result.stdout and "2 of 2 finished" in result.stdout
@@ -232,7 +232,7 @@ def test_a_ray_suite_trains_a_run_group_as_one_task(tmp_path):
     env = code_path_env(environment_without_ray_settings())
     env["KERAS_BACKEND"] = "jax"
     result = subprocess.run([sys.executable, str(script), str(logdir), *RUN_FLAGS],
-                            capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+                            capture_output=True, text=True, timeout=hang_guard(900), cwd=ROOT, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "in groups of 2 runs, each group a Ray task of 2 CPUs" in result.stdout
     assert "pong/seed-0 + breakout/seed-0: submitted" in result.stdout

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from helpers import ROOT, code_path_env, run, selected, wait_for
+from helpers import ROOT, code_path_env, hang_guard, run, selected, wait_for
 
 from fast_dqn.run.storage.checkpoint import CheckpointStore
 
@@ -96,7 +96,7 @@ def run_with_fault(tmp_path, mode, extra):
     result = subprocess.run(
         [sys.executable, str(script), mode, str(marker), *TINY, *extra,
          f"--logdir={tmp_path / 'run'}"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, env=code_path_env())
+        capture_output=True, text=True, timeout=hang_guard(300), cwd=ROOT, env=code_path_env())
     fault_time = float(marker.read_text()) if marker.exists() else None
     return result, fault_time
 

@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from helpers import ROOT, logs, read_scalars, rows, run, wait_for
+from helpers import ROOT, hang_guard, logs, read_scalars, rows, run, wait_for
 
 from benchmarks import crash_fuzzer as fuzzer
 from fast_dqn.run.storage.checkpoint import CheckpointStore
@@ -41,7 +41,7 @@ def test_sigterm_mid_period_checkpoints_and_exits(tmp_path):
         wait_for(past_first_sync, process)
         time.sleep(2)
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)  # a hang guard, not a speed check
+        out, err = process.communicate(timeout=hang_guard(120))  # a hang guard, not a speed check
     finally:
         process.kill()
     assert process.returncode == 128 + signal.SIGTERM, err[-3000:]
@@ -191,13 +191,13 @@ def test_evaluate_and_plot_beside_a_run_that_checkpoints_every_100_steps(tmp_pat
         for _ in range(3):
             result = subprocess.run([sys.executable, "-m", "fast_dqn.tools.evaluate",
                                      str(run_dir), "--episodes", "2"], cwd=ROOT,
-                                    capture_output=True, text=True, timeout=300)
+                                    capture_output=True, text=True, timeout=hang_guard(300))
             assert result.returncode == 0, result.stderr[-3000:]
             assert "over 2 games" in result.stdout
             assert process.poll() is None  # still training beside it
         result = subprocess.run([sys.executable, "-m", "fast_dqn.tools.plot", str(run_dir),
                                  "-o", str(tmp_path / "c.png")], cwd=ROOT,
-                                capture_output=True, text=True, timeout=300)
+                                capture_output=True, text=True, timeout=hang_guard(300))
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     finally:
         process.kill()
@@ -216,7 +216,7 @@ def test_a_run_outlives_its_console(tmp_path):
     process.stdout.readline()
     process.stdout.close()
     process.stderr.close()
-    assert process.wait(timeout=300) == 0
+    assert process.wait(timeout=hang_guard(300)) == 0
     assert os.listdir(run_dir / "checkpoints") == ["step-000000000600"]
     assert len((run_dir / "eval.csv").read_text().splitlines()) == 3  # header, 300, 600
 

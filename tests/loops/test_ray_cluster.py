@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, hang_guard
 
 IMPORTERS = ("fast_dqn.loops.ray_cluster", "fast_dqn.run.settings.validation",
              "fast_dqn.suite.cli", "fast_dqn.suite.ray_runs")
@@ -18,7 +18,7 @@ def test_the_cluster_helpers_import_without_ray():
             "    importlib.import_module(name)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+                          cwd=ROOT, timeout=hang_guard(120))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 

@@ -13,7 +13,7 @@ import sys
 
 import keras
 import pytest
-from helpers import ROOT, code_path_env, wait_for
+from helpers import ROOT, code_path_env, hang_guard, wait_for
 
 from fast_dqn.run.group_cli import main
 
@@ -77,7 +77,7 @@ def test_a_group_stopped_by_ctrl_c_resumes_as_a_group_and_one_run_alone(tmp_path
     wait_for(lambda: os.path.isdir(tmp_path / "r3" / "checkpoints") and
              os.listdir(tmp_path / "r3" / "checkpoints"), started)
     started.send_signal(signal.SIGINT)
-    out, err = started.communicate(timeout=300)
+    out, err = started.communicate(timeout=hang_guard(300))
     assert started.returncode == 128 + signal.SIGINT, err[-2000:]
     assert "stopped after every run's checkpoint" in err
     from fast_dqn.run.storage.checkpoint import CheckpointStore
@@ -85,12 +85,12 @@ def test_a_group_stopped_by_ctrl_c_resumes_as_a_group_and_one_run_alone(tmp_path
     assert len(steps) == 1 and steps.pop() < 2000
     # Runs 1 and 2 go on as a group; run 3 alone, as an ordinary run.
     resumed = group([f"--run=--resume={tmp_path / 'r1'}", f"--run=--resume={tmp_path / 'r2'}"])
-    out, err = resumed.communicate(timeout=300)
+    out, err = resumed.communicate(timeout=hang_guard(300))
     assert resumed.returncode == 0, err[-2000:]
     assert "every run finished" in out
     alone = subprocess.run([sys.executable, "-m", "fast_dqn", "fast",
                             f"--resume={tmp_path / 'r3'}"], cwd=ROOT, env=code_path_env(),
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=hang_guard(300))
     assert alone.returncode == 0, alone.stderr[-2000:]
     assert all(finished(tmp_path / f"r{s}") for s in (1, 2, 3))
     log = (tmp_path / "r1.log").read_text()
@@ -100,11 +100,11 @@ def test_a_group_stopped_by_ctrl_c_resumes_as_a_group_and_one_run_alone(tmp_path
 @jax_only
 def test_a_damaged_run_is_named_and_left_out_and_the_others_train(tmp_path):
     first = group([run_flags(tmp_path, s, "--timesteps=1000") for s in (1, 2, 3)])
-    _, err = first.communicate(timeout=300)
+    _, err = first.communicate(timeout=hang_guard(300))
     assert first.returncode == 0, err[-2000:]
     (tmp_path / "r2" / "config.json").write_text("{ damaged")
     again = group([f"--run=--resume={tmp_path / f'r{s}'} --timesteps=1500" for s in (1, 2, 3)])
-    out, err = again.communicate(timeout=300)
+    out, err = again.communicate(timeout=hang_guard(300))
     assert again.returncode == 2, err[-2000:]
     named = [line for line in err.splitlines() if "r2" in line and "error" in line]
     assert len(named) == 1 and "config.json" in named[0]
@@ -112,5 +112,5 @@ def test_a_damaged_run_is_named_and_left_out_and_the_others_train(tmp_path):
     with open(tmp_path / "r1" / "config.json") as f:
         assert json.load(f)["seed"] == 1
     done = group([f"--run=--resume={tmp_path / f'r{s}'} --timesteps=1500" for s in (1, 3)])
-    out, err = done.communicate(timeout=300)
+    out, err = done.communicate(timeout=hang_guard(300))
     assert done.returncode == 0 and "every run finished already" in out, err[-2000:]

@@ -6,7 +6,7 @@ import subprocess
 import time
 
 import pytest
-from helpers import ROOT, FakeClock, command, rows
+from helpers import ROOT, FakeClock, command, hang_guard, rows
 
 from fast_dqn.run.interrupts import StopSignals
 
@@ -71,7 +71,7 @@ def test_two_sigints_at_once_stop_a_real_run_with_a_checkpoint(tmp_path):
         os.kill(process.pid, signal.SIGINT)
         time.sleep(0.0005)
         os.kill(process.pid, signal.SIGINT)
-        code = process.wait(timeout=120)
+        code = process.wait(timeout=hang_guard(120))
     finally:
         process.kill()
         process.wait(timeout=60)

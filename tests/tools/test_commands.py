@@ -14,7 +14,7 @@ import venv
 
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import ROOT, hang_guard
 
 from fast_dqn import __version__, code_version, commands
 from fast_dqn.run import cli
@@ -166,12 +166,12 @@ def test_pip_install_gives_the_fast_dqn_command(tmp_path):
     python, command = env_dir / "bin" / "python", env_dir / "bin" / "fast-dqn"
     subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--no-build-isolation", "--no-index", str(source)], check=True,
-                   cwd=tmp_path, timeout=300)
+                   cwd=tmp_path, timeout=hang_guard(300))
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
     def run(*argv):
         return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=clean,
-                              timeout=120)
+                              timeout=hang_guard(120))
 
     done = run(command, "--version")
     # Installed from a copy, outside any checkout: the version without a commit.
@@ -228,7 +228,7 @@ def test_a_reader_that_goes_away_is_no_traceback(argv):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     child.stdout.close()
     err = child.stderr.read().decode()
-    assert child.wait(timeout=120) == 0 and err == "", err
+    assert child.wait(timeout=hang_guard(120)) == 0 and err == "", err
 
 
 @pytest.mark.parametrize("signal_name, code, words", [

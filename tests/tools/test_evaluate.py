@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, code_path_env
+from helpers import ROOT, code_path_env, hang_guard
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.settings.validation import check_saved_types
@@ -190,7 +190,7 @@ def test_a_dangling_symbolic_link_is_named_as_one(cartpole_run, tmp_path, capsys
 
 def _command(run_dir, argv, env=None):
     return subprocess.run([sys.executable, "-m", "fast_dqn", "evaluate", str(run_dir)] + argv,
-                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          capture_output=True, text=True, timeout=hang_guard(300), cwd=ROOT,
                           env=code_path_env({**os.environ, **(env or {})}))
 
 

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import ROOT, hang_guard
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.settings.hyperparameters import FastConfig
@@ -108,7 +108,7 @@ def test_an_unfinished_iteration_is_shown_but_not_judged(tmp_path):
 
 def plot(*args):
     return subprocess.run([sys.executable, "-m", "fast_dqn.tools.plot", *map(str, args)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=hang_guard(120))
 
 
 def test_plot_reference_draws_the_band_and_prints_the_table(tmp_path):

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import ROOT, FakeClock, read_scalars
+from helpers import ROOT, FakeClock, hang_guard, read_scalars
 
 from fast_dqn.run.logs.monitor import Monitor
 from fast_dqn.run.logs.progress import ProgressBar, ProgressLines, make_console
@@ -161,7 +161,7 @@ def test_evaluate_prints_scores_and_writes_a_playable_mp4(tiny_pong_run, tmp_pat
     result = subprocess.run(
         [sys.executable, "-m", "fast_dqn.tools.evaluate", str(tiny_pong_run), "--episodes=2",
          "--epsilon=0.05", f"--video={video}"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT)
+        capture_output=True, text=True, timeout=hang_guard(300), cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "over 2 games; human-normalized" in result.stdout
     assert "step-000000001600" in result.stdout  # the latest checkpoint
@@ -180,7 +180,7 @@ def test_evaluate_prints_scores_and_writes_a_playable_mp4(tiny_pong_run, tmp_pat
     assert 1200 <= frames <= 1200 + 30 + 8
     again = subprocess.run([sys.executable, "-m", "fast_dqn.tools.evaluate", str(tiny_pong_run),
                             f"--video={video}"], capture_output=True, text=True, cwd=ROOT,
-                           timeout=300)
+                           timeout=hang_guard(300))
     assert again.returncode == 2 and "would be overwritten" in again.stderr
 
 
@@ -250,7 +250,7 @@ def test_plot_writes_a_png(tiny_pong_run, tmp_path):
                                     "fast_dqn.tools.plot", "fast_dqn.plot"])
 def test_the_tools_answer_by_their_new_and_their_old_names(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
-                            text=True, timeout=120, cwd=ROOT)
+                            text=True, timeout=hang_guard(120), cwd=ROOT)
     assert result.returncode == 0 and "RUN_DIR" in result.stdout, result.stderr
 
 
@@ -298,7 +298,7 @@ def test_plot_skips_a_row_that_is_not_numbers_and_names_its_line(tmp_path):
         "3,30")
     result = subprocess.run([sys.executable, "-m", "fast_dqn.tools.plot", str(run_dir), "-o",
                              str(tmp_path / "c.png")], capture_output=True, text=True,
-                            timeout=120, cwd=ROOT)
+                            timeout=hang_guard(120), cwd=ROOT)
     assert result.returncode == 0 and (tmp_path / "c.png").stat().st_size > 1000
     assert result.stderr.strip().splitlines() == [
         f"warning: {run_dir / 'episodes.csv'}, line 3: not a row of numbers; skipped (remove "
