@@ -409,7 +409,9 @@ def main(argv=None, prog=PROG):
     """The plot tool: parse its command line, draw and print; return the exit status."""
     parser = OneLineParser(prog=prog,
                            description="Plot the learning curves of one or more runs.")
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                        help="a run's directory (runs/NAME), one or more; or a suite's "
+                        "directory, scored with --aggregate")
     parser.add_argument("-o", "--output", default="curves.png",
                         help="image file to write; its extension picks the format "
                         "(default: curves.png)")
@@ -433,6 +435,9 @@ def main(argv=None, prog=PROG):
         check_output(args.output)
     except ConfigError as error:
         return fail(parser.prog, error)
+    # Replaced, not refused: a run's figure is drawn again to the same path as it goes on;
+    # said, so that no image is replaced silently.
+    args.replaces = os.path.lexists(args.output)
     # A log is read for each panel and the table: one warning each; a glyph the font lacks
     # is said once, in one line.
     with warnings_once(), missing_glyphs_said(parser.prog):
@@ -461,7 +466,7 @@ def _main_plot(parser, args):
             path = score(suites, args.output, args.window)
         except ConfigError as error:
             return fail(parser.prog, error)
-        print(f"wrote {path} (the performance profile)")
+        print(f"{_wrote(path, args)} (the performance profile)")
         return 0
     try:
         # The table first: runs it cannot compare are refused before anything is written.
@@ -471,12 +476,16 @@ def _main_plot(parser, args):
         path = plot_runs(args.run_dirs, args.output, args.title, args.aggregate, args.window)
     except ConfigError as error:
         return fail(parser.prog, error)
-    print(f"wrote {path}")
+    print(_wrote(path, args))
     if rows is not None:
         print_aggregates(rows)
         for note in notes:
             print(f"note: {note}")
     return 0
+
+
+def _wrote(path, args):
+    return f"wrote {path}" + (", replacing the image that was there" if args.replaces else "")
 
 
 def _main_reference(prog, args):
@@ -486,7 +495,7 @@ def _main_reference(prog, args):
         path = save_figure(fig, plt, args.output)
     except ConfigError as error:
         return fail(prog, error)
-    print(f"wrote {path}")
+    print(_wrote(path, args))
     for label, runs, rows in tables:
         print_comparison(rows, label, runs)
     return 0

@@ -117,9 +117,9 @@ def test_an_output_that_is_a_directory_or_in_a_missing_one_is_one_line(tmp_path,
 def test_a_replot_replaces_its_image_whole_and_says_where(tmp_path, capsys):
     run = write_run(tmp_path / "r", "1,100,-21.0,-21.0,1.0,0.01\n2,200,-20.0,-20.5,1.0,0.02\n")
     output = tmp_path / "curves.png"
-    for _ in range(2):  # the README's next: line, run again as the run goes on
+    for then in ["", ", replacing the image that was there"]:  # the next: line, run again
         assert main([run, "-o", str(output)]) == 0
-        assert capsys.readouterr().out == f"wrote {output}\n"
+        assert capsys.readouterr().out == f"wrote {output}{then}\n"
         assert output.read_bytes()[:4] == b"\x89PNG"
     assert sorted(os.listdir(tmp_path)) == ["curves.png", "r"]
     umask = os.umask(0)

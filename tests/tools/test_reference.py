@@ -143,6 +143,27 @@ def test_the_legend_says_how_many_runs_each_iteration_averages():
         "then 1)"
 
 
+def test_a_run_short_of_its_first_iteration_is_drawn_over_the_published_range():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    from fast_dqn.tools.reference import Comparison, ReferenceIteration, draw_comparison
+    rows = [Comparison(0, 250_000, (-20.5,), False, ReferenceIteration(0, 250_000,
+                                                                       (-21.0, -20.0)))]
+    fig, ax = plt.subplots()
+    draw_comparison(ax, rows, "pong")
+    labels = ax.get_legend_handles_labels()[1]
+    assert "Dopamine DQN, 2 runs (range)" in labels and "partial iteration" in labels
+    # The range reaches from the lowest published run to the highest, at 250k.
+    spans = [c.get_segments() for c in ax.collections if c.get_label().endswith("(range)")]
+    assert [[list(map(float, p)) for p in seg] for seg in spans[0]] == \
+        [[[250_000.0, -21.0], [250_000.0, -20.0]]]
+    assert to_rgba(ax.collections[0].get_color()[0])[3] > 0
+    plt.close(fig)
+
+
 def test_an_iteration_only_one_of_the_runs_reached_is_judged_on_it_alone():
     import io
 
