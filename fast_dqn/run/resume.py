@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import shlex
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run.settings import hyperparameters as hp
@@ -65,8 +66,10 @@ def resume_config(run_dir, explicit, kind):
                           "was edited; put back the loop that made the run, "
                           + " or ".join(f'"{loop}"' for loop in loops))
     if saved["loop"] != kind.loop:
-        raise ConfigError("resume", f"'{run_dir}' is a {saved['loop']!r} run; resume it with "
-                          f"the script that made it, not this one ({kind.loop!r})")
+        from fast_dqn.run.run_kinds import RUN_KINDS
+        maker = RUN_KINDS[saved["loop"]]
+        raise ConfigError("resume", f"'{run_dir}' is a run of {maker.script}, which resumes "
+                          f"it: python {maker.script} --resume {shlex.quote(run_dir)}")
     check_saved_types(saved, run_dir, kind.config_class)
     values = saved_values(saved, kind.config_class)
     checkpoint = latest_checkpoint(run_dir, "resume", missing_ok=True)

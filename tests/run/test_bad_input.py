@@ -116,7 +116,7 @@ CASES = [
     ("dqn", ["--logdir=/proc/fast-dqn-test"], None, "--logdir", "cannot"),
     ("dqn", ["--logdir={run}"], "run", "--logdir", "already holds files"),
     ("dqn", ["--resume={run}"], "empty", "--resume", "not a fast-dqn run"),
-    ("fast", ["--resume={run}"], "run", "--resume", "resume it with the script that made it"),
+    ("fast", ["--resume={run}"], "run", "--resume", "is a run of run_dqn.py, which resumes it"),
     ("dqn", ["--resume={run}", "--lr=0.01"], "run", "--lr", "conflicts with this run's saved"),
     ("dqn", ["--resume={run}", "--game=breakout"], "run", "--game", "conflicts"),
     ("dqn", ["--resume={run}", "--full-action-space"], "run", "--full-action-space",

@@ -159,7 +159,8 @@ def test_resume_refuses_conflicting_flags_and_accepts_budget_changes(tmp_path, c
     code, _, err = main(FAST, [f"--resume={logdir}"])
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith("run_fast_dqn.py: error: --resume: ")
-    assert "resume it with the script that made it" in err
+    assert err.rstrip().endswith(f"is a run of run_dqn.py, which resumes it: python run_dqn.py "
+                                 f"--resume {logdir}")
     assert untouched() == before and len(trained) == 1
     # A larger budget, and --lr at the run's own value: resumed from the finished checkpoint.
     code, _, err = main(NATURE, [f"--resume={logdir}", "--timesteps=800", "--lr=0.00025"])
