@@ -178,3 +178,21 @@ def test_the_docs_speak_of_the_project_not_of_how_the_work_was_organised(page):
     found = re.findall(r"(?i)\bthis session\b|\bthe session's first\b|\bfirst session with\b"
                        r"|\bissue \d+'s\b", flat)
     assert not found, found
+
+
+# What a user reads names the project's own things: no path outside the repository, and no
+# word of the machinery that once ran a measurement (its folders, its calls, its limits).
+MACHINERY = re.compile(r"(?i)\.\./shared\b|\bdevice tool\b|\bdevice machine\b|\bfiles_at\b"
+                       r"|\bdevice time\b|\bprepare\.sh\b|/work/")
+READ_BY_USERS = PAGES + sorted(glob.glob(os.path.join(ROOT, "benchmarks", "*.sh"))
+                               + glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))
+                               + glob.glob(os.path.join(ROOT, "fast_dqn", "**", "*.py"),
+                                           recursive=True))
+
+
+def test_what_users_read_names_no_path_outside_the_repository_and_no_machinery():
+    found = {os.path.relpath(path, ROOT): MACHINERY.findall(read(path))
+             for path in READ_BY_USERS}
+    assert not {path: words for path, words in found.items() if words}
+    assert MACHINERY.findall("see ../shared/gpu/prepare.sh and the device tool's files_at") \
+        == ["../shared", "prepare.sh", "device tool", "files_at"]
