@@ -11,6 +11,10 @@ evaluation.
 The steps/s shown is the rate over whole periods (PeriodRate): the fast loop's samplers play
 a period in a burst, then wait for the trainer at the sync point, so a rate over the last few
 seconds would read many times the run's rate in the burst and near zero in the wait.
+
+The bar lays out its own line (ProgressBar): the step, the ETA and steps/s come first, and
+what a narrow terminal has no room for is dropped whole from the end. tqdm cuts its line at
+the terminal's width, and there the ETA came last: on 80 columns it never showed.
 """
 
 import os
@@ -80,6 +84,21 @@ def counted(n, noun):
     """
     plural = noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
     return f"{n:,} {noun if n == 1 else plural}"
+
+
+class PhaseWords(str):
+    """A phase's words for the console: the whole text, a str, and its `parts`.
+
+    The parts, each with its own leading space or punctuation, add up to the text; the first
+    names the phase ("catching up"), the others say more, most telling first (the time left,
+    how many minibatches). Lines print the whole; a bar too narrow for it drops parts from
+    the end.
+    """
+
+    def __new__(cls, *parts):
+        words = super().__new__(cls, "".join(parts))
+        words.parts = parts
+        return words
 
 
 class _Rate:
@@ -281,27 +300,32 @@ class RunProgress:
         """The phase as the console shows it, with what catching up and the last minibatches do.
 
         Both say how many minibatches are left, and catching up gives its own ETA (a resume
-        without replay holds the steps and epsilon back while it repays the minibatches its
-        refill deferred).
+        without replay holds the steps and epsilon back while it makes up the minibatches
+        missed during its refill).
 
         Args:
             step: agent steps taken so far.
 
         Returns:
-            The phase's words for the console.
+            The phase's words for the console, a PhaseWords.
         """
         phase = self.phase(step)
         if phase == "catching up":
-            deferred = self.schedule.deferred
-            # Each minibatch due brings one deferred one: 2 trained per one repaid.
-            seconds = self.minibatch_rate.seconds_for(min(2 * deferred,
-                                                          self.minibatches_left()))
-            done = "?" if seconds is None else _format_duration(seconds)
-            return (f"catching up on {counted(deferred, 'deferred minibatch')}, one with "
-                    f"each due (done in {done})")
+            missed = self.schedule.deferred
+            # Each minibatch due brings one missed one: 2 trained per one made up.
+            seconds = self.minibatch_rate.seconds_for(min(2 * missed, self.minibatches_left()))
+            left = "" if seconds is None else f" ({_format_duration(seconds)} left)"
+            # Most telling first: a narrow bar drops the last. "catching up" stays first: the
+            # suite's table reads a run's rate by that name.
+            return PhaseWords("catching up", left, f" on {counted(missed, 'minibatch')}",
+                              " missed during the refill")
         if phase == "last minibatches":
-            return f"last minibatches: {counted(self.minibatches_left(), 'minibatch')} left"
-        return phase
+            return PhaseWords("last minibatches",
+                              f": {counted(self.minibatches_left(), 'minibatch')} left")
+        if phase.startswith("evaluating"):
+            game, games = self.evaluating
+            return PhaseWords("evaluating", f" game {game} of {games}")
+        return PhaseWords(phase)
 
     def plays_steps(self, step):
         """Whether the phase plays agent steps (a steps/s means something).
@@ -437,16 +461,21 @@ def _format_duration(seconds):
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
 
 
+def _eta_text(eta, untimed_games):
+    """The ETA as both consoles show it; eta None is unknown: "?"."""
+    text = f"ETA {'?' if eta is None else _format_duration(eta)}"
+    if untimed_games and eta is not None:
+        text += f" + {counted(untimed_games, 'eval game')}"
+    return text
+
+
 def _status(phase, rate, fields, eta, separator, untimed_games=0):
-    """The parts both consoles show after the step count; eta None is unknown: "?"."""
+    """The parts the lines show after the step count, the ETA last."""
     parts = [phase] if phase else []
     if rate is not None:
         parts.append(f"{rate:,.0f} steps/s")
     parts += [f"{k} {v}" for k, v in fields.items()]
-    text = f"ETA {'?' if eta is None else _format_duration(eta)}"
-    if untimed_games and eta is not None:
-        text += f" + {counted(untimed_games, 'eval game')}"
-    parts.append(text)
+    parts.append(_eta_text(eta, untimed_games))
     return separator.join(parts)
 
 
@@ -491,10 +520,42 @@ class ProgressLines:
         pass
 
 
-class ProgressBar:
-    """tqdm's bar of agent steps, with the phase, steps/s, the agent's figures and the ETA.
+# The agent's figures on the bar, most telling first: a narrow terminal drops them from the end.
+_BAR_FIGURES = ("mean100", "loss", "eps", "games")
+# The fewest columns the drawn bar takes, after the text: a narrower one shows nothing.
+_MIN_BAR = 10
 
-    tqdm's own ETA, from one overall rate, is left out (see the top).
+
+def _terminal_width(out):
+    """The columns of the terminal `out` writes to; 80 where it says 0 or cannot say."""
+    # A terminal of 0 columns (a pseudo-terminal whose size nobody set, as in some containers
+    # and CI runners) still redraws a line in place: it keeps the bar, at 80 columns, the
+    # width the line is laid out for, rather than switch to lines every 10 s.
+    try:
+        columns = os.get_terminal_size(out.fileno()).columns
+    except (AttributeError, OSError, ValueError):  # no descriptor, or not a terminal
+        columns = 0
+    return columns or 80
+
+
+def _fit(pieces, room):
+    """The pieces' text within `room` columns: the required ones, and the others up to the
+    first that does not fit; none is cut. pieces: [(separator, text, required)], in order."""
+    line, dropping = "", False
+    for separator, text, required in pieces:
+        dropping = dropping or len(line) + len(separator) + len(text) > room
+        if required or not dropping:
+            line += separator + text
+    return line
+
+
+class ProgressBar:
+    """A live line on a terminal: the step, ETA and steps/s, the phase, the agent's figures.
+
+    What does not fit the terminal is dropped whole from the end: the agent's figures, then
+    the phase's details; the step, the ETA, steps/s and the phase's name always show. A bar
+    drawn by tqdm fills the room left. tqdm's own ETA, from one overall rate, is left out
+    (see the top).
 
     Args:
         total: the run's budget, in agent steps.
@@ -507,25 +568,68 @@ class ProgressBar:
         from tqdm import tqdm
         self.out = out or sys.stdout
         self.interval = interval
-        self.bar = tqdm(total=total, initial=initial, unit="step", unit_scale=True,
-                        dynamic_ncols=True, file=self.out,
-                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+        self.total = total
+        self.sizeof = tqdm.format_sizeof
+        self.shown = (None, {}, None, None, 0)  # update()'s rate, fields, phase, eta, games
+        text, room = self._layout(initial)
+        # The width and height given, tqdm asks the terminal neither: at 0 rows it would draw
+        # nothing. The height only hides nested bars, and this bar is the only one.
+        self.bar = tqdm(total=total, initial=initial, file=self.out, ncols=room, nrows=24,
+                        bar_format=text)
+
+    def text(self, step, room):
+        """The line's text at agent step `step`, without the drawn bar.
+
+        Args:
+            step: agent steps taken so far.
+            room: the columns it may take.
+
+        Returns:
+            The text: the step and its percentage, the ETA and steps/s (when measured),
+            then the phase and the agent's figures up to the first that does not fit.
+        """
+        rate, fields, phase, eta, untimed_games = self.shown
+        # Rounded down: 100% is the last step.
+        percent = f"{100 * step // self.total}% " if self.total else ""
+        pieces = [("", f"{percent}{self.sizeof(step)}/{self.sizeof(self.total)}", True),
+                  (", ", _eta_text(eta, untimed_games), True)]
+        if rate is not None:
+            pieces.append((", ", f"{rate:,.0f} steps/s", True))
+        if phase:
+            name, *details = getattr(phase, "parts", (phase,))
+            pieces.append((", ", name, True))
+            pieces += [("", detail, False) for detail in details]
+        order = sorted(fields, key=lambda k: _BAR_FIGURES.index(k) if k in _BAR_FIGURES
+                       else len(_BAR_FIGURES))
+        pieces += [(", ", f"{k} {fields[k]}", False) for k in order]
+        return _fit(pieces, room)
+
+    def _layout(self, step):
+        """(tqdm's bar_format, its width) for agent step `step` at the terminal's width now."""
+        # One column short: some terminals move to the next line once the last one is written.
+        room = _terminal_width(self.out) - 1
+        text = self.text(step, room)
+        bar = " |{bar}|" if room - len(text) - 3 >= _MIN_BAR else ""
+        return text.replace("{", "{{").replace("}", "}}") + bar, room
+
+    def _relayout(self):
+        """Lay the line out again for the bar's step, the status shown and the width now."""
+        self.bar.bar_format, self.bar.ncols = self._layout(self.bar.n)
 
     def update(self, step, rate, fields, phase=None, eta=None, untimed_games=0):
-        """Move the bar to agent step `step` and show the status after it (as ProgressLines)."""
+        """Move the bar to agent step `step` and show the status (arguments as ProgressLines')."""
         if phase is None and rate:
-            eta = (self.bar.total - step) / rate
-        self.bar.set_postfix_str(_status(phase, rate, fields, eta, ", ", untimed_games),
-                                 refresh=False)
-        if step != self.bar.n:
-            self.bar.update(step - self.bar.n)
-        else:
-            # tqdm redraws on steps only: an evaluation or the last minibatches add none, and
-            # the bar would go on showing the phase before them.
-            self.bar.refresh()
+            eta = (self.total - step) / rate
+        self.shown = (rate, fields, phase, eta, untimed_games)
+        # Drawn at each update, which the monitor spaces: tqdm, left to itself, draws only when
+        # steps are added, and an evaluation or the last minibatches add none.
+        self.bar.n = step
+        self._relayout()
+        self.bar.refresh()
 
     def message(self, line):
         """Print `line` above the bar."""
+        self._relayout()
         self.bar.write(line, file=self.out)
 
     def close(self, step=None):
@@ -535,8 +639,9 @@ class ProgressBar:
             step: the run's last step, in agent steps, shown before the bar closes (a run
                 that ends between two updates would otherwise stay at the last one); or None.
         """
-        if step is not None and step != self.bar.n:
-            self.bar.update(step - self.bar.n)
+        if step is not None:
+            self.bar.n = step
+        self._relayout()
         self.bar.close()
 
 

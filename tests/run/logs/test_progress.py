@@ -2,6 +2,8 @@
 left at that phase's own measured rate."""
 
 import io
+import os
+import re
 
 import pytest
 from helpers import FakeClock
@@ -202,7 +204,8 @@ def test_the_bar_shows_a_new_phase_even_when_no_step_was_played():
     for step in (100, 200, 300):
         bar.update(step, 10.0, {"eps": "0.1"}, phase="training", eta=70.0)
     bar.update(300, None, {}, phase="evaluating game 1 of 30", eta=None)
-    assert out.getvalue().rstrip().endswith(", evaluating game 1 of 30, ETA ?]")
+    last = out.getvalue().rsplit("\r", 1)[1]
+    assert "ETA ?, evaluating game 1 of 30" in last and "steps/s" not in last
     bar.close()
 
 
@@ -394,7 +397,6 @@ def test_a_summary_without_games_or_evaluations(tmp_path):
 
 def _seconds(duration):
     """A duration as _format_duration writes it (1m05s, 2h03m, 4d01h), in seconds."""
-    import re
     units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
     return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([dhms])", duration))
 
@@ -458,21 +460,23 @@ def test_the_terminals_eta_holds_still_while_training_arrives_in_calls(tmp_path,
 
 @pytest.mark.parametrize("k", [16, 64])
 def test_catching_up_says_what_it_does_with_its_own_steady_eta(tmp_path, k):
-    """A resume without replay repays 2,000 deferred minibatches, one with each due: the
-    steps go at half the training's pace. The line says so, and when it will be done."""
+    """A resume without replay makes up 2,000 minibatches missed during its refill, one with
+    each due: the steps go at half the training's pace. The line says so, and the time it
+    has left."""
     schedule = MinibatchSchedule(0, 4, deferred=2_000)
     shown = train_on_a_terminal(tmp_path, k, 100_000, 40_000, schedule,
                                 done=40_000 // 4 - 2_000, until=230)
     catching = [(t, line) for t, line in shown if "catching up" in line]
     assert len(catching) > 100
     for t, line in catching:
-        assert "| catching up on " in line and " deferred minibatches, one with each due " \
-            "(done in " in line, line
+        words = re.search(r"\| catching up(?: \((\S+) left\))? on ([\d,]+) minibatches "
+                          r"missed during the refill \|", line)
+        assert words, line
         if t < 15:
             continue
-        deferred = int(line.split("catching up on ")[1].split()[0].replace(",", ""))
-        done_in = _seconds(line.split("(done in ")[1].split(")")[0])
-        assert abs(done_in - 2 * deferred / 25) <= 0.05 * 2 * deferred / 25 + 0.04 * k + 1, line
+        missed = int(words[2].replace(",", ""))
+        left = _seconds(words[1])
+        assert abs(left - 2 * missed / 25) <= 0.05 * 2 * missed / 25 + 0.04 * k + 1, line
         assert " 50 steps/s" in line, line  # half the training's 100
     assert any(" 100 steps/s" in line for t, line in shown[-5:])  # then training again
 
@@ -507,3 +511,196 @@ def test_the_last_minibatches_show_no_steps_per_second_and_count_in_good_grammar
     assert [counted(n, w) for n, w in ((1, "game"), (2, "game"), (1_000, "minibatch"),
                                        (1, "run"))] == [
         "1 game", "2 games", "1,000 minibatches", "1 run"]
+
+
+# --- the bar on a real terminal
+
+def on_a_terminal(columns, drive):
+    """Run `drive(out)` with `out` a pseudo-terminal `columns` wide (0: a size nobody set),
+    so that the bar asks the terminal its width as on a user's. Returns what was written."""
+    import fcntl
+    import struct
+    import termios
+    import threading
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24 if columns else 0, columns,
+                                                       0, 0))
+    received, end = bytearray(), b"--end of the test--"
+
+    def read():  # a pseudo-terminal holds a few kB: the writer would block without a reader
+        while end not in received:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            received.extend(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    out = os.fdopen(slave, "w", encoding="utf-8")
+    try:
+        drive(out)
+        out.write(end.decode())
+        out.flush()
+        reader.join(30)
+    finally:
+        out.close()
+        os.close(master)
+    return received.decode("utf-8", "replace")
+
+
+def drawn_bar_lines(written):
+    """The bar's lines as the terminal drew them: each stretch between carriage returns and
+    newlines that starts with a percentage, escape sequences taken out."""
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", written)
+    return [s for s in re.split(r"[\r\n]", text) if re.match(r" *\d+%[ |]", s)]
+
+
+def a_run_through_every_phase(out, tmp_path):
+    """A 10M-step run in two sessions on a fake clock, its console on `out`: warm-up,
+    training, an evaluation of 200 games (the games untimed until then), training; then a
+    resume without replay: refill, catching up, the last minibatches after the last step, an
+    evaluation, finished."""
+    from fast_dqn.run.logs.progress import make_console
+    total, every, games, prepopulate = 10_000_000, 250_000, 200, 50_000
+    clock = FakeClock()
+
+    def session(start, schedule, done, name):
+        progress = RunProgress(total, 4, prepopulate, eval_every=every, eval_games=games)
+        progress.minibatches_done = done
+        os.makedirs(tmp_path / name)
+        monitor = Monitor(str(tmp_path / name), total, interval=10, clock=clock,
+                          progress=progress, console=make_console(total, start, out=out))
+        monitor.follow(schedule)
+        return monitor
+
+    def play(monitor, schedule, step, until, per_tick, hold=0):
+        """Ticks of 0.5 s, `per_tick` steps each; `hold` minibatches of the last take are
+        trained in ticks after it, at the last step."""
+        while step < until:
+            clock.t += 0.5
+            new = min(step + per_tick, until)
+            count = schedule.take(step, new, final=new == total)
+            for _ in range(count - (hold if new == total else 0)):
+                monitor.record_train(0.0123)
+            step = new
+            if step % 20_000 == 0:
+                monitor.record_game(step, 20_000, -20.5, 0.5)
+            monitor.tick(step, 0.5)
+        for _ in range(hold // 50):
+            clock.t += 0.5
+            for _ in range(50):
+                monitor.record_train(0.0123)
+            monitor.tick(step, 0.01)
+        return step
+
+    def evaluate(monitor, step, played):
+        for game in range(1, played + 1):
+            monitor.evaluation_game(game, games)
+            clock.t += 1.0
+        monitor.evaluation_game(games + 1, games)
+        monitor.record_eval(step, [-21.0] * played)
+
+    schedule = MinibatchSchedule(prepopulate, 4)
+    monitor = session(0, schedule, 0, "first")
+    try:
+        step = play(monitor, schedule, 0, prepopulate, 5_000)           # 10,000 steps/s
+        step = play(monitor, schedule, step, every, 1_000)              # 2,000 steps/s
+        evaluate(monitor, step, games)
+        play(monitor, schedule, step, every + 50_000, 1_000)
+    finally:
+        monitor.close()
+    # Resumed at 9.9M without replay, with 16 minibatches owed.
+    start = total - 100_000
+    schedule = MinibatchSchedule(prepopulate, 4)
+    schedule.refill(start, prepopulate, owed=16)
+    monitor = session(start, schedule, (start - prepopulate) // 4 - 16, "second")
+    try:
+        step = play(monitor, schedule, start, start + prepopulate, 5_000)
+        step = play(monitor, schedule, step, total, 1_000, hold=500)
+        evaluate(monitor, step, 3)
+    finally:
+        monitor.close(finished=True)
+
+
+PHASES = ("warm-up", "training", "refill", "catching up", "last minibatches", "evaluating",
+          "finished")
+
+
+def phases_drawn(lines):
+    """{phase: [line]}: the bar's lines by the phase they name."""
+    by_phase = {phase: [] for phase in PHASES}
+    for line in lines:
+        named = [phase for phase in PHASES if f", {phase}" in line]
+        if named:
+            by_phase[named[0]].append(line)
+    return by_phase
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="no pseudo-terminals here")
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_bar_fits_the_terminal_in_every_phase_with_its_eta_and_rate_first(tmp_path,
+                                                                              columns):
+    """tqdm cut its line at the terminal's width, and the ETA came last: at 80 columns the ETA
+    and steps/s never showed, and '+ 200 eval games' read '+ 200 ev'. Each line the terminal
+    draws fits it and shows the ETA, and steps/s once measured; what is dropped is dropped
+    whole."""
+    written = on_a_terminal(columns, lambda out: a_run_through_every_phase(out, tmp_path))
+    lines = drawn_bar_lines(written)
+    assert len(lines) > 100
+    for line in lines:
+        assert len(line) <= columns and "ETA " in line, line
+        for plus in re.findall(r"\+ .*?(?=, | \||$)", line.rstrip()):
+            assert re.fullmatch(r"\+ [\d,]+ eval games?", plus), line
+    by_phase = phases_drawn(lines)
+    for phase in PHASES:
+        assert by_phase[phase], phase
+    for phase in ("warm-up", "training", "refill", "catching up"):
+        # The rate is measured afresh in each phase: from its second line. At the last step
+        # no step is played.
+        playing = [line for line in by_phase[phase] if not line.startswith("100%")]
+        assert len(playing) >= 5 and all(
+            re.search(r", [\d,]+ steps/s, ", line) for line in playing[2:]), phase
+    training = by_phase["training"]
+    assert any(re.search(r"ETA \d\S* \+ 8,000 eval games, ", line) for line in training)
+    assert any("mean100 -20.50, loss 0.0123" in line for line in training)
+    assert "last minibatches: 500 minibatches left" in by_phase["last minibatches"][0]
+    if columns >= 120:
+        assert all(re.search(r", catching up \(\S+ left\) on [\d,]+ minibatches", line)
+                   for line in by_phase["catching up"][2:])
+        assert all("mean100" in line for line in training if "eval games" not in line)
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="no pseudo-terminals here")
+def test_a_terminal_of_no_columns_gets_the_bar_at_80(tmp_path):
+    """A pseudo-terminal whose size nobody set says 0 columns and 0 rows: tqdm drew nothing
+    there. The bar is laid out for 80 columns instead."""
+    written = on_a_terminal(0, lambda out: a_run_through_every_phase(out, tmp_path))
+    lines = drawn_bar_lines(written)
+    assert len(lines) > 100
+    assert all(len(line) <= 80 and "ETA " in line for line in lines)
+    assert all(phases_drawn(lines).values())
+
+
+def test_a_narrow_bar_drops_whole_fields_from_the_end():
+    """The step, the ETA and steps/s, then the phase's name always show; the phase's details
+    and the agent's figures (most telling first) are dropped whole, from the end."""
+    from fast_dqn.run.logs.progress import PhaseWords
+    bar = ProgressBar(10_000_000, out=io.StringIO())
+    fields = {"eps": "0.010", "games": 1_234, "mean100": "-20.50", "loss": "0.0123"}
+    phase = PhaseWords("catching up", " (3m20s left)", " on 2,324 minibatches",
+                       " missed during the refill")
+    bar.shown = (1_234.0, fields, phase, 7_380, 0)
+    optional = [" (3m20s left)", " on 2,324 minibatches", " missed during the refill",
+                ", mean100 -20.50", ", loss 0.0123", ", eps 0.010", ", games 1234"]
+    start = "54% 5.40M/10.0M, ETA 2h03m, 1,234 steps/s, catching up"
+    for room, kept in ((len(start) + 5, 0), (79, 1), (100, 2), (119, 3), (130, 4), (200, 7)):
+        assert bar.text(5_400_000, room) == start + "".join(optional[:kept]), room
+    bar.shown = (1_234.0, fields, "training", 7_380, 200)
+    assert bar.text(1_230_000, 79) == ("12% 1.23M/10.0M, ETA 2h03m + 200 eval games, "
+                                       "1,234 steps/s, training")
+    # Narrower than what must show: nothing dropped that must, tqdm cuts the end.
+    assert bar.text(1_230_000, 20).startswith("12% 1.23M/10.0M, ETA 2h03m + 200 eval games")
+    bar.close()
