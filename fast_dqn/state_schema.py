@@ -22,10 +22,12 @@ class Kind:
     Args:
         name: how a message names the kind ("a whole number").
         test: a function of one value, true where the value is of the kind.
+        flaw: flaw(value, path) -> the message for a value the test refuses, or None for
+            the usual "PATH is VALUE, not NAME"; None: always the usual one.
     """
 
-    def __init__(self, name, test):
-        self.name, self.test = name, test
+    def __init__(self, name, test, flaw=None):
+        self.name, self.test, self.flaw = name, test, flaw
 
 
 def _whole(value):
@@ -49,6 +51,25 @@ TABLE = Kind("an object", lambda value: isinstance(value, dict))
 # Weights and optimizer slots (Keras keeps its step count as a numpy scalar).
 ARRAYS = Kind("a list of arrays", lambda value: isinstance(value, list)
               and all(isinstance(item, (np.ndarray, np.generic)) for item in value))
+
+
+def _not_finite(item):
+    # "float" in the name: bfloat16 (ml_dtypes) is of numpy kind "V".
+    return (item.dtype.kind in "fc" or "float" in str(item.dtype)) \
+        and not bool(np.all(np.isfinite(item)))
+
+
+def _first_not_finite(value, path):
+    if not ARRAYS.test(value):
+        return None  # the usual message: not even a list of arrays
+    i = next(i for i, item in enumerate(value) if _not_finite(item))
+    return f"{path}/{i} holds a NaN or an infinity"
+
+
+# The weights of best/ and of a checkpoint's best: the learner checks them finite before it
+# hands them out, so a NaN or an infinity there was put in afterwards, by an edit or damage.
+FINITE_ARRAYS = Kind("a list of finite arrays", lambda value: ARRAYS.test(value)
+                     and not any(_not_finite(item) for item in value), _first_not_finite)
 NUMBERS = Kind("a list of numbers", lambda value: isinstance(value, list)
                and all(_number(item) for item in value))
 COUNTS = Kind("an object of whole numbers", lambda value: isinstance(value, dict)
@@ -134,7 +155,7 @@ RUN = {
                 "elapsed": NUMBER, "logs": {"episodes.csv": BYTES, "eval.csv": BYTES},
                 "tensorboard": optional({"files": COUNTS})},
     "rngs": {"action": RNG},
-    "best": optional({"step": WHOLE, "mean": NUMBER, "weights": ARRAYS}),
+    "best": optional({"step": WHOLE, "mean": NUMBER, "weights": FINITE_ARRAYS}),
 }
 
 # Each loop's own parts: its games, and its loop state (NatureLoop and FastLoopState).
@@ -152,7 +173,7 @@ FAST_RUN = {**RUN, "samplers": {"backend": TEXT},
 # What `evaluate` reads of a checkpoint, and of an export in best/
 # (fast_dqn.run.storage.best_weights).
 WEIGHTS_ONLY = {"identity": IDENTITY, "learner": LEARNER}
-BEST_EXPORT = {"mean": NUMBER, "weights": ARRAYS}
+BEST_EXPORT = {"mean": NUMBER, "weights": FINITE_ARRAYS}
 
 
 def check_state(state, schema, path=""):
@@ -177,7 +198,8 @@ def check_state(state, schema, path=""):
         return
     if isinstance(schema, Kind):
         if not schema.test(state):
-            raise StateMismatch(f"{path or '/'} is {_shown(state)}, not {schema.name}")
+            flaw = schema.flaw and schema.flaw(state, path)
+            raise StateMismatch(flaw or f"{path or '/'} is {_shown(state)}, not {schema.name}")
         return
     if not isinstance(state, dict):
         raise StateMismatch(f"{path or '/'} is {_shown(state)}, not an object")

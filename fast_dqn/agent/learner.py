@@ -185,7 +185,15 @@ class TrainingDiverged(FloatingPointError):
 class NetworkMismatch(StateMismatch, ValueError):
     """A saved learner's weights or optimizer slots are of another network.
 
-    Settings that shape it were changed. A ValueError too, as Keras's own refusal was.
+    Settings that shape it were changed, or the checkpoint was edited. A ValueError too, as
+    Keras's own refusal was.
+    """
+
+
+class BadCount(StateMismatch, ValueError):
+    """A saved optimizer's update count that no run writes (a negative one): edited in.
+
+    A ValueError too, as NetworkMismatch is, for callers that catch Keras's refusal.
     """
 
 
@@ -210,7 +218,9 @@ def first_not_finite(named_arrays):
 
 
 def _diverged(where):
-    return TrainingDiverged(f"{where} is not finite: training diverged")
+    error = TrainingDiverged(f"{where} is not finite: training diverged")
+    error.where = where  # what is not finite, for a message that blames no divergence
+    return error
 
 
 def check_state_finite(state):
@@ -228,6 +238,23 @@ def check_state_finite(state):
         + [(f"optimizer variable {i}", v) for i, v in enumerate(state["optimizer"])])
     if where:
         raise _diverged(where)
+
+
+def _check_shapes(variables, values, where):
+    """Refuse saved `values` of other count or shapes than `variables`, naming the first."""
+    if len(variables) != len(values):
+        raise NetworkMismatch(f"{where} holds {len(values)} arrays, not the {len(variables)} "
+                              "of this run's network")
+    for i, (variable, value) in enumerate(zip(variables, values)):
+        if tuple(variable.shape) != np.shape(value):
+            raise NetworkMismatch(f"{where}/{i} holds shape {np.shape(value)}, not "
+                                  f"{tuple(variable.shape)} as this run's network needs")
+
+
+def _count(value):
+    """Whether a saved count is as the optimizer keeps it: a whole number, 0 or more."""
+    value = np.asarray(value)
+    return value.dtype.kind in "iu" and bool(np.all(value >= 0))
 
 
 class DQNLearner:
@@ -478,38 +505,32 @@ class DQNLearner:
         return {"main": self.main.get_weights(), "target": self.target.get_weights(),
                 "optimizer": [v.numpy() for v in self.optimizer.variables]}
 
-    def check_state_dict(self, state):
+    def check_state_dict(self, state, where="/learner"):
         """Raise, changing nothing, where load_state_dict would fail on `state`.
 
         Args:
             state: a learner's state, as state_dict gives it.
+            where: the state's path in the checkpoint, for the message.
 
         Raises:
             TrainingDiverged: for a NaN or an infinity (a checkpoint written before its
                 weights were checked may hold one).
             NetworkMismatch: for weights or optimizer slots of another network (settings
-                that shape it were changed).
+                that shape it were changed, or the checkpoint was edited).
+            BadCount: for an update count that is not a whole number of 0 or more.
         """
         check_state_finite(state)
-        for network, weights in ((self.main, state["main"]), (self.target, state["target"])):
-            variables = network.weights
-            if len(variables) != len(weights):
-                raise NetworkMismatch(f"Layer {network.name} has {len(variables)} weights, "
-                                      f"but the checkpoint gives {len(weights)}")
-            for variable, value in zip(variables, weights):
-                if tuple(variable.shape) != np.shape(value):
-                    # Keras's set_weights words it so, as resumes have always shown it.
-                    raise NetworkMismatch(f"Layer {network.name} weight shape "
-                                          f"{tuple(variable.shape)} is not compatible with "
-                                          f"provided weight shape {np.shape(value)}.")
-        variables = self.optimizer.variables
-        if len(variables) != len(state["optimizer"]):
-            raise NetworkMismatch(f"the checkpoint's optimizer has {len(state['optimizer'])} "
-                                  f"variables, this one {len(variables)}")
-        for i, (variable, value) in enumerate(zip(variables, state["optimizer"])):
-            if tuple(variable.shape) != np.shape(value):
-                raise NetworkMismatch(f"optimizer variable {i} has shape {np.shape(value)} in "
-                                      f"the checkpoint, {tuple(variable.shape)} here")
+        for name, variables in (("main", self.main.weights), ("target", self.target.weights),
+                                ("optimizer", self.optimizer.variables)):
+            _check_shapes(variables, state[name], f"{where}/{name}")
+        for i, (variable, value) in enumerate(zip(self.optimizer.variables,
+                                                  state["optimizer"])):
+            # The optimizer's counts (its iterations, a loss scale's steps): a negative one
+            # turns Adam's bias correction into a NaN at the first update.
+            if "int" in str(variable.dtype) and not _count(value):
+                raise BadCount(f"{where}/optimizer/{i} ({variable.path}) is "
+                               f"{np.asarray(value).tolist()}, not a whole number of 0 or "
+                               "more: it counts the updates made")
 
     def load_state_dict(self, state):
         """Load both networks and the optimizer's slots from `state`.

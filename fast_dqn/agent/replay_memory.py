@@ -280,8 +280,9 @@ class ReplayMemory:
     def check_state_dict(self, state, where="/replay"):
         """Raise, changing nothing, unless `state` fits this replay.
 
-        It fits with, per shard, a write position and a fill from 0 to the shard's capacity,
-        and a PCG64 state.
+        It fits with, per shard, a write position below the shard's capacity and a fill up
+        to it, the position equal to the fill until the shard is full (its writes start at 0
+        and wrap only then), and a PCG64 state.
 
         Args:
             state: a replay's state, as state_dict gives it.
@@ -291,14 +292,24 @@ class ReplayMemory:
             StateMismatch: where it does not fit.
         """
         check_state(state, RUN["replay"], where)  # the kinds, as every checkpoint's
-        # A position past the shard would write outside it, far from its cause.
-        for name in ("pointers", "sizes"):
-            values, shard = state[name], self.shard_capacity
+        # A position at or past the shard's end would write outside it, far from its cause.
+        shard = self.shard_capacity
+        for name, top in (("pointers", shard - 1), ("sizes", shard)):
+            values = state[name]
             if values.shape != self.pointers.shape or values.dtype.kind not in "iu" \
-                    or values.min() < 0 or values.max() > shard:
+                    or values.min() < 0 or values.max() > top:
                 raise StateMismatch(f"{where}/{name} is not an array of shape "
                                     f"{self.pointers.shape} of whole numbers from 0 to "
-                                    f"{shard:,} (one per replay shard)")
+                                    f"{top:,} (one per replay shard)")
+        # add and add_batch write a shard from 0 on, so until it is full its next record is
+        # its size. Sampling starts at pointer - size: any other pair draws unwritten records.
+        pointers, sizes = state["pointers"], state["sizes"]
+        unfilled = np.flatnonzero((sizes < shard) & (pointers != sizes))
+        if unfilled.size:
+            s = unfilled[0]
+            raise StateMismatch(f"{where}/pointers/{s} is {pointers[s]:,}, but shard {s} holds "
+                                f"{sizes[s]:,} of its {shard:,} records ({where}/sizes/{s}), "
+                                f"so its next record is {sizes[s]:,}")
 
     def load_state_dict(self, state):
         """Load write positions, fill and the sampling RNG; the arrays are filled in place.

@@ -40,7 +40,7 @@ from fast_dqn.run.resume import plan_given_on_resume
 from fast_dqn.run.settings.hyperparameters import RESUME_OVERRIDES, learning_settings
 from fast_dqn.run.settings.validation import has_type, resolve
 from fast_dqn.run.storage.best_weights import BestWeights
-from fast_dqn.run.storage.checkpoint import Checkpointer, CheckpointStore
+from fast_dqn.run.storage.checkpoint import Checkpointer, CheckpointStore, fall_back
 from fast_dqn.run.storage.run_directory import load_run_config, mark_checkpointed
 from fast_dqn.state_schema import FAST_RUN, NATURE_RUN, StateMismatch, check_state
 
@@ -60,8 +60,10 @@ def start_backend(config):
 def diverged_checkpoint(path, error):
     """Why a checkpoint holding a NaN or an infinity is refused, and what to do.
 
-    Written by a fast-dqn that did not check the weights before saving them (or edited), it
-    holds a network that had diverged; played or trained on, it would fail at its first use.
+    Nothing can go on from it: played or trained on, it would fail at its first use. How the
+    value got there the checkpoint does not say (an edit, damage, or a diverged network
+    saved by a fast-dqn that checked only the losses), so the line names each, and the fix
+    for each.
 
     Args:
         path: the checkpoint's folder.
@@ -70,9 +72,33 @@ def diverged_checkpoint(path, error):
     Returns:
         One message.
     """
-    return (f"{path} holds a diverged network ({error}): it was saved before fast-dqn "
-            "checked the weights, and nothing can go on from it; start a new run, with a "
-            "lower --lr (or, for --env, smaller rewards)")
+    where = getattr(error, "where", None)
+    what = f"{where} is not finite" if where else str(error)
+    return (f"{path} holds a NaN or an infinity ({what}): it was edited or damaged, or saved "
+            "by a fast-dqn that checked only the losses after its training diverged; nothing "
+            f"can go on from it: {fall_back(path, otherwise='start a new run')} (after a "
+            "divergence, one with a lower --lr, or for --env smaller rewards)")
+
+
+def unfit_networks(checkpoint, error, unrecorded):
+    """Why a checkpoint's networks that do not fit this run's are refused, naming both edits.
+
+    Either config.json or the checkpoint may be the one edited.
+
+    Args:
+        checkpoint: the Checkpoint resumed from.
+        error: the learner's NetworkMismatch, which names the first part that does not fit.
+        unrecorded: the settings this run has that the checkpoint does not record (a
+            checkpoint of an earlier release): check_settings could not compare them.
+
+    Returns:
+        One message, the checkpoint first.
+    """
+    names = ", ".join(json.dumps(name) for name in unrecorded)
+    return (f"{checkpoint.path}: its networks do not fit the ones this run's settings build "
+            f"({str(error).splitlines()[0][:160]}); it records no {names}, so either "
+            "config.json was edited there (put back the values the run started with) or the "
+            f"checkpoint was edited ({fall_back(checkpoint.path)})")
 
 
 def check_settings(config, recorded, step):
@@ -479,16 +505,22 @@ class RunParts:
         every part and every file as it was. best: the BestWeights, built even where the run
         does not evaluate.
         """
+        from fast_dqn.agent.learner import NetworkMismatch  # Keras is imported by now
         state = self.state
         self.own.check_state_dict(state)
         self.replay.check_state_dict(state["replay"])
         best.check_state_dict(state["best"], self.resume.step)
         try:
             self.learner.check_state_dict(state["learner"])
-        except ValueError as error:  # NetworkMismatch: settings check_settings does not know
-            raise ConfigError("resume", f"the networks of {self.resume.path} do not fit this "
-                              f"run's settings ({str(error).splitlines()[0][:160]}); was "
-                              "config.json edited? put back the values the run started with")
+        except NetworkMismatch as error:
+            unrecorded = sorted(set(learning_settings(self.config)) - set(state["settings"]))
+            if not unrecorded:
+                # config.json gives every setting as the checkpoint records it
+                # (check_settings): networks that differ were edited into the checkpoint. A
+                # StateMismatch, which unfit_state words, naming the checkpoint.
+                raise
+            raise ConfigError("resume", unfit_networks(self.resume, error, unrecorded)) \
+                from None
         except FloatingPointError as error:  # the learner's TrainingDiverged: see below
             raise ConfigError("resume", diverged_checkpoint(self.resume.path, error)) from None
 

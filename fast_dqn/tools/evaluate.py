@@ -421,8 +421,11 @@ def _chosen_network(run_dir, best, warn):
         if foreign:  # a network of another game, maybe of the same shapes
             raise ConfigError("RUN_DIR", f"{foreign}: it is not this run's; put back the "
                               f"run's own checkpoints in '{os.path.dirname(checkpoint.path)}'")
+        from fast_dqn.agent.learner import BadCount
         try:
             learner.load_state_dict(state["learner"])
+        except BadCount as error:  # a count no run writes: the checkpoint was edited
+            raise ConfigError("RUN_DIR", checkpoint.unfit_state(error)) from None
         except ValueError as error:  # weights of another network
             raise ConfigError("RUN_DIR", f"the networks of {checkpoint.path} do not fit "
                               f"the run's config.json ({str(error).splitlines()[0][:160]}"

@@ -389,7 +389,15 @@ def test_every_batch_carries_each_transitions_discount_a_power_of_gamma(n):
 
 @pytest.mark.parametrize("edit, expected", [
     (lambda s: s.update(pointers=np.array([0, 13])), "/replay/pointers is not an array of "
-     "shape (2,) of whole numbers from 0 to 12 (one per replay shard)"),
+     "shape (2,) of whole numbers from 0 to 11 (one per replay shard)"),
+    # The next record of a full shard of 12 is one of 0..11: 12 would write past its end.
+    (lambda s: s.update(pointers=np.array([3, 12]), sizes=np.array([3, 12])),
+     "/replay/pointers is not an array of shape (2,) of whole numbers from 0 to 11"),
+    # A shard not yet full was written from 0: its next record is its size.
+    (lambda s: s.update(pointers=np.array([3, 5])), "/replay/pointers/1 is 5, but shard 1 "
+     "holds 2 of its 12 records (/replay/sizes/1), so its next record is 2"),
+    (lambda s: s.update(sizes=np.array([3, 1])), "/replay/pointers/1 is 2, but shard 1 holds "
+     "1 of its 12 records"),
     (lambda s: s.update(sizes=np.array([3])), "/replay/sizes is not an array of shape (2,)"),
     (lambda s: s.update(sizes=np.array([3.0, 1.0])), "/replay/sizes is not an array"),
     (lambda s: s.update(pointers=np.array([-1, 0])), "/replay/pointers is not an array"),
@@ -397,7 +405,8 @@ def test_every_batch_carries_each_transitions_discount_a_power_of_gamma(n):
     (lambda s: s["rng"].update(bit_generator="MT19937"),
      "/replay/rng is a dict, not a PCG64 generator's state"),
     (lambda s: s.pop("sizes"), '/replay has no "sizes"'),
-], ids=["pointer past its shard", "one size for two shards", "sizes as floats",
+], ids=["pointer past its shard", "pointer at its shard's end", "pointer past the fill", "fill behind the pointer", "one size for two shards",
+        "sizes as floats",
         "negative pointer", "pointers as a list", "rng of another generator", "no sizes"])
 def test_replay_refuses_a_saved_state_that_does_not_fit_it_and_changes_nothing(edit,
                                                                                expected):
@@ -418,3 +427,20 @@ def test_replay_refuses_a_saved_state_that_does_not_fit_it_and_changes_nothing(e
     np.testing.assert_array_equal(after["pointers"], before["pointers"])
     np.testing.assert_array_equal(after["sizes"], before["sizes"])
     assert after["rng"] == before["rng"]
+
+
+def test_every_state_the_writer_leaves_fits_after_wrap_around_too():
+    """No rule the writer breaks: a full shard's pointer is anywhere in it, after add and
+    add_batch, a batch longer than the shard included."""
+    replay = ReplayMemory(24, (4,), history_length=1, frame_dtype=np.float32, num_shards=2)
+    frame = np.zeros(4, np.float32)
+    for t in range(40):
+        replay.add(frame, 0, 0.0, False, False, shard=t % 2)
+        replay.check_state_dict(replay.state_dict())
+        if t % 7 == 0:
+            n = t % 15 + 1  # up to 15 steps, more than a shard of 12
+            replay.add_batch(np.zeros((n, 4), np.float32), np.zeros(n, np.int32),
+                             np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool),
+                             shard=1)
+            replay.check_state_dict(replay.state_dict())
+    assert list(replay.sizes) == [12, 12] and set(replay.pointers) <= set(range(12))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from helpers import ROOT, logs, rows, run, run_together
 
@@ -384,6 +385,30 @@ def _edit_state(checkpoint_dir, edit):
     manifest_path.write_text(json.dumps(manifest))
 
 
+def _edit_arrays(checkpoint_dir, edit):
+    """Apply edit(state) to the whole state, arrays included, and write state.json,
+    arrays.zst and the manifest again, as a user who edits them with numpy would: the
+    checkpoint still verifies."""
+    import io
+    import zlib
+
+    from fast_dqn.run.storage.array_file import write_arrays
+    from fast_dqn.run.storage.checkpoint import Checkpoint
+    from fast_dqn.run.storage.state_tree import to_data
+    manifest_path = checkpoint_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    state = Checkpoint(str(checkpoint_dir), manifest["step"], manifest).load_state()
+    edit(state)
+    document, arrays = to_data(state)
+    packed = io.BytesIO()
+    write_arrays(packed, arrays, level=3)
+    for name, data in (("state.json", json.dumps(document).encode()),
+                       ("arrays.zst", packed.getvalue())):
+        (checkpoint_dir / name).write_bytes(data)
+        manifest["files"][name] = {"size": len(data), "crc32": zlib.crc32(data)}
+    manifest_path.write_text(json.dumps(manifest))
+
+
 def _tree(path):
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
             if p.is_file() and p.name != "run.lock"}
@@ -410,15 +435,15 @@ def _copy(edited_runs, name, tmp_path):
     return tmp_path / name
 
 
-def refused_resume(edited_runs, tmp_path, capsys, loop, change):
+def refused_resume(edited_runs, tmp_path, capsys, loop, change, edit=_edit_state):
     """Resume a copy of the `loop` ("dqn" or "fast") run whose newest state.json had
-    `change` made to it; asserts the resume is one line, exit 2, and touched no file.
-    Returns the line."""
+    `change` made to it (by `edit`: _edit_state or _edit_arrays); asserts the resume is one
+    line, exit 2, and touched no file. Returns the line."""
     from fast_dqn.run.run_kinds import FAST
     from fast_dqn.run.training import train_fast, train_nature
     kind, train = (NATURE, train_nature) if loop == "dqn" else (FAST, train_fast)
     run_dir = _copy(edited_runs, loop, tmp_path)
-    _edit_state(run_dir / "checkpoints" / "step-000000000300", change)
+    edit(run_dir / "checkpoints" / "step-000000000300", change)
     before = _tree(run_dir)
     capsys.readouterr()
     code = cli.main(kind, [f"--resume={run_dir}", "--timesteps=450"], train=train)
@@ -532,8 +557,62 @@ FAST_EDITS = {
 def test_edited_weights_are_one_line_before_any_file_is_touched(edited_runs, tmp_path, capsys):
     err = refused_resume(edited_runs, tmp_path, capsys, "dqn", lambda s: s["learner"][
         "target"].__setitem__(0, s["learner"]["target"][1]))
-    assert "the networks of" in err and "do not fit this run's settings (Layer mlp weight " \
-        "shape (4, 256) is not compatible with provided weight shape (256,)" in err
+    # config.json matches the settings the checkpoint records: the checkpoint was edited.
+    assert "step-000000000300/state.json does not hold what this fast-dqn writes " \
+        "(/learner/target/0 holds shape (256,), not (4, 256) as this run's network needs): " \
+        "it was edited" in err and "the one of step 150 the newest" in err, err
+    assert "config.json" not in err
+
+
+def _not_finite_best(state):
+    weights = state["best"]["weights"]
+    weights[0] = np.array(weights[0])
+    weights[0].flat[5] = np.nan
+
+
+def _optimizer_slot(state, value):
+    state["learner"]["optimizer"][3] = value
+
+
+# Edits of the arrays (replay's positions, the best's weights, the optimizer's), each once
+# accepted: the resume died in a traceback, best/ exported a NaN, or it trained, diverged and
+# called the edited checkpoint "the last good checkpoint", advising a lower --lr.
+ARRAY_EDITS = {
+    "dqn: replay pointer at its end": (
+        "dqn", lambda s: s["replay"].update(pointers=np.array([1000]), sizes=np.array([1000])),
+        "/replay/pointers is not an array of shape (1,) of whole numbers from 0 to 999"),
+    "dqn: replay pointer past its fill": (
+        "dqn", lambda s: s["replay"]["pointers"].__setitem__(0, 299),
+        "/replay/pointers/0 is 299, but shard 0 holds 300 of its 1,000 records "
+        "(/replay/sizes/0), so its next record is 300"),
+    "fast: replay pointer at its shard's end": (
+        "fast", lambda s: s["replay"].update(pointers=np.array([500, 0]),
+                                             sizes=np.array([500, 500])),
+        "/replay/pointers is not an array of shape (2,) of whole numbers from 0 to 499"),
+    "dqn: best weights not finite": (
+        "dqn", _not_finite_best, "/best/weights/0 holds a NaN or an infinity"),
+    "dqn: negative update count": (
+        "dqn", lambda s: s["learner"]["optimizer"].__setitem__(0, np.int64(-5)),
+        "iteration) is -5, not a whole number of 0 or more: it counts the updates made"),
+    "fast: optimizer slot of another shape": (
+        "fast", lambda s: _optimizer_slot(s, np.zeros(3, np.float32)),
+        "/learner/optimizer/3 holds shape (3,), not (4, 256) as this run's network needs"),
+}
+
+
+@pytest.mark.slow  # real training, in process
+@pytest.mark.parametrize("edit", ARRAY_EDITS)
+def test_an_edited_array_is_one_line_that_names_the_checkpoint_and_touches_nothing(
+        edited_runs, tmp_path, capsys, edit):
+    """The checkpoint named, what is wrong and the fix; never a good checkpoint, a
+    divergence, a lower --lr or config.json."""
+    loop, change, expected = ARRAY_EDITS[edit]
+    err = refused_resume(edited_runs, tmp_path, capsys, loop, change, edit=_edit_arrays)
+    assert "step-000000000300/state.json does not hold what this fast-dqn writes" in err
+    assert expected in err, err
+    assert "move step-000000000300 out of" in err and "which makes the one of step" in err
+    for blame in ("good", "diverge", "--lr", "config.json", "Traceback"):
+        assert blame not in err, err
 
 
 @pytest.mark.slow  # real training, in process
@@ -557,7 +636,8 @@ def test_an_edited_fast_loop_state_is_one_line_too(edited_runs, tmp_path, capsys
 @pytest.mark.parametrize("edit,expected", [
     (lambda s: s.update(learner="oops"), "/learner is 'oops', not an object"),
     (lambda s: s["learner"]["main"].__setitem__(0, s["learner"]["main"][1]),
-     "do not fit the run's config.json (Layer mlp weight shape (4, 256) is not compatible"),
+     "do not fit the run's config.json (/learner/main/0 holds shape (256,), not (4, 256) as "
+     "this run's network needs)"),
     (lambda s: s["identity"].update(observation_shape=[1, 4]),
      "/identity/observation_shape is [1, 4], not a tuple of whole numbers"),
 ], ids=["learner", "weights of another shape", "shape as a list"])
@@ -583,6 +663,25 @@ def test_evaluate_best_refuses_an_edited_export_in_one_line(edited_runs, tmp_pat
     assert main([str(run_dir), "--episodes=1", "--best"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "/mean is 'high', not a number" in err, err
+
+
+@pytest.mark.slow  # real training, in process
+def test_evaluate_best_calls_an_export_holding_a_nan_damaged_not_diverged(edited_runs,
+                                                                         tmp_path, capsys):
+    from fast_dqn.tools.evaluate import main
+    run_dir = _copy(edited_runs, "dqn", tmp_path)
+    export, = (run_dir / "best").iterdir()
+    _edit_arrays(export, lambda s: _not_finite_best({"best": s}))
+    before = _tree(run_dir)
+    capsys.readouterr()
+    assert main([str(run_dir), "--episodes=1", "--best"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"--best: {export}/state.json does not hold what this fast-dqn writes (/weights/0 " \
+        "holds a NaN or an infinity): it was edited, or written by another program; drop " \
+        f"--best, or move {run_dir / 'best'} away" in err, err
+    assert "diverge" not in err and "--lr" not in err
+    assert _tree(run_dir) == before
 
 
 # --- refusals that name the file that was edited, not another
@@ -670,11 +769,36 @@ def test_a_checkpoint_holding_a_nan_is_neither_resumed_nor_played_nor_exported(
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    assert f"{bad} holds a diverged network (weight 0 of the main network is not finite: " \
-           "training diverged)" in lines[0] and "continues" not in lines[0], lines[0]
-    assert lines[0].endswith("nothing can go on from it; start a new run, with a lower --lr "
-                             "(or, for --env, smaller rewards)")
+    # Edited, damaged or diverged: the checkpoint cannot tell, so the line names each, and
+    # the lower --lr only for a divergence.
+    assert f"{bad} holds a NaN or an infinity (weight 0 of the main network is not finite): " \
+           "it was edited or damaged, or saved by a fast-dqn that checked only the losses " \
+           f"after its training diverged; nothing can go on from it: move {os.path.basename(bad)} " \
+           "out of" in lines[0] and "continues" not in lines[0], lines[0]
+    # step-000000000600.1: moved out, the original of step 600 is the newest again.
+    assert lines[0].endswith("which makes the one of step 600 the newest, or start a new run "
+                             "(after a divergence, one with a lower --lr, or for --env smaller "
+                             "rewards)")
+    assert "good" not in lines[0]
     after = snapshot(tmp_path)
     if argv[0] != "evaluate":  # the lock signed by the resume, and released
         assert after.pop("run/run.lock") is not None and before.pop("run/run.lock")
     assert after == before
+
+
+@pytest.mark.slow  # real training, in process
+def test_evaluate_calls_a_negative_update_count_an_edit(edited_runs, tmp_path, capsys):
+    from fast_dqn.tools.evaluate import main
+    run_dir = _copy(edited_runs, "dqn", tmp_path)
+    newest = sorted((run_dir / "checkpoints").iterdir())[-1]
+    _edit_arrays(newest, ARRAY_EDITS["dqn: negative update count"][1])
+    before = _tree(run_dir)
+    capsys.readouterr()
+    assert main([str(run_dir), "--episodes=1"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"{newest}/state.json does not hold what this fast-dqn writes" in err, err
+    assert "is -5, not a whole number of 0 or more" in err
+    for blame in ("good", "diverge", "--lr", "config.json"):
+        assert blame not in err, err
+    assert _tree(run_dir) == before

@@ -1,6 +1,7 @@
 """Both loops as fast_dqn.run.training builds them, run in-process on CartPole, watched through
 the learner: which network acts, and how many minibatches are trained."""
 
+import numpy as np
 import pytest
 from helpers import TINY_CARTPOLE, flags, on_every_minibatch
 
@@ -556,18 +557,53 @@ def _swap_first_two(weights):
     weights[0], weights[1] = weights[1], weights[0]
 
 
+def _unrecorded_and_swapped(state):
+    del state["settings"]["dueling"]
+    _swap_first_two(state["learner"]["main"])
+
+
 # (edit of the checkpoint's state, own part, what the one line says)
 REFUSALS = {
     "game": (lambda s: None, RefusingGame, "/env/states/0/frames holds 1 of shapes"),
     "replay": (lambda s: s["replay"]["pointers"].__setitem__(0, 5_000), SavedGame,
                "/replay/pointers is not an array of shape (1,) of whole numbers from 0 to "
-               "2,000 (one per replay shard)"),
+               "1,999 (one per replay shard)"),
+    # A pointer at the ring's end passed once, and the resume died in an IndexError.
+    "replay pointer at its end": (
+        lambda s: s["replay"].update(pointers=np.array([2_000]), sizes=np.array([2_000])),
+        SavedGame, "/replay/pointers is not an array of shape (1,) of whole numbers from 0 "
+        "to 1,999"),
+    "replay pointer past its fill": (
+        lambda s: s["replay"]["pointers"].__setitem__(0, 301), SavedGame,
+        "/replay/pointers/0 is 301, but shard 0 holds 300 of its 2,000 records "
+        "(/replay/sizes/0), so its next record is 300"),
     "best": (lambda s: s.update(best={"step": 400, "mean": 1.0,
                                       "weights": s["learner"]["main"]}), SavedGame,
              "/best is of step 400 or of another network's weights, not of this run up to "
              "step 300"),
+    # Once accepted: best/ exported it, and `evaluate --best` blamed divergence.
+    "best not finite": (lambda s: s.update(best={"step": 200, "mean": 1.0, "weights": [
+        np.full_like(w, np.nan) for w in s["learner"]["main"]]}), SavedGame,
+        "(/best/weights/0 holds a NaN or an infinity): it was edited"),
+    # Networks of the run's own settings: the checkpoint was edited, not config.json.
     "learner": (lambda s: _swap_first_two(s["learner"]["target"]), SavedGame,
-                "do not fit this run's settings (Layer "),
+                "/state.json does not hold what this fast-dqn writes (/learner/target/0 holds "
+                "shape (256,), not (4, 256) as this run's network needs): it was edited"),
+    "optimizer slot": (
+        lambda s: s["learner"]["optimizer"].__setitem__(3, np.zeros(3, np.float32)),
+        SavedGame, "(/learner/optimizer/3 holds shape (3,), not (4, 256) as this run's "
+        "network needs): it was edited"),
+    # Once accepted: the resume cut the logs, then called the edit "the last good checkpoint".
+    "optimizer count": (
+        lambda s: s["learner"]["optimizer"].__setitem__(0, np.int64(-5)), SavedGame,
+        "iteration) is -5, not a whole number of 0 or more: it counts the updates made): "
+        "it was edited"),
+    # A checkpoint that records no "dueling" (an earlier release's): config.json may say
+    # another network, so both are named, the checkpoint first.
+    "networks, a setting unrecorded": (_unrecorded_and_swapped, SavedGame,
+        "its networks do not fit the ones this run's settings build (/learner/main/0 holds "
+        "shape (256,), not (4, 256) as this run's network needs); it records no \"dueling\", "
+        "so either config.json was edited there"),
 }
 
 

@@ -12,6 +12,7 @@ back to what its checkpoint knew: an export made after it, by steps that are pla
 would name an evaluation that eval.csv no longer has.
 """
 
+import os
 import shutil
 
 import numpy as np
@@ -33,7 +34,10 @@ def best_store(run_dir, warn=None):
     Returns:
         A CheckpointStore that keeps 1.
     """
-    return CheckpointStore(run_dir, keep=1, warn=warn, folder=FOLDER)
+    # Only `evaluate --best` reads an export's state; it has no earlier one to fall back on.
+    return CheckpointStore(run_dir, keep=1, warn=warn, folder=FOLDER, unfit_fix=(
+        f"drop --best, or move {os.path.join(run_dir, FOLDER)} away; the run's next better "
+        "evaluation writes a new one"))
 
 
 class BestWeights:
@@ -89,7 +93,9 @@ class BestWeights:
         Raises:
             StateMismatch: where it does not fit.
         """
-        check_state(state, RUN["best"], where)  # the kinds, as every checkpoint's
+        # The kinds, as every checkpoint's, and finite weights: a NaN there was edited in, and
+        # best/ would export it, and the next checkpoint keep it.
+        check_state(state, RUN["best"], where)
         if state is None:
             return
         # A later step names an evaluation eval.csv will not have; other shapes, another

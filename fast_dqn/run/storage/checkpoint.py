@@ -85,12 +85,15 @@ class Checkpoint:
         path: its directory, checkpoints/step-*.
         step: the agent step it was written at.
         manifest: its manifest.json, verified.
+        unfit_fix: what to do where its state cannot be read (unfit_state); None: fall back
+            on the one before it (fall_back).
     """
 
-    def __init__(self, path, step, manifest):
+    def __init__(self, path, step, manifest, unfit_fix=None):
         self.path = path
         self.step = step
         self.manifest = manifest
+        self.unfit_fix = unfit_fix
 
     @property
     def has_replay(self):
@@ -152,12 +155,7 @@ class Checkpoint:
             detail = f"the key {error} is missing"
         else:
             detail = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:160]}"
-        folder = os.path.dirname(self.path)
-        earlier = sorted(int(m.group(1)) for name in os.listdir(folder)
-                         if (m := _NAME.match(name)) and int(m.group(1)) < self.step)
-        fix = (f"move {os.path.basename(self.path)} out of {folder}, which makes the one "
-               f"of step {earlier[-1]:,} the newest, or start a new run") if earlier else \
-            "put back the original files, or start a new run"
+        fix = self.unfit_fix or fall_back(self.path)
         return (f"{self.path}/{STATE_FILE} does not hold what this fast-dqn writes ({detail}): "
                 f"it was edited, or written by another program; {fix}")
 
@@ -171,6 +169,28 @@ class Checkpoint:
             read_arrays(f, into=arrays)
 
 
+def fall_back(path, otherwise="put back the original files, or start a new run"):
+    """What to do about a checkpoint nothing can go on from: use the one before it.
+
+    Args:
+        path: the checkpoint's directory, step-*.
+        otherwise: the words where there is none before it.
+
+    Returns:
+        The words: move it out of its folder, which makes the newest before it the newest.
+    """
+    def order(m):  # step-N.1 is written after step-N
+        return int(m.group(1)), int(m.group(2) or 0)
+    folder, own = os.path.split(os.path.normpath(path))
+    mine = order(m) if (m := _NAME.match(own)) else (-1, 0)
+    earlier = sorted(order(m) for name in os.listdir(folder)
+                     if (m := _NAME.match(name)) and order(m) < mine)
+    if not earlier:
+        return otherwise
+    return (f"move {own} out of {folder}, which makes the one of step "
+            f"{earlier[-1][0]:,} the newest, or start a new run")
+
+
 class CheckpointStore:
     """A run's checkpoints folder: writes checkpoints atomically, keeps the newest, reads them.
 
@@ -181,13 +201,17 @@ class CheckpointStore:
         folder: the folder's name inside `run_dir`.
         on_saved: a function called with the step, in agent steps, as each checkpoint takes
             its final name; or None.
+        unfit_fix: what to do about a checkpoint of the folder whose state cannot be read
+            (Checkpoint.unfit_state); None: fall back on the one before it.
     """
 
-    def __init__(self, run_dir, keep=2, warn=None, folder="checkpoints", on_saved=None):
+    def __init__(self, run_dir, keep=2, warn=None, folder="checkpoints", on_saved=None,
+                 unfit_fix=None):
         self.dir = os.path.join(run_dir, folder)
         self.keep = keep
         self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
         self.on_saved = on_saved
+        self.unfit_fix = unfit_fix
 
     # --- writing
 
@@ -351,7 +375,7 @@ class CheckpointStore:
         for step, _, name in reversed(self._complete()):
             path = os.path.join(self.dir, name)
             try:
-                checkpoint = Checkpoint(path, step, self._verify(path))
+                checkpoint = Checkpoint(path, step, self._verify(path), self.unfit_fix)
             except UnsupportedFormat as error:
                 raise UnsupportedFormat(f"{name} {error}")
             except CorruptFile as error:

@@ -78,9 +78,39 @@ def test_the_best_refuses_a_saved_best_of_a_later_step_or_another_network(tmp_pa
              "another network's weights"),
             ({**saved, "weights": saved["weights"][:1]}, "/best is of step 100"),
             ({**saved, "mean": "high"}, "/best/mean is 'high', not a number"),
-            (3, "/best is 3, not null or an object")]:
+            (3, "/best is 3, not null or an object"),
+            # Only finite weights are ever recorded: a NaN or an infinity was edited in.
+            ({**saved, "weights": [saved["weights"][0], np.array([0.0, np.nan, 2.0])]},
+             "/best/weights/1 holds a NaN or an infinity"),
+            ({**saved, "weights": [np.full((2, 2), -np.inf, np.float32), saved["weights"][1]]},
+             "/best/weights/0 holds a NaN or an infinity")]:
         with pytest.raises(StateMismatch) as refused:
             best.check_state_dict(edited, 150)
         assert expected in str(refused.value)
     assert best.state_dict() is not None and best.state_dict()["step"] == 100
     assert exported(tmp_path) == (100, 2.0, 100.0) and said == []
+
+
+def test_an_export_holding_a_nan_is_named_damaged_and_best_is_dropped_not_lower_lr(tmp_path):
+    """What `evaluate --best` reads of best/ (BEST_EXPORT): a NaN there was edited in after
+    the export, which blames no divergence and falls back on no other checkpoint."""
+    import pytest
+
+    from fast_dqn.state_schema import BEST_EXPORT, StateMismatch
+    network = Network()
+    best = BestWeights(str(tmp_path), network.weights)
+    best.record(100, [2.0])
+    export = best_store(str(tmp_path)).latest()
+    export.load_state(BEST_EXPORT)  # its own export fits
+    state = export.load_state()
+    state["weights"][1] = np.array([1.0, np.nan, 3.0])
+    best_store(str(tmp_path / "edited")).save(100, state)
+    edited = best_store(str(tmp_path / "edited")).latest()
+    with pytest.raises(StateMismatch) as refused:
+        edited.load_state(BEST_EXPORT)
+    assert str(refused.value) == "/weights/1 holds a NaN or an infinity"
+    line = edited.unfit_state(refused.value)
+    assert line == (f"{edited.path}/state.json does not hold what this fast-dqn writes "
+                    "(/weights/1 holds a NaN or an infinity): it was edited, or written by "
+                    f"another program; drop --best, or move {tmp_path / 'edited' / 'best'} "
+                    "away; the run's next better evaluation writes a new one")
