@@ -154,8 +154,9 @@ class Trial:
     # evaluate and plot run on the run directory beside every training segment.
     beside: bool = False
     # (run, file): before run number `run`, if it resumes, a value of `file` (attacks.EDITS)
-    # is replaced by one of another kind: that resume must refuse in one line and change
-    # nothing; the file is then put back and the run resumed.
+    # is replaced by one of another kind, or one of the newest checkpoint's arrays is edited
+    # (attacks.ARRAY_EDITS): that resume must refuse in one line and change nothing; the file
+    # is then put back and the run resumed.
     edit: tuple = None
     # (run, how): before run number `run`, if it resumes from a checkpoint, its checkpoints are
     # hidden (attacks.HIDES: checkpoints/ moved away, or its step-* folders renamed): that

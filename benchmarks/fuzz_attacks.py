@@ -3,6 +3,7 @@ instant a file appears, the tools run beside training, a value read back from a 
 replaced by one of another kind, and a GPU session's output folder damaged for
 benchmarks.gpu_table. benchmarks/crash_fuzzer.py draws them and checks the outcome."""
 
+import io
 import json
 import os
 import re
@@ -21,8 +22,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (the monitor's start), a checkpoint begun (its .partial- directory) or complete.
 ON_DISK = ("config.json", "episodes.csv", ".partial-", "step-")
 # The run files whose values a resume reads back: the newest checkpoint's state (edited with
-# its manifest, so that it still verifies) and config.json.
-EDITS = ("state.json", "config.json")
+# its manifest, so that it still verifies), config.json, or one of the checkpoint's arrays
+# (ARRAY_EDITS).
+EDITS = ("state.json", "config.json", "arrays")
 TOOL_TIMEOUT = 240  # seconds a tool beside training may take: a hang guard
 
 
@@ -235,6 +237,8 @@ def edit_value(logdir, what, rng, newest):
         return f"config:{key}={json.dumps(new)}", {path: original}
     if newest is None:
         return "state:(no checkpoint)", None
+    if what == "arrays":
+        return edit_arrays(logdir, rng, newest)
     state_path = os.path.join(newest.path, "state.json")
     manifest_path = os.path.join(newest.path, "manifest.json")
     originals = {}
@@ -254,6 +258,91 @@ def edit_value(logdir, what, rng, newest):
     return f"state:/{'/'.join(map(str, leaf))}={json.dumps(new)}", originals
 
 
+# One of the newest checkpoint's arrays edited as a user with numpy would, state.json and
+# arrays.zst written again with the manifest so that it still verifies. No JSON leaf reaches
+# these values; each was once accepted (an IndexError, a NaN exported to best/, a resume that
+# trained, diverged and called the edit "the last good checkpoint").
+ARRAY_EDITS = ("pointer at its shard's end", "pointer past the fill", "best not finite",
+               "negative update count", "slot of another shape", "slot not finite")
+
+
+def _shard_capacity(logdir, shards):
+    with open(os.path.join(logdir, "config.json")) as f:
+        return json.load(f)["replay_capacity"] // shards  # as ReplayMemory splits it
+
+
+def _array_edit(state, how, rng, capacity):
+    """Make the edit `how` (ARRAY_EDITS) to a checkpoint's state, in place; returns the path
+    edited, or None where the state holds nothing it applies to."""
+    import numpy as np
+    replay, optimizer, best = state["replay"], state["learner"]["optimizer"], state["best"]
+    shards = range(len(replay["pointers"]))
+    floats = [i for i, v in enumerate(optimizer) if np.asarray(v).dtype.kind == "f"
+              and np.ndim(v) > 0]
+    if how == "pointer at its shard's end":
+        s = rng.choice(shards)
+        replay["pointers"][s], replay["sizes"][s] = capacity, capacity
+        return f"/replay/pointers/{s}"
+    if how == "pointer past the fill":
+        unfilled = [s for s in shards if replay["sizes"][s] < capacity]
+        if not unfilled:
+            return None
+        s = rng.choice(unfilled)
+        size = int(replay["sizes"][s])
+        replay["pointers"][s] = rng.choice([p for p in (size - 1, size + 1)
+                                            if 0 <= p < capacity])
+        return f"/replay/pointers/{s}"
+    if how == "best not finite":
+        if best is None:
+            return None
+        i = rng.randrange(len(best["weights"]))
+        weight = best["weights"][i] = np.array(best["weights"][i])
+        weight.flat[rng.randrange(weight.size)] = rng.choice([np.nan, np.inf, -np.inf])
+        return f"/best/weights/{i}"
+    if how == "negative update count":
+        i = next(i for i, v in enumerate(optimizer) if np.asarray(v).dtype.kind in "iu")
+        optimizer[i] = np.int64(-rng.randint(1, 10**6))
+        return f"/learner/optimizer/{i}"
+    i = rng.choice(floats)
+    if how == "slot of another shape":
+        optimizer[i] = np.zeros(np.size(optimizer[i]) + 1, np.asarray(optimizer[i]).dtype)
+    else:  # "slot not finite"
+        optimizer[i] = np.array(optimizer[i])
+        optimizer[i].flat[rng.randrange(optimizer[i].size)] = np.nan
+    return f"/learner/optimizer/{i}"
+
+
+def edit_arrays(logdir, rng, newest):
+    """Make one drawn edit of ARRAY_EDITS that applies to the newest checkpoint. Returns
+    (note, {path: original bytes}) as edit_value does, or (note, None) where none applies."""
+    from fast_dqn.run.storage.array_file import write_arrays
+    from fast_dqn.run.storage.state_tree import to_data
+    state = newest.load_state()
+    capacity = _shard_capacity(logdir, len(state["replay"]["pointers"]))
+    for how in rng.sample(ARRAY_EDITS, len(ARRAY_EDITS)):
+        where = _array_edit(state, how, rng, capacity)
+        if where is not None:
+            break
+    else:
+        return "arrays:(none applies)", None
+    originals = {}
+    for name in ("state.json", "arrays.zst", "manifest.json"):
+        with open(os.path.join(newest.path, name), "rb") as f:
+            originals[os.path.join(newest.path, name)] = f.read()
+    document, arrays = to_data(state)
+    packed = io.BytesIO()
+    write_arrays(packed, arrays, level=3)
+    manifest = json.loads(originals[os.path.join(newest.path, "manifest.json")])
+    for name, data in (("state.json", json.dumps(document).encode()),
+                       ("arrays.zst", packed.getvalue())):
+        with open(os.path.join(newest.path, name), "wb") as f:
+            f.write(data)
+        manifest["files"][name] = {"size": len(data), "crc32": zlib.crc32(data)}
+    with open(os.path.join(newest.path, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    return f"arrays:{how}:{where}", originals
+
+
 def put_back(originals):
     for path, data in originals.items():
         with open(path, "wb") as f:
@@ -268,8 +357,11 @@ def refusal_problems(what, code, stderr, before, after):
     if code != 2 or len(lines) != 1 or "Traceback" in stderr:
         problems.append(f"the resume after the edit exited {code}, not 2 with one line:\n"
                         f"{stderr[-2000:]}")
-    elif ("checkpoint" if what in ("state.json",) + HIDES else "config.json") not in lines[0]:
+    elif ("checkpoint" if what in ("state.json", "arrays") + HIDES else "config.json") \
+            not in lines[0]:
         problems.append(f"the refusal does not name the edited file: {lines[0]}")
+    if what == "arrays" and lines and "good" in lines[0]:
+        problems.append(f"the refusal calls the edited checkpoint good: {lines[0]}")
     changed = sorted(name for name in set(before) | set(after)
                      if before.get(name) != after.get(name))
     if changed:

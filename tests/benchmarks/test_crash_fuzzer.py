@@ -227,3 +227,28 @@ def test_the_table_trials_damage_a_session_folder_and_judge_gpu_table(tmp_path, 
     with pytest.raises(SystemExit):
         fuzzer.main(["--suites", "--tables"])
     assert "--suites and --tables are two kinds of trial" in capsys.readouterr().err
+
+
+def test_an_array_edit_still_verifies_and_is_put_back_whole(finished_cartpole_run, tmp_path):
+    import random
+    import shutil
+
+    from benchmarks import fuzz_attacks as attacks
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    run = tmp_path / "run"
+    shutil.copytree(finished_cartpole_run, run)
+    newest = CheckpointStore(str(run)).latest()
+    before = {p.name: p.read_bytes() for p in sorted((run / "checkpoints").rglob("*"))
+              if p.is_file()}
+    seen = set()
+    for seed in range(30):
+        note, originals = attacks.edit_value(str(run), "arrays", random.Random(seed), newest)
+        what, how, where = note.split(":")
+        seen.add(how)
+        edited = CheckpointStore(str(run)).latest()  # the manifest was kept in step
+        assert edited.path == newest.path and edited.load_state() is not None
+        attacks.put_back(originals)
+        assert {p.name: p.read_bytes() for p in sorted((run / "checkpoints").rglob("*"))
+                if p.is_file()} == before
+    # A run without best/ has no best weights to edit: every other edit is drawn.
+    assert seen == set(attacks.ARRAY_EDITS) - {"best not finite"}
