@@ -409,7 +409,7 @@ class RunParts:
         # Built before the monitor whose lines it writes: it checks the checkpoint's best.
         best = BestWeights(config.logdir, {"main": learner.main_weights,
                                            "target": learner.target_weights}[acts_with],
-                           lambda line: self.monitor.message(line))
+                           lambda line: self.monitor.message(line), identity=self.identity)
         # Only a run that evaluates keeps a best; every run's checkpoint has its best checked.
         self.best = best if config.evaluate else None
         if resume:

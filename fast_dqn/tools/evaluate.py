@@ -283,7 +283,10 @@ def _newest_checkpoint(run_dir, warn):
 
 
 def _best_weights(run_dir, warn):
-    """(path, step, mean, weights) of the run's best evaluation, or a ConfigError."""
+    """(path, step, mean, weights, identity) of the run's best evaluation, or a ConfigError.
+
+    identity is None for an export written before exports recorded their run's.
+    """
     from fast_dqn.run.storage.array_file import CorruptFile
     from fast_dqn.run.storage.best_weights import best_store
     from fast_dqn.run.storage.checkpoint import UnsupportedFormat
@@ -302,7 +305,13 @@ def _best_weights(run_dir, warn):
 
     from fast_dqn.state_schema import BEST_EXPORT
     best, state = _read_newest(choose, run_dir, "best", BEST_EXPORT)
-    return best.path, best.step, state["mean"], state["weights"]
+    if "identity" in state:
+        from fast_dqn.state_schema import IDENTITY, StateMismatch, check_state
+        try:
+            check_state(state["identity"], IDENTITY, "/identity")
+        except StateMismatch as error:
+            raise ConfigError("best", best.unfit_state(error)) from None
+    return best.path, best.step, state["mean"], state["weights"], state.get("identity")
 
 
 def _check_shapes(weights, expected, run_dir):
@@ -403,9 +412,14 @@ def _chosen_network(run_dir, best, warn):
     does; identity is the run's (fast_dqn.run.training.run_identity).
     """
     if best:
-        path, step, best_mean, weights = _best_weights(run_dir, warn)
+        path, step, best_mean, weights, saved = _best_weights(run_dir, warn)
 
         def load(learner, identity):
+            from fast_dqn.run.training import foreign_checkpoint
+            foreign = saved is not None and foreign_checkpoint(path, saved, identity)
+            if foreign:  # another run's best/, maybe of the same shapes
+                raise ConfigError("best", f"{foreign}: it is not this run's; drop --best, or "
+                                  f"move {os.path.dirname(path)} away")
             _check_shapes(weights, learner.main.get_weights(), run_dir)
             try:
                 learner.set_main_weights(weights)

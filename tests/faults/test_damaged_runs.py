@@ -802,3 +802,27 @@ def test_evaluate_calls_a_negative_update_count_an_edit(edited_runs, tmp_path, c
     for blame in ("good", "diverge", "--lr", "config.json"):
         assert blame not in err, err
     assert _tree(run_dir) == before
+
+
+@pytest.mark.slow  # real training, in process
+@pytest.mark.parametrize("damage", ["another game", "identity damaged"])
+def test_evaluate_best_refuses_another_runs_export(edited_runs, tmp_path, capsys, damage):
+    """CartPole-v0's network has CartPole-v1's shapes: only the export's record of its run
+    tells them apart."""
+    from fast_dqn.tools.evaluate import main
+    run_dir = _copy(edited_runs, "dqn", tmp_path)
+    export, = (run_dir / "best").iterdir()
+    if damage == "another game":
+        edit_config(run_dir, env="CartPole-v0")
+    else:
+        _edit_arrays(export, lambda s: s.update(identity="pong"))
+    before = _tree(run_dir)
+    capsys.readouterr()
+    assert main([str(run_dir), "--episodes=1", "--best"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    expected = ("was trained on CartPole-v1 (2 actions, observations of shape (1, 4)), but "
+                "config.json describes CartPole-v0" if damage == "another game" else
+                "(/identity is 'pong', not an object)")
+    assert f"--best: {export}" in err and expected in err, err
+    assert _tree(run_dir) == before

@@ -48,12 +48,16 @@ class BestWeights:
         weights: a function of no arguments: the weights the evaluation just played with,
             as numpy arrays.
         message: where to say a rollback of best/ on resume.
+        identity: the run's game and network ends (fast_dqn.run.training.run_identity),
+            written into each export, so that a tool can tell another run's best/; None
+            writes none.
     """
 
-    def __init__(self, run_dir, weights, message=print):
+    def __init__(self, run_dir, weights, message=print, identity=None):
         self.store = best_store(run_dir, warn=message)
         self.weights = weights
         self.message = message
+        self.identity = identity
         self.best = None  # {"step", "mean", "weights"} of the best evaluation so far
 
     def record(self, step, returns):
@@ -71,8 +75,10 @@ class BestWeights:
         self._export()
 
     def _export(self):
-        self.store.save(self.best["step"], {"mean": self.best["mean"],
-                                            "weights": self.best["weights"]})
+        export = {"mean": self.best["mean"], "weights": self.best["weights"]}
+        if self.identity is not None:
+            export["identity"] = self.identity
+        self.store.save(self.best["step"], export)
 
     def state_dict(self):
         """The best so far, for a checkpoint.
