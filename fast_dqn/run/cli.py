@@ -18,12 +18,12 @@ import traceback
 from fast_dqn.code_version import code_record
 from fast_dqn.errors import STORAGE_ERRORS, ConfigError
 from fast_dqn.loops.minibatch_schedule import minibatches_due
-from fast_dqn.run.resume import describe_kept, hold_run, resume_config
+from fast_dqn.run.resume import check_resume, describe_kept, hold_run
 from fast_dqn.run.run_kinds import kind_of
 from fast_dqn.run.settings import hyperparameters as hp
 from fast_dqn.run.settings.flags import build_parser, explicit_values, fail
 from fast_dqn.run.settings.precedence import build_config
-from fast_dqn.run.settings.validation import resolve, run_is_finished
+from fast_dqn.run.settings.validation import check_without_backend, resolve, run_is_finished
 from fast_dqn.run.storage.run_directory import (
     check_logdir,
     create_run_directory,
@@ -50,12 +50,30 @@ def validate_and_resolve(config):
         ConfigError: a setting breaks a rule, the run would not train, or the run directory
             cannot be used.
     """
+    return resolve(check_new_run(config))
+
+
+def check_new_run(config):
+    """Every check of `validate_and_resolve` that needs no Keras backend; its run directory chosen.
+
+    `prepare` runs it before loading Keras, which takes seconds, so that a typo is refused
+    at once.
+
+    Args:
+        config: the Config or FastConfig the command line built.
+
+    Returns:
+        A CheckedConfig (check_without_backend) whose logdir is set.
+
+    Raises:
+        ConfigError: as `validate_and_resolve`, except what only the backend tells.
+    """
     if not config.logdir:
         from fast_dqn.envs.games import resolve_game
         game = config.env.replace("/", "_") if config.env else resolve_game(config.game)
         name = run_name(game, kind_of(config).loop, config.preset)
         config = dataclasses.replace(config, logdir=default_logdir(name))
-    config = resolve(config)
+    config = check_without_backend(config)
     check_trains(config)
     check_logdir(config.logdir)
     return config
@@ -211,7 +229,7 @@ def main(kind, argv=None, train=None, script=False, prog=None):
         a thread's exception (its traceback is printed), divergence to NaN/Inf, or a
         checkpoint that could not be written.
     """
-    prog, train = prog or kind.script, train or kind.train
+    prog, train = prog or kind.script, train or _trainer(kind)
     if script:
         from fast_dqn.run.logs.progress import OutlivesConsole
         sys.stdout, sys.stderr = OutlivesConsole(sys.stdout), OutlivesConsole(sys.stderr)
@@ -221,6 +239,15 @@ def main(kind, argv=None, train=None, script=False, prog=None):
     config, checkpoint, lock = prepared
     with lock:
         return _train(prog, config, train, checkpoint, script)
+
+
+def _trainer(kind):
+    """The kind's train function, imported on use: training loads Keras, which --help and
+    bad input never need."""
+    def train(config, **kwargs):
+        from fast_dqn.run import training
+        return getattr(training, kind.train_name)(config, **kwargs)
+    return train
 
 
 def prepare(kind, argv, prog, make=True):
@@ -254,17 +281,23 @@ def prepare(kind, argv, prog, make=True):
         # loaded (a `git pull` during a run changes the checkout, not the run).
         from fast_dqn.code_version import commit
         commit()
+        # Every check that needs no Keras comes before it: importing Keras and its backend
+        # takes seconds, and a typo's refusal should not wait for them. An unusable
+        # KERAS_BACKEND is refused next, before anything is made or signed.
         from fast_dqn.agent.backend_setup import keras_backend
-        keras_backend()  # an unusable KERAS_BACKEND is refused before anything is touched
         if getattr(args, "resume", None):
+            # Held while it is checked, so that no other process changes what is checked;
+            # taking it changes nothing on disk (but makes run.lock where it is missing).
             lock = hold_run(args.resume)
-            config, checkpoint, kept = resume_config(args.resume, explicit, kind)
-            if run_is_finished(config, checkpoint):
+            checked = check_resume(args.resume, explicit, kind)
+            if run_is_finished(checked.config, checked.checkpoint):
                 # Nothing to do, so nothing written: no lock signed, no log, no checkpoint.
                 lock.release()
-                print(f"{prog}: {args.resume} finished at step {checkpoint.step:,}; give a "
-                      "larger --timesteps to go on", flush=True)
+                print(f"{prog}: {args.resume} finished at step {checked.checkpoint.step:,}; "
+                      "give a larger --timesteps to go on", flush=True)
                 return 0
+            keras_backend()
+            config, checkpoint, kept = checked.resolve()
             lock.sign()
             if kept:
                 print(f"{prog}: {describe_kept(kept)}", flush=True)
@@ -276,7 +309,9 @@ def prepare(kind, argv, prog, make=True):
                       "again from step 0 with its saved settings", flush=True)
         else:
             check_applies(explicit)
-            config = validate_and_resolve(build_config(explicit, config_class))
+            config = check_new_run(build_config(explicit, config_class))
+            keras_backend()
+            config = resolve(config)
             if make:
                 lock = make_run(kind, config)
     except ConfigError as error:

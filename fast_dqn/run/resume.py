@@ -11,6 +11,7 @@ from fast_dqn.run.settings.flags import flag_name
 from fast_dqn.run.settings.validation import (
     check_budget,
     check_saved_types,
+    check_without_backend,
     resolve,
     saved_value_error,
 )
@@ -57,6 +58,28 @@ def resume_config(run_dir, explicit, kind):
     Raises:
         ConfigError: for anything that would make the resumed run not the same run.
     """
+    return check_resume(run_dir, explicit, kind).resolve()
+
+
+def check_resume(run_dir, explicit, kind):
+    """Every check of `resume_config` that needs no Keras backend, which imports in seconds.
+
+    The command line runs it before loading Keras, so that a bad --resume is refused at once;
+    the CheckedResume's `resolve` does the rest. The checkpoint is read and verified here,
+    once.
+
+    Args:
+        run_dir: the run's directory.
+        explicit: the flags typed with --resume, {setting: value}.
+        kind: the RunKind of the script resuming it.
+
+    Returns:
+        A CheckedResume.
+
+    Raises:
+        ConfigError: as `resume_config`, except what only the backend tells (the compute
+            type, replay's place).
+    """
     from fast_dqn.run.storage.checkpoint import latest_checkpoint
     saved = load_run_config(run_dir, "resume")
     loops = (hp.Config.LOOP, hp.FastConfig.LOOP)
@@ -79,19 +102,62 @@ def resume_config(run_dir, explicit, kind):
     values.update(kept)
     apply_flags(values, explicit, run_dir)
     try:
-        config = resolve(kind.config_class(**values))
+        config = check_without_backend(kind.config_class(**values))
     except ConfigError as error:
-        if error.setting not in kept:
-            raise saved_value_error(error, saved, run_dir, typed=explicit) from None
-        # Nobody typed it: the checkpoint's manifest recorded it from an earlier --resume.
-        raise ConfigError("resume", f"{os.path.join(checkpoint.path, 'manifest.json')} "
-                          f"records {flag_name(error.setting)} {kept[error.setting]!r}, as an "
-                          f"earlier --resume gave it, but "
-                          f"{ConfigError(None, error.message).worded(flag_name)}; give "
-                          f"{flag_name(error.setting)} on this resume to replace it") from None
+        raise _named(error, saved, run_dir, explicit, checkpoint, kept) from None
     check_writable(run_dir, "resume")
     check_budget(config, checkpoint, typed="timesteps" in explicit)
-    return config, checkpoint, kept
+    return CheckedResume(run_dir, explicit, saved, config, checkpoint, kept)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedResume:
+    """A resume that passed `check_resume`: what `resolve` needs to finish it.
+
+    Attributes:
+        run_dir: the run's directory.
+        explicit: the flags typed with --resume, {setting: value}.
+        saved: config.json's settings, as loaded.
+        config: the resumed settings, a CheckedConfig.
+        checkpoint: the latest Checkpoint, or None.
+        kept: the RUN_PLAN settings taken from the checkpoint (kept_plan).
+    """
+
+    run_dir: str
+    explicit: dict
+    saved: dict
+    config: object
+    checkpoint: object
+    kept: dict
+
+    def resolve(self):
+        """The checks that need the Keras backend, then what `resume_config` returns.
+
+        Returns:
+            (config, checkpoint, kept), as `resume_config`.
+
+        Raises:
+            ConfigError: the hardware cannot run the saved settings (a compute type, replay's
+                room), named as `check_resume` names its refusals.
+        """
+        try:
+            return resolve(self.config), self.checkpoint, self.kept
+        except ConfigError as error:
+            raise _named(error, self.saved, self.run_dir, self.explicit, self.checkpoint,
+                         self.kept) from None
+
+
+def _named(error, saved, run_dir, explicit, checkpoint, kept):
+    """A check's ConfigError, reworded to name where its value came from: config.json, or
+    the manifest that recorded a kept setting; one on a flag typed now stays as it is."""
+    if error.setting not in kept:
+        return saved_value_error(error, saved, run_dir, typed=explicit)
+    # Nobody typed it: the checkpoint's manifest recorded it from an earlier --resume.
+    return ConfigError("resume", f"{os.path.join(checkpoint.path, 'manifest.json')} "
+                       f"records {flag_name(error.setting)} {kept[error.setting]!r}, as an "
+                       f"earlier --resume gave it, but "
+                       f"{ConfigError(None, error.message).worded(flag_name)}; give "
+                       f"{flag_name(error.setting)} on this resume to replace it")
 
 
 def check_dead_start(run_dir, values):

@@ -17,20 +17,6 @@ class RunKind:
     config_class: type
     train_name: str     # its train function in fast_dqn.run.training
 
-    def train(self, config, **kwargs):
-        """Train a run of this kind with its train function in fast_dqn.run.training.
-
-        Args:
-            config: a `config_class`.
-            **kwargs: the train function's other arguments (resume, stop).
-
-        Returns:
-            What the train function returns: the agent step the run reached.
-        """
-        # Imported on use: training loads TensorFlow, which --help and bad input never need.
-        from fast_dqn.run import training
-        return getattr(training, self.train_name)(config, **kwargs)
-
 
 NATURE = RunKind("dqn", "run_dqn.py", "nature",
                  "Train the Nature DQN of Mnih et al. (2015) on an Atari game: act 4 steps, "

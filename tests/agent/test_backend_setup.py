@@ -102,9 +102,10 @@ def test_a_bfloat16_cpu_counts_only_under_tensorflow(monkeypatch, backend, expec
 @pytest.mark.parametrize("typed", ["Jax", " jax", "pytorch", "torch", "JAX"])
 def test_a_keras_backend_we_do_not_run_on_is_one_line_before_keras_reads_it(tmp_path, typed):
     """Keras itself answers 'Jax' with a ValueError traceback and 'torch', where torch is
-    missing, with an ImportError: the variable is read before Keras is imported."""
+    missing, with an ImportError: the variable is read before Keras is imported. The flags
+    pass their own checks, which come first."""
     result = subprocess.run(
-        [sys.executable, "run_dqn.py", "--env", "CartPole-v1", "--timesteps", "10",
+        [sys.executable, "run_dqn.py", "--env", "CartPole-v1", "--timesteps", "2000",
          "--logdir", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True,
         timeout=120, env={**os.environ, "KERAS_BACKEND": typed})
     assert result.returncode == 2, result.stderr

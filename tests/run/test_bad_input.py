@@ -11,7 +11,7 @@ import sys
 import zlib
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, hang_guard
 
 from fast_dqn.errors import ConfigError
 from fast_dqn.run import cli
@@ -349,6 +349,66 @@ def test_a_replay_beyond_ulimit_v_is_refused_before_the_run_directory_exists(tmp
     assert "--replay-capacity: a replay of 500,000 steps needs 3.29 GiB" in done.stderr
     assert "raise that limit (ulimit -v unlimited) or lower --replay-capacity" in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+# Calls the command line in process with each case's flags, then says which backends the
+# process had imported by its refusal. One process for all the cases: none imports Keras.
+_REFUSE_EACH = """
+import contextlib, io, json, sys
+from fast_dqn.run import cli
+from fast_dqn.run.run_kinds import RUN_KINDS
+
+def train(config, **kwargs):
+    raise AssertionError("bad input reached training")
+
+for loop, argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(RUN_KINDS[loop], argv, train=train)
+    print(json.dumps({"argv": argv, "code": code, "err": err.getvalue(), "imported":
+                      [name for name in ("keras", "tensorflow", "jax") if name in sys.modules]}))
+"""
+
+
+def test_what_needs_no_keras_is_refused_before_keras_is_imported(tmp_path):
+    """Keras and TensorFlow take seconds to import, which a typo's refusal must not wait for.
+
+    Checked by what the process imported, not by a clock: benchmarks/refusal_time.py times
+    it.
+    """
+    make_run(tmp_path / "nature-run")
+    (tmp_path / "empty").mkdir()
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "config.json").write_text('{"loop": "fast", "game": ')  # cut short
+    edited = make_run(tmp_path / "edited")
+    saved = json.loads((edited / "config.json").read_text())
+    (edited / "config.json").write_text(json.dumps({**saved, "lr": -1}))
+    logdir = f"--logdir={tmp_path / 'new-run'}"
+    cases = [("dqn", ["--game=pongg"], "--game: unknown game 'pongg'"),
+             ("fast", ["--env=Foo-v9"], "--env: unknown gymnasium env 'Foo-v9'"),
+             ("fast", [f"--resume={tmp_path / 'nonexistent'}"], "is not a fast-dqn run"),
+             ("fast", [f"--resume={tmp_path / 'empty'}"], "it has no config.json"),
+             ("fast", [f"--resume={damaged}"], "--resume: cannot read"),
+             ("fast", [f"--resume={tmp_path / 'nature-run'}"], "is a run of run_dqn.py"),
+             ("dqn", [f"--resume={edited}"], 'config.json has "lr": -1'),
+             ("dqn", ["--preset=pong-fastest", "--env=CartPole-v1"], "--preset:"),
+             ("dqn", ["--timesteps=50k", logdir], "--timesteps: 50,000 steps end"),
+             ("dqn", ["--replay-capacity=1e9", logdir], "GiB of RAM is available"),
+             ("dqn", ["--mixed-precision", "--precision=bfloat16", logdir],
+              "--mixed-precision: means --precision float16")]
+    done = subprocess.run([sys.executable, "-c", _REFUSE_EACH,
+                           json.dumps([case[:2] for case in cases])],
+                          cwd=ROOT, capture_output=True, text=True,
+                          timeout=hang_guard(120))
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(results) == len(cases)
+    for (_, argv, words), result in zip(cases, results):
+        lines = result["err"].strip().splitlines()
+        assert result["code"] == 2 and len(lines) == 1 and words in lines[0], result
+        assert result["imported"] == [], f"{argv}: imported {result['imported']} first"
+    assert not (tmp_path / "new-run").exists()
 
 
 def never_train(config):

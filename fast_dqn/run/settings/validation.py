@@ -5,6 +5,8 @@ train_* entry points all call it, so a Python caller gets the same checks as a u
 check raises ConfigError naming the setting; the command line words it as its flag.
 `resolve(config)` validates, then makes explicit what the run uses: the optimizer's epsilon
 and loss reduction, the compute type, the game's canonical name, where replay is gathered.
+`check_without_backend(config)` is its part that needs no Keras backend, which the command line
+runs before loading Keras (seconds of imports), so that a typo is refused at once.
 """
 
 import dataclasses
@@ -15,7 +17,11 @@ import os
 import numpy as np
 
 from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
-from fast_dqn.agent.replay_memory import min_capacity, records_to_sample
+from fast_dqn.agent.replay_memory import (
+    check_fits_in_memory,
+    min_capacity,
+    records_to_sample,
+)
 from fast_dqn.errors import ConfigError
 from fast_dqn.loops.fast_loop import budget_end
 from fast_dqn.run.settings import hyperparameters as hp
@@ -98,12 +104,13 @@ def resolve(config, replay=True):
     """The validated config with every setting the run uses made explicit.
 
     Each setting is resolved here and nowhere else; the parts are built from the result. A
-    ResolvedConfig is returned as it is: the command line resolves before it creates the run
-    directory, the train_* entry points resolve what they are given, and the checks that
-    probe (a Ray address, a gymnasium env, the hardware's compute types) run once.
+    ResolvedConfig is returned as it is, and a CheckedConfig is finished without its checks
+    run again: the command line checks, then loads Keras, then resolves, before it creates
+    the run directory; the train_* entry points resolve what they are given; and the checks
+    that probe (a Ray address, a gymnasium env, the hardware's compute types) run once.
 
     Args:
-        config: a Config, FastConfig or ResolvedConfig.
+        config: a Config, FastConfig, CheckedConfig or ResolvedConfig.
         replay: False where no replay is built (evaluate), which need not fit this
             machine's RAM.
 
@@ -116,10 +123,90 @@ def resolve(config, replay=True):
     """
     if isinstance(config, ResolvedConfig):
         return config
-    validate(config)
+    if not isinstance(config, CheckedConfig):
+        config = check_without_backend(config, replay)
     chosen = config.precision == "auto" and not config.mixed_precision
-    return ResolvedConfig(resolve_environment(resolve_precision(resolve_optimizer(config)),
-                                              replay), precision_chosen=chosen)
+    shape, dtype = config.observation
+    settings = resolve_precision(config.as_config())
+    if replay:
+        settings, copies = resolve_replay_device(settings, shape, dtype)
+        check_fits_in_memory(settings.replay_capacity, shape, dtype, copies=copies)
+    return ResolvedConfig(settings, precision_chosen=chosen)
+
+
+def check_without_backend(config, replay=True):
+    """Every check of `resolve` that needs no Keras backend, which imports in seconds.
+
+    The command line runs it before loading Keras, so that a typo is refused at once;
+    `resolve` finishes what it returns, asking the hardware.
+
+    Args:
+        config: a Config or FastConfig.
+        replay: False where no replay is built, as for `resolve`.
+
+    Returns:
+        A CheckedConfig, the optimizer's epsilon and loss reduction and the game's canonical
+        name made explicit.
+
+    Raises:
+        ConfigError: as `resolve`, except what only the backend tells: a compute type the
+            hardware lacks, an accelerator without room for replay, a replay beyond
+            `ulimit -v`.
+    """
+    from fast_dqn.envs.environment import check_gym_env
+    from fast_dqn.envs.games import resolve_game
+
+    validate(config)
+    precision_asked(config)
+    config = resolve_optimizer(config)
+    if config.env is not None:
+        shape, dtype = check_gym_env(config.env)
+    else:
+        shape, dtype = (84, 84), np.uint8
+        config = dataclasses.replace(config, game=resolve_game(config.game))
+    if replay:
+        # One copy in RAM is the least any run needs, so this refuses only what `resolve`
+        # would. Address space waits for the backend: TensorFlow maps 2.3 GiB of it, and
+        # keras_backend refuses, in its own words, a limit TensorFlow aborts under.
+        check_fits_in_memory(config.replay_capacity, shape, dtype, address_space=math.inf)
+    return CheckedConfig(config, (shape, dtype))
+
+
+class CheckedConfig:
+    """A Config that passed `check_without_backend`, which `resolve` finishes without checking again.
+
+    It reads as the Config it holds, a copy, and cannot be changed, as a ResolvedConfig.
+
+    Args:
+        config: the checked Config or FastConfig; a copy is held.
+        observation: one stored observation's (shape, numpy dtype).
+    """
+
+    __slots__ = ("_config", "observation")
+
+    def __init__(self, config, observation):
+        object.__setattr__(self, "_config", dataclasses.replace(config))
+        object.__setattr__(self, "observation", observation)
+
+    def __getattr__(self, name):  # called only for names the class itself lacks
+        if name == "_config":
+            raise AttributeError(name)
+        return getattr(self._config, name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a checked config cannot change; check "
+                             f"config.as_config() with {name} changed instead")
+
+    def __repr__(self):
+        return f"CheckedConfig({self._config!r})"
+
+    def as_config(self):
+        """A copy of the Config it holds, free to change (and to check again).
+
+        Returns:
+            A Config or FastConfig of its own.
+        """
+        return dataclasses.replace(self._config)
 
 
 def resolve_replay_device(config, shape, dtype):
@@ -335,6 +422,26 @@ def resolve_optimizer(config):
         loss_reduction=config.loss_reduction or defaults["loss_reduction"])
 
 
+def precision_asked(config):
+    """The compute type the settings ask for: --mixed-precision is --precision float16.
+
+    Args:
+        config: a Config or FastConfig.
+
+    Returns:
+        "float32", "bfloat16", "float16" or "auto".
+
+    Raises:
+        ConfigError: --mixed-precision contradicts --precision.
+    """
+    if not config.mixed_precision:
+        return config.precision
+    if config.precision not in ("float32", "float16", "auto"):
+        raise ConfigError("mixed_precision", f"means --precision float16, which conflicts "
+                          f"with --precision {config.precision}; give only --precision")
+    return "float16"
+
+
 def resolve_precision(config):
     """The config with the compute type the run uses, checked against the hardware.
 
@@ -353,11 +460,7 @@ def resolve_precision(config):
         ConfigError: the hardware does not compute the type asked for, or --mixed-precision
             contradicts --precision.
     """
-    if config.mixed_precision:
-        if config.precision not in ("float32", "float16", "auto"):
-            raise ConfigError("mixed_precision", f"means --precision float16, which conflicts "
-                              f"with --precision {config.precision}; give only --precision")
-        config = dataclasses.replace(config, precision="float16")
+    config = dataclasses.replace(config, precision=precision_asked(config))
     if config.precision == "float16":
         from fast_dqn.agent.backend_setup import computes_float16
         if not computes_float16():
@@ -376,34 +479,6 @@ def resolve_precision(config):
                               "GPU a CPU with AVX512-BF16 or AMX under TensorFlow; neither is here; "
                               "use float32 or auto (a resumed run keeps its precision: resume "
                               "it on such a machine)")
-    return config
-
-
-def resolve_environment(config, replay=True):
-    """Check the game or env exists, and with `replay` place replay and check it fits RAM.
-
-    Args:
-        config: a Config or FastConfig.
-        replay: whether the run builds a replay, whose place and size are then resolved.
-
-    Returns:
-        The config with the game's canonical name and replay's device made explicit.
-
-    Raises:
-        ConfigError: no such game or env, or a replay larger than RAM or the accelerator.
-    """
-    from fast_dqn.agent.replay_memory import check_fits_in_memory
-    from fast_dqn.envs.environment import check_gym_env
-    from fast_dqn.envs.games import resolve_game
-
-    if config.env is not None:
-        shape, dtype = check_gym_env(config.env)
-    else:
-        shape, dtype = (84, 84), np.uint8
-        config = dataclasses.replace(config, game=resolve_game(config.game))
-    if replay:
-        config, copies = resolve_replay_device(config, shape, dtype)
-        check_fits_in_memory(config.replay_capacity, shape, dtype, copies=copies)
     return config
 
 
