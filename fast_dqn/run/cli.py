@@ -189,12 +189,21 @@ def last_checkpoint(prog, run_dir):
             "continues from it")
 
 
-def last_good_checkpoint(prog, run_dir):
+def last_good_checkpoint(prog, run_dir, resumed=None):
     """What a diverged run leaves to go on from.
 
     Its newest checkpoint is a good one: the learner checks every weight and optimizer slot
     finite before a checkpoint is written, and before a resume loads one; nothing after the
-    divergence was saved.
+    divergence was saved. Only the one it resumed from, if still the newest, may hold an edit
+    that no check can see (a learning rate), so it is not called good.
+
+    Args:
+        prog: the training command's name.
+        run_dir: the run's directory.
+        resumed: the Checkpoint this process resumed from, or None.
+
+    Returns:
+        One sentence: the checkpoint to go on from, and the fix.
     """
     from fast_dqn.run.storage.checkpoint import CheckpointStore
     fix = "a new run with a lower --lr (or, for --env, smaller rewards) is the fix"
@@ -202,6 +211,12 @@ def last_good_checkpoint(prog, run_dir):
     if newest is None:
         return f"nothing was saved before it: {fix}"
     step, path = newest
+    if resumed is not None and os.path.normpath(path) == os.path.normpath(resumed.path):
+        return (f"nothing diverged was saved: the newest checkpoint is still {path} (step "
+                f"{step:,}), the one this run resumed from; {resume_command(prog, run_dir)} "
+                f"continues from it, but with the same settings it may diverge again: {fix}; "
+                f"if that checkpoint was edited, move it out of {os.path.dirname(path)} to "
+                "resume from the one before it")
     return (f"nothing diverged was saved: the last good checkpoint is {path} (step {step:,}); "
             f"{resume_command(prog, run_dir)} continues from it, but with the same settings "
             f"it may diverge again: {fix}")
@@ -386,7 +401,8 @@ def _train(prog, config, train, checkpoint, script):
                   f"{last_checkpoint(prog, config.logdir)}, {when}", file=sys.stderr)
             return 1
         except FloatingPointError as error:  # the learner's TrainingDiverged
-            print(f"{prog}: error: {error}; {last_good_checkpoint(prog, config.logdir)}",
+            print(f"{prog}: error: {error}; "
+                  f"{last_good_checkpoint(prog, config.logdir, resumed=checkpoint)}",
                   file=sys.stderr)
             return 1
         except Exception:

@@ -190,3 +190,17 @@ def test_a_storage_error_in_training_says_the_fix_of_its_own_kind(tmp_path, caps
 
 def test_every_setting_is_declared_under_a_help_topic():
     assert {f.metadata["topic"] for f in dataclasses.fields(FastConfig)} == set(TOPICS)
+
+
+def test_a_divergence_never_calls_the_checkpoint_it_resumed_from_good(finished_cartpole_run):
+    from types import SimpleNamespace
+
+    from fast_dqn.run.cli import last_good_checkpoint
+    from fast_dqn.run.storage.checkpoint import CheckpointStore
+    run_dir = str(finished_cartpole_run)
+    step, path = CheckpointStore(run_dir).newest()
+    fresh = last_good_checkpoint("run_dqn.py", run_dir)
+    assert f"the last good checkpoint is {path} (step {step:,})" in fresh
+    resumed = last_good_checkpoint("run_dqn.py", run_dir, resumed=SimpleNamespace(path=path))
+    assert "good" not in resumed and "the one this run resumed from" in resumed
+    assert f"if that checkpoint was edited, move it out of {os.path.dirname(path)}" in resumed
