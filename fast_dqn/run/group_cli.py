@@ -126,6 +126,10 @@ def _prepare_each(prog, runs, held):
         except ValueError as error:
             return fail(prog, ConfigError("run", f"--run {i}: {error}; quote it as the shell "
                                           "would"))
+        if not any(arg.split("=")[0] in ("--resume", "--sampler-groups") for arg in run_argv):
+            # A group acts for all its runs in one call a round: each run in one group, not
+            # the two that --sampler-groups 0 picks on a GPU.
+            run_argv.append("--sampler-groups=1")
         done = cli.prepare(FAST, run_argv, f"{prog} --run {i}", make=False)
         if done == 130:  # Ctrl-C while it was prepared: nothing trains
             return 130

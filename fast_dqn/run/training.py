@@ -29,6 +29,7 @@ from fast_dqn.run.components import (
 )
 from fast_dqn.run.logs.console_lines import (
     games_restart_line,
+    groups_line,
     refill_line,
     replay_line,
     resumed_line,
@@ -551,7 +552,8 @@ class RunParts:
             if "owed" in loop:
                 loop["owed"] = 0  # the fast loop's minibatches of the current period
             self.monitor.message(refill_line(loop["step"], schedule, self.config.timesteps,
-                                             self.config.train_freq, self.config.prepopulate))
+                                             self.config.train_freq, self.config.prepopulate,
+                                             self.config.save_replay))
         self.monitor.message(resumed_line(self.resume.path, loop["step"]))
         return loop
 
@@ -643,6 +645,8 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     try:
         state = restore_fast_loop(config, parts, backend, resume)
         backend.start(parts.rng, log=monitor.message)
+        if config.sampler_groups == 2:
+            monitor.message(groups_line(config.workers))
         if config.concurrent:
             calls = TrainCalls(learner, replay, config.batch_size,
                                on_device=config.replay_device == "device")

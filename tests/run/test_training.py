@@ -369,11 +369,12 @@ def test_a_resume_without_replay_in_the_warm_up_says_when_training_starts(
     assert run(config, resume=CheckpointStore(str(tmp_path)).latest()) == 400
     starts = stopped_at + SMALL["prepopulate"]
     missed = minibatches_due(stopped_at, starts, SMALL["prepopulate"], 4)
+    done = starts + 4 * missed  # one made up with each minibatch due
     assert ("replay was not saved in the checkpoint (--save-replay saves it): the run was "
             "still in its warm-up; 100 steps refill replay, so training starts at step "
             f"{starts:,}, not 100; the {missed:,} minibatches missed meanwhile are made up "
-            "afterwards, at up to twice the usual rate, so the run trains as many as an "
-            "unbroken one") in capsys.readouterr().out
+            f"afterwards, one with each due, by about step {done:,}, so the run trains as many "
+            "as an unbroken one") in capsys.readouterr().out
     assert len(train_calls) == minibatches_due(0, 400, SMALL["prepopulate"], 4)
 
 

@@ -24,10 +24,11 @@ def resumed_line(path, step):
     return f"resumed from {path} at step {step:,}"
 
 
-def refill_line(step, schedule, timesteps, train_freq, prepopulate):
+def refill_line(step, schedule, timesteps, train_freq, prepopulate, save_replay=False):
     """What a resume without replay does to the run: replay refills before training goes on.
 
-    The minibatches missed meanwhile are made up later.
+    The minibatches missed meanwhile are made up later, one with each due: the line says by
+    which step, so that the cost of another stop without replay shows before it compounds.
 
     Args:
         step: the agent step resumed at.
@@ -35,6 +36,7 @@ def refill_line(step, schedule, timesteps, train_freq, prepopulate):
         timesteps: the run's budget, in agent steps.
         train_freq: agent steps per minibatch.
         prepopulate: agent steps a refill (and the warm-up) takes.
+        save_replay: whether this resume saves replay from now on (--save-replay).
 
     Returns:
         One line.
@@ -44,9 +46,10 @@ def refill_line(step, schedule, timesteps, train_freq, prepopulate):
     missed = schedule.deferred + minibatches_due(step, resumes, start, train_freq)
     line = "replay was not saved in the checkpoint (--save-replay saves it): "
     if resumes >= total:
-        return line + (f"the steps left to the run's last, {total:,}, only refill it, and the "
-                       f"{missed:,} minibatches due meanwhile are all trained after that step")
-    if step < start and resumes <= start:
+        line += (f"the steps left to the run's last, {total:,}, only refill it, and the "
+                 f"{missed:,} minibatches due meanwhile are all trained after that step")
+        missed = 0  # said
+    elif step < start and resumes <= start:
         # The refill ends within the warm-up it interrupted: nothing moves.
         line += (f"the run was still in its warm-up; {prepopulate:,} steps refill "
                  f"replay before it ends, so training starts at step {start:,} as planned")
@@ -57,8 +60,13 @@ def refill_line(step, schedule, timesteps, train_freq, prepopulate):
         line += (f"the next {prepopulate:,} steps refill it, and training resumes at "
                  f"step {resumes:,}")
     if missed:
-        line += (f"; the {missed:,} minibatches missed meanwhile are made up afterwards, at "
-                 "up to twice the usual rate, so the run trains as many as an unbroken one")
+        done = resumes + missed * train_freq  # each minibatch due brings one missed along
+        when = f"by about step {done:,}" if done < total else "the rest at the run's last step"
+        line += (f"; the {missed:,} minibatches missed meanwhile are made up afterwards, one "
+                 f"with each due, {when}, so the run trains as many as an unbroken one")
+    if not save_replay:
+        line += ("; each stop without replay costs this again: --save-replay on this resume "
+                 "keeps replay in the checkpoints from now on")
     return line
 
 
@@ -82,6 +90,19 @@ def games_restart_line(games, backend, env_backend):
         why = "the checkpoint was written with another --env-backend"
     return (f"the {games} games in progress start again from their beginning ({why}); "
             "only their unfinished parts are lost, as no game is logged before it ends")
+
+
+def groups_line(workers):
+    """The start-up line of a run whose games play in two sampler groups.
+
+    Args:
+        workers: the run's games, W.
+
+    Returns:
+        One line.
+    """
+    return (f"the {workers} games play in two sampler groups of {workers // 2} that take "
+            "turns (--sampler-groups 2; 0, the default, picks two on a GPU, 1 on a CPU)")
 
 
 def replay_line(replay, updates_per_call, replay_device, on_cpu=None):

@@ -270,11 +270,12 @@ class FastConfig(Config):
                                   choices=("vector", "python"))
     env_threads: int = _fast_loop(0, "C++ threads of the vector backend; 0 = one per core, at most "
                                   "--workers", "threads", limit="non_negative")
-    sampler_groups: int = _fast_loop(1, "1 = all W games act in one call per round; 2 = two "
+    sampler_groups: int = _fast_loop(0, "1 = all W games act in one call per round; 2 = two "
                                      "groups that take turns, one stepping in C++ while the "
                                      "main thread acts for the other (needs --env-backend "
-                                     "vector, --synchronize and an even --workers)", "groups",
-                                     limit="positive")
+                                     "vector, --synchronize and an even --workers); 0 = 2 on "
+                                     "a GPU where the games can, else 1", "groups",
+                                     limit="non_negative")
     prefetch: bool = _fast_loop(True, "draw the next call's minibatches in a second thread while "
                                 "the current call trains")
     updates_per_call: int = _fast_loop(0, "minibatches the trainer trains in one compiled call "

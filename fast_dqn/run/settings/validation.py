@@ -210,7 +210,9 @@ class CheckedConfig:
 
 
 def resolve_replay_device(config, shape, dtype):
-    """Make --replay-device auto device or host, and --updates-per-call 0 the device's K.
+    """Make --replay-device auto, --updates-per-call 0 and --sampler-groups 0 explicit.
+
+    The two zeros become what the device measured fastest.
 
     See fast_dqn.agent.replay_mirror. Only the fast loop's background trainer gathers on the
     device: lockstep training and the Nature loop keep replay on the host.
@@ -221,7 +223,8 @@ def resolve_replay_device(config, shape, dtype):
         dtype: the observations' numpy dtype.
 
     Returns:
-        (the config with both made explicit, the copies of replay that RAM holds: 1 or 2).
+        (the config with all three made explicit, the copies of replay that RAM holds: 1 or
+        2).
 
     Raises:
         ConfigError: --replay-device device, and the accelerator has no room for replay.
@@ -234,6 +237,10 @@ def resolve_replay_device(config, shape, dtype):
     if not config.updates_per_call:
         config = dataclasses.replace(config, updates_per_call=hp.UPDATES_PER_CALL[
             "cpu" if accelerator is None else "accelerator"])
+    if not config.sampler_groups:
+        # Two groups measured 1.27 times one on an H200 and 0.83 to 1.03 on 2 CPU cores.
+        groups = 2 if accelerator is not None and groups_can_play(config) else 1
+        config = dataclasses.replace(config, sampler_groups=groups)
     if not config.concurrent:
         return dataclasses.replace(config, replay_device="host"), 1
     if config.replay_device == "host":
@@ -284,8 +291,8 @@ def validate_fast(config):
         raise ConfigError("target_update_freq", f"{config.target_update_freq} is not a "
                           f"multiple of --train-freq {config.train_freq}; each training period "
                           "must hold whole minibatches")
-    if config.sampler_groups not in (1, 2):
-        raise ConfigError("sampler_groups", f"{config.sampler_groups} is not 1 or 2")
+    if config.sampler_groups not in (0, 1, 2):
+        raise ConfigError("sampler_groups", f"{config.sampler_groups} is not 0, 1 or 2")
     if config.sampler_groups == 2 and config.env is not None:
         # Said apart: the Python backend was chosen by --env, not typed, so naming it as
         # the cause would point at a flag nobody gave.
@@ -322,8 +329,9 @@ def groups_can_play(config):
     """Whether the local samplers can play in two groups that take turns.
 
     See fast_dqn.loops.overlapped_backend: the groups need the vector env, batched acting and
-    an even --workers. One group stays the default: on 2 CPU cores two measured 0.83 to 1.03
-    times one (docs/benchmarks.md); on one H200, 1.27 times (docs/gpu.md).
+    an even --workers. --sampler-groups 0 picks two on a GPU where they can play: there one
+    H200 measured 1.27 times one (docs/gpu.md), where 2 CPU cores measured 0.83 to 1.03
+    (docs/benchmarks.md).
 
     Args:
         config: a FastConfig.
@@ -580,7 +588,8 @@ def chunk_size(config):
     if config.backend == "ray":
         return config.envs_per_sampler * config.rollout_steps
     # Two sampler groups hand out one group's step at a time (OverlappedBackend.round_size).
-    return config.workers // config.sampler_groups
+    # Before --sampler-groups 0 is resolved (it needs the backend), a round of all W.
+    return config.workers // max(1, config.sampler_groups)
 
 
 def run_is_finished(config, checkpoint):

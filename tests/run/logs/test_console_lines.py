@@ -24,20 +24,28 @@ def test_the_resume_lines_say_what_happens_to_the_run():
     assert refill_line(1_000, trained, *settings) == (
         "replay was not saved in the checkpoint (--save-replay saves it): the next 500 steps "
         "refill it, and training resumes at step 1,500; the 155 minibatches missed meanwhile "
-        "are made up afterwards, at up to twice the usual rate, so the run trains as many as "
-        "an unbroken one")
+        "are made up afterwards, one with each due, the rest at the run's last step, so the "
+        "run trains as many as an unbroken one; each stop without replay costs this again: "
+        "--save-replay on this resume keeps replay in the checkpoints from now on")
+    # 30 owed and 125 due in the refill: one with each due after step 5,500 of a longer run.
+    longer = resolve(Config(**dict(SMALL, timesteps=4_000, prepopulate=500)))
+    assert "made up afterwards, one with each due, by about step 2,120, so the run" in \
+        refill_line(1_000, trained, longer.timesteps, 4, 500)
+    assert refill_line(1_000, trained, *settings, save_replay=True).endswith(
+        "so the run trains as many as an unbroken one")
     late = MinibatchSchedule(500, 4)
     late.refill(1_800, 500)
     assert refill_line(1_800, late, *settings) == (
         "replay was not saved in the checkpoint (--save-replay saves it): the steps left to "
         "the run's last, 2,000, only refill it, and the 50 minibatches due meanwhile are all "
-        "trained after that step")
+        "trained after that step; each stop without replay costs this again: --save-replay "
+        "on this resume keeps replay in the checkpoints from now on")
     # Stopped in the warm-up: a number is never compared with itself, and a refill that
     # ends before the planned start moves nothing.
     for stopped_at, refill in [(0, 500), (100, 300)]:
         warm = MinibatchSchedule(500, 4)
         warm.refill(stopped_at, refill)
-        assert refill_line(stopped_at, warm, *settings) == (
+        assert refill_line(stopped_at, warm, *settings, save_replay=True) == (
             "replay was not saved in the checkpoint (--save-replay saves it): the run was "
             "still in its warm-up; 500 steps refill replay before it ends, so training starts "
             "at step 500 as planned")

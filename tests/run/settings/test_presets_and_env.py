@@ -336,6 +336,25 @@ def test_replay_device_auto_becomes_where_replay_fits(tmp_path, monkeypatch, typ
     assert typed_k.updates_per_call == 7
 
 
+@pytest.mark.parametrize("more,accelerator,expected", [
+    ([], None, 1),                                       # 2 CPU cores: two lost (0.83)
+    ([], ("GPU:0", 100 * 2**30), 2),                     # an H200: 1.27 times one
+    (["--sampler-groups=1"], ("GPU:0", 100 * 2**30), 1),  # typed: kept
+    (["--workers=7"], ("GPU:0", 100 * 2**30), 1),        # an odd W cannot split
+    (["--env-backend=python"], ("GPU:0", 100 * 2**30), 1),
+    (["--no-synchronize"], ("GPU:0", 100 * 2**30), 1),
+])
+def test_sampler_groups_0_is_two_on_a_gpu_where_the_games_can(tmp_path, monkeypatch, more,
+                                                             accelerator, expected):
+    from fast_dqn.agent import backend_setup
+    from fast_dqn.run.settings.validation import chunk_size
+    monkeypatch.setattr(backend_setup, "accelerator_memory", lambda: accelerator)
+    argv = ["--replay-capacity=100000", f"--logdir={tmp_path / 'r'}", *more]
+    config = cli.validate_and_resolve(parse(argv, FastConfig))
+    assert config.sampler_groups == expected
+    assert chunk_size(config) == config.workers // expected
+
+
 def test_a_replay_the_device_cannot_hold_is_refused_in_one_line(tmp_path, monkeypatch):
     from fast_dqn.agent import backend_setup
     monkeypatch.setattr(backend_setup, "accelerator_memory", lambda: ("GPU:0", 4 * 2**30))
