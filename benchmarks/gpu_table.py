@@ -2,7 +2,7 @@
 
     python -m benchmarks.gpu_table OUT_DIR
 
-Each row is a figure one of the session's parts printed or logged, with the target of the
+Each row is a figure one of the session's parts printed or logged, with the goal of the
 issue that set it; a part that did not run, or ran out of time, shows "not measured". The
 figures are taken as printed, never recomputed: the table only gathers them. A session run
 on the CPU (header.txt says so) labels every row as a CPU figure.
@@ -21,7 +21,7 @@ import os
 import re
 import sys
 
-# (row, its target): the targets docs/gpu.md sets for one H200 or H100 with 16 cores.
+# (row, its goal): the goals docs/gpu.md sets for one H200 or H100 with 16 cores.
 TARGETS = {
     "samplers": "≥ 15,000",
     "learner": "≥ 5,000",
@@ -329,10 +329,10 @@ def table(out, device=None, problems=None):
         # CPU figures must never pass for GPU ones: the title and every row say so.
         rows = [(f"CPU: {name.replace('on one GPU', 'on the CPU')}", value, target)
                 for name, value, target in rows]
-        lines = ["**CPU figures, not GPU ones**: measured on the CPU; the targets are the "
-                 "GPU's.", "", "| row | measured on the CPU | GPU target |"]
+        lines = ["**CPU figures, not GPU ones**: measured on the CPU; the goals are the "
+                 "GPU's.", "", "| row | measured on the CPU | GPU goal |"]
     else:
-        lines = ["| row | measured | target |"]
+        lines = ["| row | measured | goal |"]
     lines.append("|---|---|---|")
     lines += [f"| {name} | {value} | {target} |" for name, value, target in rows]
     return lines

@@ -116,7 +116,7 @@ def test_a_cpu_session_says_cpu_on_every_row_and_packs_only_its_files(place, tmp
     table = (out / "table.md").read_text().splitlines()
     rows = [line for line in table if line.startswith("| ") and "---" not in line][1:]
     assert len(rows) == 25 and all(row.startswith("| CPU: ") for row in rows)
-    assert "| row | measured on the CPU | GPU target |" in table
+    assert "| row | measured on the CPU | GPU goal |" in table
     assert not any("on one GPU" in row for row in rows)
     with tarfile.open(out / "gpu-session.tgz") as packed:
         assert packed.getnames() == ["header.txt"]

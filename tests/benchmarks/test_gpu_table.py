@@ -257,7 +257,7 @@ def test_a_cpu_session_says_cpu_on_every_row(tmp_path, capsys, header):
     assert (code, err) == (0, "")
     rows = [line for line in out.splitlines() if line.startswith("| ")][1:]
     assert out.splitlines()[3].startswith("**CPU figures, not GPU ones**")
-    assert "| row | measured on the CPU | GPU target |" in out
+    assert "| row | measured on the CPU | GPU goal |" in out
     assert len(rows) == 25 and all(row.startswith("| CPU: ") for row in rows)
     assert "| CPU: learner, K = 64 | 1,701 |  |" in rows
     assert "| CPU: suite of 4 Dopamine runs on the CPU, in all | 12,345 | ≥ 12,000 |" in rows
