@@ -317,7 +317,7 @@ def table(out, device=None, problems=None):
         rows.append((f"suite of 8 Dopamine runs, {words}, in all", rate(measured),
                      TARGETS["suite8"]))
         rows.append((f"the 49 Nature games at 50M agent steps, one seed, at {words}' rate "
-                     "(computed, days)",
+                     "at ε 0.1, evaluation left out (computed, days)",
                      measured if isinstance(measured, Unread) else
                      MISSING if measured is None else f"{nature_days(measured):.1f}",
                      TARGETS["days"]))

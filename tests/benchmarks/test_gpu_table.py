@@ -107,9 +107,9 @@ def test_the_run_axis_rows_and_the_49_game_estimates(tmp_path):
         in lines
     assert "| suite of 8 Dopamine runs, 8 processes, in all | 6,305 | ≥ 15,000 |" in lines
     assert "| the 49 Nature games at 50M agent steps, one seed, at 8 processes' rate " \
-        "(computed, days) | 4.5 | ≤ 2 |" in lines
+        "at ε 0.1, evaluation left out (computed, days) | 4.5 | ≤ 2 |" in lines
     assert "| the 49 Nature games at 50M agent steps, one seed, at 2 groups of 4 runs' " \
-        "rate (computed, days) | 1.0 | ≤ 2 |" in lines
+        "rate at ε 0.1, evaluation left out (computed, days) | 1.0 | ≤ 2 |" in lines
 
 
 # --- damaged input: a figure file's rows read "damaged: FILE", one line each on stderr, and

@@ -155,7 +155,7 @@ def test_two_groups_are_built_where_asked_and_refused_where_they_cannot_play():
     from fast_dqn.run.components import build_local_backend
     from fast_dqn.run.settings.validation import chunk_size, resolve
     config = lambda **flags: resolve(FastConfig(**{"game": "pong", **flags}))  # noqa: E731
-    assert config().sampler_groups == 1  # the default: the paper's one call per round
+    assert config().sampler_groups == 1  # the default on a CPU: the paper's one call a round
     backend = build_local_backend(config(workers=4, sampler_groups=2))
     try:
         assert isinstance(backend, OverlappedBackend)
@@ -173,7 +173,7 @@ def test_two_groups_are_built_where_asked_and_refused_where_they_cannot_play():
             config(sampler_groups=2, **flags)
     with pytest.raises(ConfigError, match="2 takes an even --workers.*--workers 7"):
         config(workers=7, sampler_groups=2)
-    for wrong in (0, 3):
+    for wrong in (-1, 3):
         with pytest.raises(ConfigError):
             config(sampler_groups=wrong)
 
