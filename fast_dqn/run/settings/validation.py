@@ -41,26 +41,19 @@ def validate(config):
         validate_fast(config)
 
 
-class ResolvedConfig:
-    """A Config that passed `validate`, with every setting the run uses made explicit.
+class _HeldConfig:
+    """A Config held as a private copy that reads as the Config and cannot be changed.
 
-    It is what the parts are built from (fast_dqn.run.components refuses anything else). It
-    reads as the Config it holds (`resolved.game`, `resolved.to_dict()`) and cannot be
-    changed: a changed setting makes a new Config, resolved again (`replace`). So a
-    Config changed after it was resolved can never pass for a resolved one.
-
-    Args:
-        config: the resolved Config or FastConfig; a copy is held.
-        precision_chosen: --precision auto picked the compute type (the start-up line says
-            so).
+    A changed setting makes a new Config, checked again: so a Config changed after it was
+    checked can never pass for a checked one.
     """
 
-    __slots__ = ("_config", "precision_chosen")
+    __slots__ = ("_config",)
+    _changed = "a held config cannot change"
 
-    def __init__(self, config, precision_chosen=False):
+    def __init__(self, config):
         # A private copy: the caller's Config stays theirs to change.
         object.__setattr__(self, "_config", dataclasses.replace(config))
-        object.__setattr__(self, "precision_chosen", precision_chosen)
 
     def __getattr__(self, name):  # called only for names the class itself lacks
         if name == "_config":
@@ -68,25 +61,45 @@ class ResolvedConfig:
         return getattr(self._config, name)
 
     def __setattr__(self, name, value):
-        raise AttributeError(f"a resolved config cannot change; resolve "
-                             f"config.replace({name}=...) instead")
+        raise AttributeError(f"{self._changed} ({name})")
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._config!r})"
+
+    def as_config(self):
+        """A copy of the Config it holds, free to change (and to check again).
+
+        Returns:
+            A Config or FastConfig of its own.
+        """
+        return dataclasses.replace(self._config)
+
+
+class ResolvedConfig(_HeldConfig):
+    """A Config that passed `validate`, with every setting the run uses made explicit.
+
+    It is what the parts are built from (fast_dqn.run.components refuses anything else). It
+    reads as the Config it holds (`resolved.game`, `resolved.to_dict()`); a changed setting
+    is resolved again (`replace`).
+
+    Args:
+        config: the resolved Config or FastConfig; a copy is held.
+        precision_chosen: --precision auto picked the compute type (the start-up line says
+            so).
+    """
+
+    __slots__ = ("precision_chosen",)
+    _changed = "a resolved config cannot change; resolve config.replace(...) instead"
+
+    def __init__(self, config, precision_chosen=False):
+        super().__init__(config)
+        object.__setattr__(self, "precision_chosen", precision_chosen)
 
     def __reduce__(self):  # pickled to Ray actors inside the network builder
         return ResolvedConfig, (self._config, self.precision_chosen)
 
     def __eq__(self, other):
         return isinstance(other, ResolvedConfig) and self._config == other._config
-
-    def __repr__(self):
-        return f"ResolvedConfig({self._config!r})"
-
-    def as_config(self):
-        """A copy of the Config it holds, free to change (and to resolve again).
-
-        Returns:
-            A Config or FastConfig of its own.
-        """
-        return dataclasses.replace(self._config)
 
     def replace(self, **changes):
         """The Config with `changes`, resolved.
@@ -172,41 +185,20 @@ def check_without_backend(config, replay=True):
     return CheckedConfig(config, (shape, dtype))
 
 
-class CheckedConfig:
-    """A Config that passed `check_without_backend`, which `resolve` finishes without checking again.
-
-    It reads as the Config it holds, a copy, and cannot be changed, as a ResolvedConfig.
+class CheckedConfig(_HeldConfig):
+    """A Config that passed `check_without_backend`; `resolve` finishes it unchecked.
 
     Args:
         config: the checked Config or FastConfig; a copy is held.
         observation: one stored observation's (shape, numpy dtype).
     """
 
-    __slots__ = ("_config", "observation")
+    __slots__ = ("observation",)
+    _changed = "a checked config cannot change; check config.as_config() changed instead"
 
     def __init__(self, config, observation):
-        object.__setattr__(self, "_config", dataclasses.replace(config))
+        super().__init__(config)
         object.__setattr__(self, "observation", observation)
-
-    def __getattr__(self, name):  # called only for names the class itself lacks
-        if name == "_config":
-            raise AttributeError(name)
-        return getattr(self._config, name)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"a checked config cannot change; check "
-                             f"config.as_config() with {name} changed instead")
-
-    def __repr__(self):
-        return f"CheckedConfig({self._config!r})"
-
-    def as_config(self):
-        """A copy of the Config it holds, free to change (and to check again).
-
-        Returns:
-            A Config or FastConfig of its own.
-        """
-        return dataclasses.replace(self._config)
 
 
 def resolve_replay_device(config, shape, dtype):
