@@ -326,8 +326,8 @@ def kept_plan(checkpoint, values, explicit, config_class):
 def saved_values(saved, config_class):
     """config.json's settings, as the run used them.
 
-    A setting added since it was written has its default, which is what that run used, so
-    typing that value on resume agrees.
+    A setting added since it was written has the default that run used (its default then,
+    hp.EARLIER_DEFAULTS, where it has changed since), so typing that value on resume agrees.
 
     Args:
         saved: config.json as loaded, {setting: value}.
@@ -337,7 +337,7 @@ def saved_values(saved, config_class):
         {setting: value} for every field of config_class.
     """
     defaults = config_class()
-    values = {f.name: saved.get(f.name, getattr(defaults, f.name))
+    values = {f.name: saved.get(f.name, hp.EARLIER_DEFAULTS.get(f.name, getattr(defaults, f.name)))
               for f in dataclasses.fields(config_class)}
     # A number setting edited to a whole number ("lr": 1) is that number, as --lr 1 is:
     # Keras's optimizers take no int.

@@ -197,6 +197,11 @@ RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "s
                     "xla", "prefetch", "requests_in_flight", "ray_address",
                     "ray_object_store_mb", "eval_workers", "updates_per_call", "replay_device")
 
+# Settings whose default changed after they were added: a config.json written before it has
+# them recorded, but one written before the setting existed ran with the value here (one
+# sampler group: 0, picking two on a GPU, came later).
+EARLIER_DEFAULTS = {"sampler_groups": 1}
+
 # The Atari protocol's settings: a gymnasium --env run does not use them, and its config.json
 # records them as null (a resume reads that as the default it ran with).
 ATARI_ONLY = ("episodic_life", "sticky_actions", "full_action_space", "interp",

@@ -377,3 +377,12 @@ def test_a_mirror_in_ram_is_counted_twice(tmp_path, monkeypatch):
     cli.validate_and_resolve(parse(argv, FastConfig))  # 7.1 GB of 10.7 GB: fits once
     with pytest.raises(ConfigError, match="twice: replay and its mirror"):
         cli.validate_and_resolve(parse(argv + ["--replay-device=device"], FastConfig))
+
+
+def test_a_run_made_before_sampler_groups_existed_resumes_with_one():
+    """Its config.json has no "sampler_groups": it played one group, which a resume keeps on
+    a GPU too, though a new run's default (0) picks two there."""
+    from fast_dqn.run.resume import saved_values
+    assert FastConfig().sampler_groups == 0
+    assert saved_values({"loop": "fast"}, FastConfig)["sampler_groups"] == 1
+    assert saved_values({"loop": "fast", "sampler_groups": 2}, FastConfig)["sampler_groups"] == 2
