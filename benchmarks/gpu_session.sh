@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU row docs/gpu.md carries, measured in one device call of at most 9 minutes:
+# Every GPU row docs/gpu.md carries, measured in one call of this script of at most 9 minutes:
 #
 #   bash benchmarks/gpu_session.sh            # everything, in the order below; one table last
 #   bash benchmarks/gpu_session.sh groups     # or one part alone: learner|groups|loops|suite|pong

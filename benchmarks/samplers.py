@@ -74,7 +74,7 @@ def backends(workers, groups, threads):
 def null_network(latency_s):
     def q_values(states):
         if latency_s:
-            time.sleep(latency_s)  # releases the GIL, as a device call's wait does
+            time.sleep(latency_s)  # releases the GIL, as waiting on a GPU kernel does
         return np.zeros((len(states), 6), np.float32)
     return q_values
 

@@ -302,6 +302,19 @@ def runs_label(label, rows):
     return f"{label} ({', '.join(parts)})"
 
 
+def _draw_band(ax, x, ref, reference):
+    """The published runs' range and mean at agent steps x."""
+    label = f"{reference}, {len(ref[0].returns)} runs (range)"
+    if len(x) == 1:  # a band over one x has no width: its range as a bar
+        ax.vlines(x, min(ref[0].returns), max(ref[0].returns), color="0.6", alpha=0.6,
+                  linewidth=8, label=label)
+        ax.plot(x, [ref[0].mean], "_", color="0.3", markersize=16, label=f"{reference}, mean")
+        return
+    ax.fill_between(x, [min(r.returns) for r in ref], [max(r.returns) for r in ref],
+                    color="0.6", alpha=0.35, linewidth=0, label=label)
+    ax.plot(x, [r.mean for r in ref], color="0.3", linestyle="--", label=f"{reference}, mean")
+
+
 def draw_comparison(ax, rows, label, color=None, reference="Dopamine DQN", band=True):
     """Draw our runs' curve over the published band.
 
@@ -320,17 +333,8 @@ def draw_comparison(ax, rows, label, color=None, reference="Dopamine DQN", band=
     import numpy as np
     x = np.array([row.agent_steps_end for row in rows], np.float64)
     ref = [row.reference for row in rows]
-    if band and len(x) == 1:  # a band over one x has no width: its range as a bar
-        ax.vlines(x, min(ref[0].returns), max(ref[0].returns), color="0.6", alpha=0.6,
-                  linewidth=8, label=f"{reference}, {len(ref[0].returns)} runs (range)")
-        ax.plot(x, [ref[0].mean], "_", color="0.3", markersize=16,
-                label=f"{reference}, mean")
-    elif band:
-        ax.fill_between(x, [min(r.returns) for r in ref], [max(r.returns) for r in ref],
-                        color="0.6", alpha=0.35, linewidth=0,
-                        label=f"{reference}, {len(ref[0].returns)} runs (range)")
-        ax.plot(x, [r.mean for r in ref], color="0.3", linestyle="--",
-                label=f"{reference}, mean")
+    if band:
+        _draw_band(ax, x, ref, reference)
     line, = ax.plot(x, [row.mean for row in rows], "o-", color=color, markersize=4,
                     label=label)
     if any(len(row.ours) > 1 for row in rows):
