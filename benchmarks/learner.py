@@ -122,14 +122,15 @@ def filled_replay(rng, network, capacity, workers=8):
 
 
 def build(network, precision, xla, num_actions=6):
+    from fast_dqn.agent.compile_options import CompileOptions
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
     from fast_dqn.agent.q_network import mlp, nature_cnn
     if network == "mlp":  # CartPole's: the classic preset's network and optimizer
         return DQNLearner(lambda: mlp((1, 4), 2, dtype_policy=POLICIES[precision]),
-                          make_optimizer("adam", 3e-4, 1.5e-4), xla=xla)
+                          make_optimizer("adam", 3e-4, 1.5e-4), CompileOptions(xla=xla))
     return DQNLearner(lambda: nature_cnn((4, 84, 84), num_actions, POLICIES[precision]),
                       make_optimizer("rmsprop", 2.5e-4, loss_scaling=precision == "float16"),
-                      xla=xla)
+                      CompileOptions(xla=xla))
 
 
 class GroupCalls:

@@ -111,6 +111,15 @@ def keras_backend():
 TENSORFLOW_ADDRESS_SPACE = 3 << 30
 
 
+def configured_backend():
+    """The backend Keras will load, found without importing it (KERAS_BACKEND, keras.json).
+
+    Returns:
+        The backend's name as typed: "tensorflow" or "jax" where it is one we run on.
+    """
+    return _configured_backend(os.environ.get("KERAS_BACKEND"))
+
+
 def _configured_backend(typed):
     """The backend Keras will load, found without importing it.
 
@@ -171,7 +180,11 @@ def _source_names_xla_can_take():
                           r"^.*[\udc80-\udcff].*$")
 
 
-def configure_backend(seed, threads=0, deterministic=True):
+# --matmul-precision as each backend names it (None: the backend's own default).
+JAX_MATMUL = {"default": None, "float32": "float32", "tf32": "tensorfloat32"}
+
+
+def configure_backend(seed, threads=0, deterministic=True, matmul_precision="default"):
     """Seed everything, make ops deterministic, and be a good GPU neighbour, on either backend.
 
     Call it once, before building a model.
@@ -180,8 +193,9 @@ def configure_backend(seed, threads=0, deterministic=True):
         seed: seeds Python's, numpy's global and the backend's RNGs.
         threads: bounds TensorFlow's intra-op threads; 0 leaves TensorFlow's default, and
             JAX sizes its own pool.
-        deterministic: whether TensorFlow's ops are made deterministic (JAX's always are:
-            `keras_backend` sets XLA's flag).
+        deterministic: whether TensorFlow's ops are made deterministic (JAX's train calls
+            choose theirs as they compile: fast_dqn.agent.compile_options).
+        matmul_precision: --matmul-precision: "default", "float32" or "tf32".
 
     Returns:
         (backend, devices): the backend's name, and the devices that will train, as
@@ -192,11 +206,11 @@ def configure_backend(seed, threads=0, deterministic=True):
     """
     name = keras_backend()
     if name == "jax":
-        return name, _configure_jax(seed)
-    return name, _configure_tensorflow(seed, threads, deterministic)
+        return name, _configure_jax(seed, matmul_precision)
+    return name, _configure_tensorflow(seed, threads, deterministic, matmul_precision)
 
 
-def _configure_tensorflow(seed, threads, deterministic):
+def _configure_tensorflow(seed, threads, deterministic, matmul_precision):
     """configure_backend under TensorFlow; returns the devices that will train.
 
     Memory growth keeps TF from grabbing the whole GPU at start-up, so two runs (or a run
@@ -215,13 +229,14 @@ def _configure_tensorflow(seed, threads, deterministic):
         keras.utils.set_random_seed(seed)  # python, numpy's global RNG and TF
         if deterministic:
             tf.config.experimental.enable_op_determinism()
+        tf.config.experimental.enable_tensor_float_32_execution(matmul_precision != "float32")
         gpus = tf.config.list_physical_devices("GPU")
         return ([(gpu.name.split("physical_device:")[-1],
                   tf.config.experimental.get_device_details(gpu).get("device_name", "GPU"))
                  for gpu in gpus] or [("CPU", "CPU")])
 
 
-def _configure_jax(seed):
+def _configure_jax(seed, matmul_precision):
     """configure_backend under JAX; returns the devices that will train.
 
     XLA's flags are already set (keras_backend). XLA's CPU client sizes its own thread
@@ -229,6 +244,11 @@ def _configure_jax(seed):
     """
     import jax
     import keras
+
+    from fast_dqn.agent.compile_cache import compile_clock
+
+    jax.config.update("jax_default_matmul_precision", JAX_MATMUL[matmul_precision])
+    compile_clock()  # listening from the first compile on
 
     # Keras's set_random_seed seeds TensorFlow too wherever it can import it, which would load
     # TensorFlow (seconds, and its own hold on the GPU) into a JAX run. A None in sys.modules

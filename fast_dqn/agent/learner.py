@@ -16,6 +16,7 @@ import numpy as np
 from keras import ops
 
 from fast_dqn.agent.batch import Batch
+from fast_dqn.agent.compile_options import CompileOptions
 from fast_dqn.agent.optimizer_defaults import OPTIMIZER_DEFAULTS
 from fast_dqn.state_schema import StateMismatch
 
@@ -269,12 +270,12 @@ class DQNLearner:
     Args:
         build_network: a function of no arguments that builds a fresh Q-network.
         optimizer: the Keras optimizer (make_optimizer); the learner builds it.
-        xla: compile the steps with XLA.
+        options: the CompileOptions the backend compiles the steps with.
         loss_reduction: "sum" (as Nature) or "mean" over the minibatch (dqn_loss).
         double: Double DQN's target (see double_td_targets); off, the Nature target.
     """
 
-    def __init__(self, build_network, optimizer, xla=False, loss_reduction="sum",
+    def __init__(self, build_network, optimizer, options=CompileOptions(), loss_reduction="sum",
                  double=False):
         self.loss_reduction = loss_reduction
         self.double = double
@@ -284,7 +285,7 @@ class DQNLearner:
         self.optimizer = optimizer
         self.optimizer.build(self._main.trainable_variables)
         self._compiled = _backend_module().CompiledSteps(self._main, self._target, optimizer,
-                                                         self._train_step, xla)
+                                                         self._train_step, options)
 
     @property
     def main(self):

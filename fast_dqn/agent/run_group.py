@@ -91,7 +91,8 @@ class RunGroup:
         self.width = num_actions(padded)
         self._check_protocol()
         self.valid_actions = np.arange(self.width)[None, :] < np.array(self.num_actions)[:, None]
-        self._steps = train_step_jax.GroupSteps(padded.compiled_steps.parts, self.valid_actions)
+        self._steps = train_step_jax.GroupSteps(padded.compiled_steps.parts, self.valid_actions,
+                                                 padded.compiled_steps.jit_options)
         self.read_members()
 
     @property

@@ -29,6 +29,7 @@ import keras
 import numpy as np
 
 from fast_dqn.agent.batch import Batch
+from fast_dqn.agent.fused_optimizer import FlatSlots, FusedLayout
 
 
 class LearnerState(NamedTuple):
@@ -55,7 +56,8 @@ class UpdateParts(NamedTuple):
     target: object      # the target network, of the same architecture
     optimizer: object   # a Keras optimizer, applied statelessly
     train_step: object  # fast_dqn.agent.learner.DQNLearner._train_step
-    unroll: bool        # unroll the scan of K updates (on a CPU: see CompiledSteps)
+    unroll: object      # the scan's unroll: an int, or True for all K (CompileOptions.unroll)
+    fused: object       # the optimizer's FusedLayout where its step is fused, else None
 
 
 def loss_of(parts, trainable, state, batch, next_target_q=None):
@@ -99,11 +101,37 @@ def update(parts, state, batch, next_target_q=None):
     Returns:
         (the LearnerState after the step, (loss, mean Q)).
     """
+    state, metrics = _step(parts, _carried(parts, state), batch, next_target_q)
+    return _kept(parts, state), metrics
+
+
+def _step(parts, state, batch, next_target_q):
+    """update on a state whose optimizer values are as a call carries them (_carried)."""
+    # The loss reads a loss-scaling optimizer's scale from its values; a fused step has no
+    # loss scaling, and its values besides the slots are as Keras keeps them.
+    read = state if parts.fused is None else state._replace(optimizer=state.optimizer.others)
     grads, (loss, mean_q) = jax.grad(functools.partial(loss_of, parts), has_aux=True)(
-        state.trainable, state, batch, next_target_q)
-    trainable, optimizer_values = parts.optimizer.stateless_apply(state.optimizer, grads,
-                                                                  state.trainable)
+        state.trainable, read, batch, next_target_q)
+    if parts.fused is None:
+        trainable, optimizer_values = parts.optimizer.stateless_apply(state.optimizer, grads,
+                                                                      state.trainable)
+    else:
+        trainable, optimizer_values = parts.fused.step(state.optimizer, grads, state.trainable)
     return state._replace(trainable=trainable, optimizer=optimizer_values), (loss, mean_q)
+
+
+def _carried(parts, state):
+    """The state with its optimizer values as a call carries them: flat where fused."""
+    if parts.fused is None:
+        return state
+    return state._replace(optimizer=parts.fused.flatten(state.optimizer))
+
+
+def _kept(parts, state):
+    """The state with its optimizer values as Keras keeps them (undoes _carried)."""
+    if parts.fused is None or not isinstance(state.optimizer, FlatSlots):
+        return state
+    return state._replace(optimizer=parts.fused.unflatten(state.optimizer))
 
 
 def target_q_values(parts, state, states):
@@ -141,19 +169,20 @@ def train_many(parts, state, batches):
         (the LearnerState after all K, (K losses, K mean Qs)).
     """
     next_target_q = target_q_values(parts, state, batches.next_states)
+    state = _carried(parts, state)
 
     def body(changed, minibatch):
         trainable, optimizer_values = changed
         batch, next_q = minibatch
-        after, metrics = update(parts, state._replace(trainable=trainable,
-                                                      optimizer=optimizer_values),
-                                batch, next_q)
+        after, metrics = _step(parts, state._replace(trainable=trainable,
+                                                     optimizer=optimizer_values),
+                               batch, next_q)
         return (after.trainable, after.optimizer), metrics
 
     (trainable, optimizer_values), metrics = jax.lax.scan(
         body, (state.trainable, state.optimizer), (batches, next_target_q),
         unroll=parts.unroll)
-    return state._replace(trainable=trainable, optimizer=optimizer_values), metrics
+    return _kept(parts, state._replace(trainable=trainable, optimizer=optimizer_values)), metrics
 
 
 def train_from_replay(parts, gather, state, arrays, shards, idx):
@@ -189,27 +218,28 @@ class CompiledSteps:
         train_step: train_step(main, target, states, actions, rewards, next_states, dones,
             discounts, next_target_q=None) -> (loss, the loss to differentiate, mean Q),
             calling the two networks (fast_dqn.agent.learner.DQNLearner._train_step).
-        xla: unused: everything JAX compiles goes through XLA.
+        options: the CompileOptions (its xla is moot: everything JAX compiles goes through
+            XLA).
     """
 
-    def __init__(self, main, target, optimizer, train_step, xla):
+    def __init__(self, main, target, optimizer, train_step, options):
         self.main, self.target, self.optimizer = main, target, optimizer
         self._fresh = True  # the Keras variables hold the state (it has not moved since)
         self.state = self._state_of_variables()
         # Where the optimizer's update count sits among its variables.
         self.iterations_index = next(i for i, v in enumerate(optimizer.variables)
                                      if v.path == optimizer.iterations.path)
-        # Unrolled on a CPU: XLA:CPU runs convolutions inside a while loop 7 times slower
-        # (the Nature CNN at batch 32 on xeon-amx: 382 ms an update in a rolled scan of 16,
-        # 52 ms alone, 41 ms unrolled; partly unrolled, by 4, still 390). A GPU keeps the
-        # loop: it compiles once, whatever K.
-        self.parts = parts = UpdateParts(main, target, optimizer, train_step,
-                                         unroll=jax.default_backend() == "cpu")
-        self._update = jax.jit(lambda state, batch: update(parts, state, batch))
-        self._train_many = jax.jit(functools.partial(train_many, parts))
+        self.parts = parts = UpdateParts(
+            main, target, optimizer, train_step, options.unroll(jax.default_backend()),
+            FusedLayout(optimizer) if options.fused_optimizer else None)
+        # Only the train calls sum gradients, where kernel order shows.
+        self.jit_options = jit_options(options)
+        self._update = jax.jit(lambda state, batch: update(parts, state, batch),
+                               **self.jit_options)
+        self._train_many = jax.jit(functools.partial(train_many, parts), **self.jit_options)
         # The gather is static, hashed by identity: one compile per replay.
         self._train_replay = jax.jit(functools.partial(train_from_replay, parts),
-                                     static_argnums=0)
+                                     static_argnums=0, **self.jit_options)
         # One compiled forward pass serves both networks: they share the architecture, and
         # the values passed in decide whose Q-values come out.
         self._q = jax.jit(_stateless_q(main))
@@ -330,6 +360,17 @@ class CompiledSteps:
         return bool(self._all_finite(self.state))
 
 
+def jit_options(options):
+    """jax.jit's keywords for a train call compiled with CompileOptions `options`.
+
+    XLA_FLAGS asks every GPU kernel to be deterministic (backend_setup); a call compiled
+    with these options may use the faster, non-deterministic ones.
+    """
+    if options.deterministic:
+        return {}
+    return {"compiler_options": {"xla_gpu_deterministic_ops": False}}
+
+
 def _masked_parts(parts, valid_actions):
     return parts._replace(train_step=functools.partial(parts.train_step,
                                                        valid_actions=valid_actions))
@@ -382,13 +423,15 @@ class GroupSteps:
     Args:
         parts: the UpdateParts of the group's padded network.
         valid_actions: bool (G, actions), each run's columns of the padded Q-head.
+        options: the padded learner's jit keywords (CompiledSteps.jit_options).
     """
 
-    def __init__(self, parts, valid_actions):
+    def __init__(self, parts, valid_actions, options=None):
         self.valid_actions = jax.device_put(np.asarray(valid_actions, bool))
-        self._train_many = jax.jit(functools.partial(group_train_many, parts))
+        options = options or {}
+        self._train_many = jax.jit(functools.partial(group_train_many, parts), **options)
         self._train_replay = jax.jit(functools.partial(group_train_from_replay, parts),
-                                     static_argnums=0)
+                                     static_argnums=0, **options)
         self._q = jax.jit(jax.vmap(_stateless_q(parts.main)))
         self._all_finite = jax.jit(jax.vmap(all_finite))
 

@@ -33,7 +33,9 @@ class CompiledSteps:
         train_step: train_step(main, target, states, actions, rewards, next_states, dones,
             discounts) -> (loss, the loss to differentiate, mean Q), calling the two
             networks; it is backend-neutral, and here it runs under a GradientTape.
-        xla: whether the train calls are compiled with XLA (jit_compile).
+        options: the CompileOptions: its xla compiles the train calls with XLA
+            (jit_compile). Determinism is process-wide here (backend_setup); the scan's
+            unroll and the fused optimizer step are JAX's only.
 
     Attributes:
         train: a tf.function of the six arrays of a Batch, (B, ...) each: one gradient step,
@@ -42,7 +44,10 @@ class CompiledSteps:
             steps in order, returning (K losses, K mean Qs) as tensors.
     """
 
-    def __init__(self, main, target, optimizer, train_step, xla):
+    def __init__(self, main, target, optimizer, train_step, options):
+        if options.scan_unroll or options.fused_optimizer:
+            raise ValueError("--scan-unroll and --fused-optimizer compile under JAX only")
+        xla = options.xla
         self.main, self.target, self.optimizer = main, target, optimizer
         self._step = train_step
         self._gather = self.replay_arrays = None  # what the replay calls gather, from where

@@ -118,8 +118,23 @@ def build_learner(config, observation_shape, num_actions):
                       # float16 needs loss scaling; bfloat16 has float32's range and does not.
                       make_optimizer(config.optimizer, config.lr, config.optimizer_epsilon,
                                      config.precision == "float16", config.rmsprop_init),
-                      xla=config.xla, loss_reduction=config.loss_reduction,
+                      compile_options(config), loss_reduction=config.loss_reduction,
                       double=config.double)
+
+
+def compile_options(config):
+    """The learner's CompileOptions: --xla, --scan-unroll, --fused-optimizer, --deterministic.
+
+    Args:
+        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
+
+    Returns:
+        A CompileOptions.
+    """
+    from fast_dqn.agent.compile_options import CompileOptions
+    return CompileOptions(xla=config.xla, scan_unroll=config.scan_unroll,
+                          fused_optimizer=config.fused_optimizer,
+                          deterministic=config.deterministic)
 
 
 def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):

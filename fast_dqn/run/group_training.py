@@ -187,7 +187,8 @@ def _assemble(config, resume, stop, console):
         ConfigError: its checkpoint does not fit it; nothing of it is left open.
     """
     # Its networks start from its own seed, as its ordinary run's do.
-    configure_backend(config.seed, config.threads)
+    configure_backend(config.seed, config.threads, config.deterministic,
+                      config.matmul_precision)
     backend = build_local_backend(config)
     parts = None
     try:

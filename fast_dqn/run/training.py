@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 from fast_dqn.agent.backend_setup import configure_backend, device_line
+from fast_dqn.agent.compile_cache import compile_clock
 from fast_dqn.envs.environment import (
     EnvStateMismatch,
     check_env_state,
@@ -54,8 +55,16 @@ def start_backend(config):
     Args:
         config: the run's resolved config (its seed, threads and precision).
     """
-    print(device_line(*configure_backend(config.seed, config.threads), config.precision,
+    backend, devices = configure_backend(config.seed, config.threads, config.deterministic,
+                                         config.matmul_precision)
+    print(device_line(backend, devices, config.precision,
                       chosen=getattr(config, "precision_chosen", False)), flush=True)
+    if not config.deterministic:
+        print("deterministic kernels: off (--no-deterministic): a seed no longer repeats its "
+              "run on a GPU", flush=True)
+    if backend == "jax":
+        from fast_dqn.agent.compile_cache import use_cache
+        print(use_cache(), flush=True)
 
 
 def diverged_checkpoint(path, error):
@@ -472,7 +481,7 @@ class RunParts:
                                               resumed_at=step),
                        resume=saved,
                        replay_fill=lambda: len(self.replay) / self.replay.capacity,
-                       progress=self.progress)
+                       progress=self.progress, compiles=compile_clock())
 
     def collect(self, step):
         return {"identity": self.identity, "settings": learning_settings(self.config),

@@ -5,6 +5,7 @@ from backend_math import gradient, nature_lua_gradients, pong_like_batch
 from keras import ops
 
 from fast_dqn.agent.batch import Batch
+from fast_dqn.agent.compile_options import CompileOptions
 from fast_dqn.agent.learner import (
     DQNLearner,
     double_td_targets,
@@ -300,7 +301,7 @@ def test_loss_scaling_takes_the_unscaled_step(xla):
     the scaling the gradients would be 2^15 times too small, without the unscaling 2^15 times
     too large. With TensorFlow's XLA compilation too (JAX always compiles with XLA)."""
     optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(learning_rate=0.1))
-    learner = DQNLearner(linear_net, optimizer, xla=xla)
+    learner = DQNLearner(linear_net, optimizer, CompileOptions(xla=xla))
     s = np.array([[1.0, 2.0]], np.float32)
     s2 = np.array([[0.0, 3.0]], np.float32)
     loss, _ = learner.train(one_step(s, [0], [1.0], s2, [0.0]))

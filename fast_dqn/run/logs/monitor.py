@@ -204,10 +204,13 @@ class Monitor:
         replay_fill: a function that returns the replay's fill in [0, 1], read only when
             the scalars are due; or None.
         progress: a RunProgress, for the console's phase and ETA (None: neither is shown).
+        compiles: the process's CompileClock (fast_dqn.agent.compile_cache), whose seconds
+            steps/s leaves out and whose line the console shows once training has begun;
+            None where nothing is timed.
     """
 
     def __init__(self, run_dir, total_steps, interval=10.0, clock=time.monotonic, console=None,
-                 scalars=None, resume=None, replay_fill=None, progress=None):
+                 scalars=None, resume=None, replay_fill=None, progress=None, compiles=None):
         from fast_dqn.run.logs.progress import PeriodRate, ProgressLines
         self.run_dir = run_dir
         self.total_steps = total_steps
@@ -240,6 +243,10 @@ class Monitor:
         self.period_rate, self.loop_marks_periods = PeriodRate(), False
         self.rate_phase = None  # the phase whose steps/s period_rate measures
         self.evaluation_seconds, self.evaluation_began = 0.0, None
+        self.compiles = compiles
+        self.compiled_before = compiles.seconds() if compiles else 0.0
+        self.compiles_told = compiles is None
+        self.last_playing = 0.0  # _playing_seconds never runs back
         self._lock = threading.Lock()
         self._loss_sum = self._q_sum = 0.0
         self._num_losses = 0
@@ -327,9 +334,15 @@ class Monitor:
         self.period_rate.period_end(self._playing_seconds(self.clock()), step)
 
     def _playing_seconds(self, now):
-        """Seconds of this session, less those spent evaluating."""
+        """Seconds of this session, less those spent evaluating or compiling.
+
+        An evaluation's own compiles would be left out twice: the clock holds still then.
+        """
         evaluating = now - self.evaluation_began if self.evaluation_began is not None else 0
-        return now - self.start - self.evaluation_seconds - evaluating
+        compiling = self.compiles.seconds() - self.compiled_before if self.compiles else 0.0
+        seconds = now - self.start - self.evaluation_seconds - evaluating - compiling
+        self.last_playing = max(self.last_playing, seconds)
+        return self.last_playing
 
     def evaluation_game(self, game, games):
         """Mark that an evaluation starts its game `game` of `games`.
@@ -394,6 +407,12 @@ class Monitor:
         """
         now = self.clock()
         self.last_step, self.last_epsilon = step, epsilon
+        if not self.compiles_told and self.last_loss is not None:
+            # The first train call has compiled: the costliest compile is told, once.
+            self.compiles_told = True
+            line = self.compiles.line()
+            if line:
+                self.message(line)
         # The rate counts from the first tick: a run's start (a restore, the backend's start,
         # the first compilations) is not its pace. (Checked here: tick is per step.)
         if self.period_rate.first is None:

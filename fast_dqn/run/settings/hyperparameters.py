@@ -178,6 +178,23 @@ class Config:
                           "GPUs from Ampere on; float16 (with loss scaling): GPUs with tensor "
                           "cores (slow on most CPUs); auto: bfloat16 where it runs natively, "
                           "else float32", choices=("float32", "bfloat16", "float16", "auto"))
+    matmul_precision: str = _run("default", "float32 matrix products and convolutions: default "
+                                 "= the backend's own (TensorFloat-32 on NVIDIA GPUs from "
+                                 "Ampere on, under TensorFlow and JAX alike; float32 "
+                                 "elsewhere); float32 = float32 everywhere; tf32 = "
+                                 "TensorFloat-32 where the GPU has it (10-bit products, "
+                                 "float32 sums): a precision choice, as --precision is",
+                                 choices=("default", "float32", "tf32"))
+    deterministic: bool = _run(True, "deterministic GPU kernels, so a seed repeats its run "
+                               "on one machine; off, a GPU may sum in any order (faster "
+                               "train calls), and seeded runs no longer repeat")
+    scan_unroll: int = _run(0, "JAX: updates per iteration of the compiled loop over a call's "
+                            "minibatches; 0 = all of them on a CPU (XLA:CPU loops run "
+                            "convolutions slowly), 1 on a GPU; the same math whatever the "
+                            "value", "updates", limit="non_negative")
+    fused_optimizer: bool = _run(False, "JAX: one optimizer step over all weights as one "
+                                 "vector, not weight by weight: fewer GPU kernels, the same "
+                                 "math within float32 rounding")
 
     LOOP = "dqn"  # the loop config.json's "loop" names (fast_dqn.run.run_kinds)
 
@@ -195,7 +212,8 @@ class Config:
 # every other setting, and a resume checks config.json against that record.
 RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "save_replay",
                     "xla", "prefetch", "requests_in_flight", "ray_address",
-                    "ray_object_store_mb", "eval_workers", "updates_per_call", "replay_device")
+                    "ray_object_store_mb", "eval_workers", "updates_per_call", "replay_device",
+                    "deterministic", "scan_unroll", "fused_optimizer")
 
 # Settings whose default changed after they were added: a config.json written before it has
 # them recorded, but one written before the setting existed ran with the value here (one

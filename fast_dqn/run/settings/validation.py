@@ -170,7 +170,7 @@ def check_without_backend(config, replay=True):
     from fast_dqn.envs.games import resolve_game
 
     validate(config)
-    precision_asked(config)
+    check_compile_choices(config, precision_asked(config))
     config = resolve_optimizer(config)
     if config.env is not None:
         shape, dtype = check_gym_env(config.env)
@@ -440,6 +440,28 @@ def precision_asked(config):
         raise ConfigError("mixed_precision", f"means --precision float16, which conflicts "
                           f"with --precision {config.precision}; give only --precision")
     return "float16"
+
+
+def check_compile_choices(config, precision):
+    """Refuse compile choices this backend or compute type cannot take.
+
+    Args:
+        config: a Config or FastConfig.
+        precision: the compute type asked for (precision_asked).
+
+    Raises:
+        ConfigError: --scan-unroll or --fused-optimizer where TensorFlow is the backend
+            (its loop has no unroll, its optimizer steps weight by weight), or
+            --fused-optimizer with float16's loss scaling (Keras's own step).
+    """
+    from fast_dqn.agent.backend_setup import configured_backend
+    jax_only = [name for name in ("scan_unroll", "fused_optimizer") if getattr(config, name)]
+    if jax_only and configured_backend() != "jax":
+        raise ConfigError(jax_only[0], "compiles under JAX only, and the Keras backend here "
+                          "is TensorFlow; run with KERAS_BACKEND=jax, or drop it")
+    if config.fused_optimizer and precision == "float16":
+        raise ConfigError("fused_optimizer", "does not scale the loss, which float16 needs; "
+                          "drop it, or use --precision bfloat16 or float32")
 
 
 def resolve_precision(config):
