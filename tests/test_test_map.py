@@ -34,6 +34,8 @@ COVERED_ELSEWHERE = {
     "plot": "tests/tools/test_workflow_tools.py",
     "state_schema": "tests/run/storage/test_checkpoint.py",
     "agent.batch": "tests/agent/test_replay_memory.py",
+    "agent.compile_options": "tests/agent/test_update_variants.py",
+    "agent.fused_optimizer": "tests/agent/test_update_variants.py",
     "agent.optimizer_defaults": "tests/agent/test_learner.py",
     "agent.replay_gather": "tests/agent/test_fused_updates.py",
     "agent.replay_mirror": "tests/agent/test_fused_updates.py",

@@ -8,7 +8,7 @@ import sys
 import pytest
 from helpers import ROOT
 
-from fast_dqn.agent.backend_setup import without_start_up_noise
+from fast_dqn.agent.backend_setup import configure_backend, without_start_up_noise
 
 pytestmark = pytest.mark.backends  # Keras backends, precision: see docs/testing.md's markers
 
@@ -113,3 +113,19 @@ def test_a_keras_backend_we_do_not_run_on_is_one_line_before_keras_reads_it(tmp_
         f"run_dqn.py: error: KERAS_BACKEND={typed!r} is not a backend fast-dqn runs on; set "
         "it to tensorflow or jax (lower case), or unset it"]
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("asked,jax_name,tensorflow_tf32", [
+    ("float32", "float32", False), ("tf32", "tensorfloat32", True), ("default", None, True)])
+def test_matmul_precision_reaches_the_backend(asked, jax_name, tensorflow_tf32):
+    """Each backend's own switch: JAX's default matmul precision, TensorFlow's TF32."""
+    backend, _ = configure_backend(0, matmul_precision=asked)
+    try:
+        if backend == "jax":
+            import jax
+            assert jax.config.jax_default_matmul_precision == jax_name
+        else:
+            import tensorflow as tf
+            assert tf.config.experimental.tensor_float_32_execution_enabled() is tensorflow_tf32
+    finally:
+        configure_backend(0)

@@ -59,12 +59,13 @@ def child(backend, args, block_tensorflow=False, tmp_path=None, timeout=hang_gua
 def test_the_learner_tests_pass_on_the_other_backend(backend):
     """The hand-computed TD targets, Huber gradients, Double DQN, n-step discounts, float16
     loss scaling and the Nature-rule update within 2% per tensor, K fused updates against K
-    single ones and the device gather against numpy's: the same files, on the backend this
-    process does not run."""
+    single ones, each compile choice against the default, and the device gather against
+    numpy's: the same files, on the backend this process does not run."""
     if not installed(backend):
         pytest.skip(f"{backend} is not installed (pip install -e '.[jax]')")
     result = child(backend, ["-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "tests/agent/test_learner.py", "tests/agent/test_fused_updates.py",
+                             "tests/agent/test_update_variants.py",
                              "tests/agent/test_backend_setup.py"])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout

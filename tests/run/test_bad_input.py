@@ -111,6 +111,10 @@ CASES = [
     ("fast", ["--workers=8", "--replay-capacity=40", "--prepopulate=40", "--batch-size=8"],
      None, "--replay-capacity", ""),
     ("fast", ["--env-backend=gpu"], None, "--env-backend", ""),
+    ("fast", ["--scan-unroll=-1"], None, "--scan-unroll", "0 or more"),
+    ("dqn", ["--matmul-precision=fp8"], None, "--matmul-precision", "invalid choice"),
+    ("dqn", ["--resume={run}", "--matmul-precision=tf32"], "run", "--matmul-precision",
+     "conflicts with this run's saved default"),
     ("fast", ["--concurrent=maybe"], None, "--concurrent", ""),
     ("dqn", ["--replay-capacity=1e9"], None, "--replay-capacity", "GiB of RAM is available"),
     ("dqn", ["--logdir=/proc/fast-dqn-test"], None, "--logdir", "cannot"),
@@ -534,3 +538,33 @@ def test_an_atari_setting_on_the_resume_of_an_env_run_is_refused_as_such(tmp_pat
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
         "--noop-max: is a setting of the Atari protocol, which a gymnasium --env run does not "
         "use; drop it")
+
+
+@pytest.mark.parametrize("backend,argv,words", [
+    ("tensorflow", ["--fused-optimizer"], "--fused-optimizer: compiles under JAX only, and "
+     "the Keras backend here is TensorFlow; run with KERAS_BACKEND=jax, or drop it"),
+    ("tensorflow", ["--scan-unroll=4"], "--scan-unroll: compiles under JAX only"),
+    ("jax", ["--fused-optimizer", "--precision=float16"],
+     "--fused-optimizer: does not scale the loss, which float16 needs"),
+])
+def test_compile_choices_a_backend_cannot_take_are_one_line(backend, argv, words, tmp_path,
+                                                             monkeypatch, capsys):
+    monkeypatch.setenv("KERAS_BACKEND", backend)
+    monkeypatch.chdir(tmp_path)
+
+    def train(config, **kwargs):
+        raise AssertionError("bad input reached training")
+
+    assert cli.main(FAST, argv, train=train) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], lines
+    assert not os.listdir(tmp_path)
+
+
+def test_a_resume_may_change_how_the_learner_compiles(tmp_path, monkeypatch):
+    """Speed only: the scan's unroll, the fused step and the kernels' determinism."""
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    run_dir = make_run(tmp_path / "run", loop="fast", checkpoints=(100,))
+    typed = {"scan_unroll": 2, "fused_optimizer": True, "deterministic": False}
+    config, _, _ = resume_config(str(run_dir), typed, FAST)
+    assert (config.scan_unroll, config.fused_optimizer, config.deterministic) == (2, True, False)

@@ -47,3 +47,57 @@ def test_console_line_at_least_every_interval(tmp_path):
     assert len(lines) == 2
     assert "100 steps/s" in lines[0] and "eps 0.250" in lines[0] and "1,000/10,000" in lines[0]
     monitor.close()
+
+
+class Compiles:
+    """Stands in for the process's CompileClock: the test sets its seconds."""
+
+    def __init__(self):
+        self.spent = 0.0
+
+    def seconds(self):
+        return self.spent
+
+    def line(self):
+        return f"compiling took {self.spent:.1f} s (2 programs); steps/s leaves it out"
+
+
+def test_steps_per_second_leaves_out_compiling_and_the_line_comes_once(tmp_path):
+    import io
+    clock, out, compiles = FakeClock(), io.StringIO(), Compiles()
+    compiles.spent = 4.0  # before the run's monitor started: not this run's to leave out
+    monitor = Monitor(str(tmp_path), total_steps=10_000, clock=clock, compiles=compiles,
+                      console=ProgressLines(10_000, out=out, interval=10))
+    monitor.tick(0, 1.0)
+    for period in range(1, 5):
+        # Each period: 1 s of play; the first also waits 30 s for the train call's compile.
+        wait = 30.0 if period == 1 else 0.0
+        compiles.spent += wait
+        clock.t += 1.0 + wait
+        if period == 1:
+            monitor.record_train(0.5)
+        monitor.sync_point(period * 100)
+        monitor.tick(period * 100, 0.5)
+    assert monitor.period_rate.rate(monitor._playing_seconds(clock()), 400) == \
+        pytest.approx(100.0)
+    clock.t += 20
+    monitor.tick(400, 0.5)
+    told = [line for line in out.getvalue().splitlines() if line.startswith("compiling took")]
+    assert told == ["compiling took 34.0 s (2 programs); steps/s leaves it out"]
+    monitor.close()
+
+
+def test_compiles_during_an_evaluation_never_run_the_clock_back(tmp_path):
+    clock, compiles = FakeClock(), Compiles()
+    monitor = Monitor(str(tmp_path), total_steps=1000, clock=clock, compiles=compiles)
+    clock.t = 10.0
+    before = monitor._playing_seconds(clock())
+    monitor.evaluation_game(1, 2)
+    clock.t, compiles.spent = 15.0, 3.0  # the evaluation's acting call compiled
+    monitor.evaluation_game(3, 2)
+    assert monitor._playing_seconds(clock()) == before == 10.0
+    clock.t = 16.0
+    assert monitor._playing_seconds(clock()) == 10.0  # 16 - 5 evaluating - 3 compiling
+    clock.t = 20.0
+    assert monitor._playing_seconds(clock()) == 12.0
+    monitor.close()
