@@ -121,16 +121,16 @@ def filled_replay(rng, network, capacity, workers=8):
     return replay
 
 
-def build(network, precision, xla, num_actions=6):
-    from fast_dqn.agent.compile_options import CompileOptions
+def build(network, precision, options, num_actions=6):
+    """A learner of `network` ("cnn" or "mlp") in `precision`, compiled with CompileOptions."""
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
     from fast_dqn.agent.q_network import mlp, nature_cnn
     if network == "mlp":  # CartPole's: the classic preset's network and optimizer
         return DQNLearner(lambda: mlp((1, 4), 2, dtype_policy=POLICIES[precision]),
-                          make_optimizer("adam", 3e-4, 1.5e-4), CompileOptions(xla=xla))
+                          make_optimizer("adam", 3e-4, 1.5e-4), options)
     return DQNLearner(lambda: nature_cnn((4, 84, 84), num_actions, POLICIES[precision]),
                       make_optimizer("rmsprop", 2.5e-4, loss_scaling=precision == "float16"),
-                      CompileOptions(xla=xla))
+                      options)
 
 
 class GroupCalls:
@@ -164,15 +164,17 @@ class GroupCalls:
 
 def calls_for(args, replay, variant):
     """TrainCalls of one learner, or GroupCalls of G, for a variant (b, p, x, k, d, G)."""
+    from fast_dqn.agent.compile_options import CompileOptions
     from fast_dqn.agent.train_calls import TrainCalls
     b, p, x, k, d, g = variant
     if g == 1:
-        return TrainCalls(build(args.network, p, x), replay, b, on_device=d == "device")
+        return TrainCalls(build(args.network, p, CompileOptions(xla=x)), replay, b,
+                          on_device=d == "device")
     import keras
     learners = []
     for seed in range(g + 1):  # each run its own initial weights, as its seed gives them
         keras.utils.set_random_seed(seed)
-        learners.append(build(args.network, p, x))
+        learners.append(build(args.network, p, CompileOptions(xla=x)))
     return GroupCalls(learners[:g], learners[g], replay, b, on_device=d == "device")
 
 

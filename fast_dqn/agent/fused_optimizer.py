@@ -1,9 +1,12 @@
 """The optimizer's step over all variables as one flat buffer, on JAX (--fused-optimizer).
 
 Keras applies an optimizer variable by variable: on a GPU each of the Nature network's ten
-variables costs its own few kernels. Here the gradients are joined into one vector and each
-slot (RMSProp's mean square and mean gradient, Adam's two moments) is kept as one vector
-across a call's K updates, so the step is one elementwise pass. The arithmetic is Keras's
+variables costs its own few kernels. Here the weights and each slot (RMSProp's mean square
+and mean gradient, Adam's two moments) are kept as one vector across a call's K updates:
+the network reads its weights as slices of it, the gradient comes back as one vector, and
+the step is one elementwise pass. (Weights joined anew each update would chain slices and
+joins from one update to the next, which XLA fuses into work that grows with each: 40
+times slower on a CPU, measured.) The arithmetic is Keras's
 own `update_step`, operation for operation and in its order (centered RMSProp and Adam as
 fast_dqn.agent.learner.make_optimizer builds them), so it matches within float32 rounding:
 tests/agent/test_update_variants.py holds it to the unfused step.
@@ -89,19 +92,22 @@ class FusedLayout:
         return [jnp.reshape(vector[a:b], shape)
                 for a, b, shape in zip(starts, self.ends, self.shapes)]
 
-    def step(self, flat, grads, trainable):
+    def join(self, arrays):
+        """The weights (or their gradients) as one flat (N,) vector, in the weights' order."""
+        return _joined(arrays)
+
+    def step(self, flat, g, w):
         """One step of the optimizer on all weights at once.
 
         Args:
             flat: the optimizer's FlatSlots before the step.
-            grads: the gradients, one per trainable weight, in the weights' order.
-            trainable: the main network's trainable values.
+            g: the gradient, flat (N,).
+            w: the main network's trainable weights, flat (N,).
 
         Returns:
-            (trainable values after the step, FlatSlots after the step).
+            (the weights after the step, flat (N,); the FlatSlots after the step).
         """
         optimizer = self.optimizer
-        g, w = _joined(grads), _joined(trainable)
         lr = flat.others[self.learning_rate].astype(w.dtype)
         if self.kind is keras.optimizers.RMSprop:
             velocity, average = flat.slots
@@ -120,7 +126,7 @@ class FusedLayout:
             v = v + (jnp.square(g) - v) * (1 - beta_2)
             w = w - (m * alpha) / (jnp.sqrt(v) + optimizer.epsilon)
             slots = (m, v)
-        return self.split(w), FlatSlots(flat.iterations + 1, slots, flat.others)
+        return w, FlatSlots(flat.iterations + 1, slots, flat.others)
 
 
 def _joined(arrays):

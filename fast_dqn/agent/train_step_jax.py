@@ -106,32 +106,37 @@ def update(parts, state, batch, next_target_q=None):
 
 
 def _step(parts, state, batch, next_target_q):
-    """update on a state whose optimizer values are as a call carries them (_carried)."""
-    # The loss reads a loss-scaling optimizer's scale from its values; a fused step has no
-    # loss scaling, and its values besides the slots are as Keras keeps them.
-    read = state if parts.fused is None else state._replace(optimizer=state.optimizer.others)
-    grads, (loss, mean_q) = jax.grad(functools.partial(loss_of, parts), has_aux=True)(
-        state.trainable, read, batch, next_target_q)
+    """update on a state as a call carries it (_carried)."""
     if parts.fused is None:
+        grads, (loss, mean_q) = jax.grad(functools.partial(loss_of, parts), has_aux=True)(
+            state.trainable, state, batch, next_target_q)
         trainable, optimizer_values = parts.optimizer.stateless_apply(state.optimizer, grads,
                                                                       state.trainable)
     else:
-        trainable, optimizer_values = parts.fused.step(state.optimizer, grads, state.trainable)
+        # The gradient of the flat weights comes back flat. The loss reads a loss-scaling
+        # optimizer's scale from its values: a fused step has none, and reads Keras's list.
+        read = state._replace(optimizer=state.optimizer.others)
+        grad, (loss, mean_q) = jax.grad(
+            lambda flat, *rest: loss_of(parts, parts.fused.split(flat), *rest), has_aux=True)(
+            state.trainable, read, batch, next_target_q)
+        trainable, optimizer_values = parts.fused.step(state.optimizer, grad, state.trainable)
     return state._replace(trainable=trainable, optimizer=optimizer_values), (loss, mean_q)
 
 
 def _carried(parts, state):
-    """The state with its optimizer values as a call carries them: flat where fused."""
+    """The state as a call carries it: where fused, its weights and slots flat (FusedLayout)."""
     if parts.fused is None:
         return state
-    return state._replace(optimizer=parts.fused.flatten(state.optimizer))
+    return state._replace(trainable=parts.fused.join(state.trainable),
+                          optimizer=parts.fused.flatten(state.optimizer))
 
 
 def _kept(parts, state):
-    """The state with its optimizer values as Keras keeps them (undoes _carried)."""
+    """The state as Keras keeps it (undoes _carried)."""
     if parts.fused is None or not isinstance(state.optimizer, FlatSlots):
         return state
-    return state._replace(optimizer=parts.fused.unflatten(state.optimizer))
+    return state._replace(trainable=parts.fused.split(state.trainable),
+                          optimizer=parts.fused.unflatten(state.optimizer))
 
 
 def target_q_values(parts, state, states):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from fast_dqn.agent.batch import Batch
+from fast_dqn.agent.compile_options import CompileOptions
 from fast_dqn.agent.learner import DQNLearner, make_optimizer
 from fast_dqn.agent.q_network import mlp
 from fast_dqn.agent.replay_memory import ReplayMemory
@@ -34,12 +35,14 @@ def replay_of(seed, actions, shards=2, capacity=600, steps=280, reward_scale=1.0
     return replay
 
 
-def learner(actions, seed, double=False, optimizer="rmsprop", dueling=False, bias=None):
+def learner(actions, seed, double=False, optimizer="rmsprop", dueling=False, bias=None,
+            options=CompileOptions()):
     """A run's learner, built as its ordinary run builds it; `bias` sets its Q-head's bias
     (negative: every real Q-value below the padding's zeros, which an unmasked max picks)."""
     keras.utils.set_random_seed(seed)
     made = DQNLearner(lambda: mlp(SHAPE, actions, (32,), dueling=dueling),
-                      make_optimizer(optimizer, 1e-3, rmsprop_init=1.0), double=double)
+                      make_optimizer(optimizer, 1e-3, rmsprop_init=1.0), options,
+                      double=double)
     if bias is not None:
         weights = made.main_weights()
         weights[-1] = np.full_like(weights[-1], bias)
@@ -86,7 +89,9 @@ def train_on_device(group, replays, k):
     return drawn, losses, mean_qs
 
 
-VARIANTS = {"nature": {}, "double": {"double": True}, "adam": {"optimizer": "adam"}}
+VARIANTS = {"nature": {}, "double": {"double": True}, "adam": {"optimizer": "adam"},
+            # The fused optimizer step, mapped over the runs (its other choices are XLA's).
+            "fused": {"options": CompileOptions(fused_optimizer=True)}}
 
 
 @jax_only
