@@ -50,53 +50,14 @@ cpu=${GPU_SESSION_CPU:-0}
 stamp=$(date -u +%Y%m%d-%H%M%S)
 out=${OUT:-runs/gpu-session-$stamp}
 
-# Every check comes before anything is written or measured, so that a refusal costs
-# seconds and changes nothing.
-refuse() { echo "gpu_session.sh: $*" >&2; exit 2; }
+# Every check comes before anything is written or measured (session_checks.sh).
+source "$(dirname -- "$0")/session_checks.sh"
+me=gpu_session.sh
+check_cpu_choice
 [[ $budget =~ ^[0-9]+$ ]] || refuse "GPU_SESSION_SECONDS='$budget' is not a whole number of" \
     "seconds; give e.g. GPU_SESSION_SECONDS=540"
-[[ $cpu = 0 || $cpu = 1 ]] || refuse "GPU_SESSION_CPU='$cpu'; give GPU_SESSION_CPU=1 to" \
-    "measure the CPU, or leave it unset"
-new="give OUT a new or empty folder (e.g. OUT=runs/gpu-out-$stamp); nothing was changed"
-real=$(realpath -m -- "$out" 2>/dev/null) || refuse "OUT=$out is no path; $new"
-named="OUT=$out"
-[ "$real" = "$out" ] || named="OUT=$out ($real)"
-checkout=$(git rev-parse --show-toplevel 2>/dev/null)
-ours_checkout=$(git -C "$(dirname -- "$0")" rev-parse --show-toplevel 2>/dev/null)
-for unsafe in "/:the root folder" "${HOME:-}:your home folder" "$checkout:a checkout" \
-        "$ours_checkout:this checkout"; do
-    path=${unsafe%:*}
-    [ -n "$path" ] && [ "$real" = "$(realpath -m -- "$path")" ] && \
-        refuse "$named is ${unsafe##*:}, not a folder for the session alone; $new"
-done
-if [ -e "$real" ] || [ -L "$out" ]; then
-    [ -d "$real" ] || refuse "$named is not a folder; $new"
-    [ -e "$real/.git" ] && refuse "$named holds a .git: a checkout is no output folder; $new"
-    entries=$(ls -A -- "$real/" 2>/dev/null) || refuse "$named cannot be read; $new"
-    [ -z "$entries" ] || refuse "$named is not empty (it holds ${entries%%$'\n'*}): the" \
-        "session writes only into a new or empty folder, and never removes what it did not" \
-        "write; $new"
-fi
-if [ "$cpu" = 1 ]; then
-    # Every figure is then the CPU's, and labelled so: no backend may find the GPU.
-    export JAX_PLATFORMS=cpu CUDA_VISIBLE_DEVICES=""
-else
-    nocpu="its figures would be the CPU's in GPU rows. Run it where there is a GPU, or give"
-    nocpu+=" GPU_SESSION_CPU=1 to measure the CPU, labelled as such; nothing was changed"
-    no_gpu() { echo "gpu_session.sh: $*: $nocpu" >&2; exit 3; }
-    gpus=$(nvidia-smi -L 2>/dev/null) && grep -q '^GPU ' <<<"$gpus" || \
-        no_gpu "no GPU here (nvidia-smi -L lists none)"
-    # The backend the parts run on must see it too (not only the driver).
-    case ${KERAS_BACKEND:-jax} in
-        jax) probe='import jax; seen = jax.devices()[0].platform == "gpu"' ;;
-        tensorflow) probe='import tensorflow as tf
-seen = bool(tf.config.list_physical_devices("GPU"))' ;;
-        *) probe='seen = True' ;;  # the parts name the device they ran on
-    esac
-    KERAS_BACKEND=${KERAS_BACKEND:-jax} python3 -c "$probe
-raise SystemExit(not seen)" >/dev/null 2>&1 || no_gpu "nvidia-smi lists a GPU but" \
-        "${KERAS_BACKEND:-jax} sees none (its GPU build is missing: docs/gpu.md)"
-fi
+check_out_folder
+check_device
 
 mkdir -p -- "$out" || refuse "cannot create $named; give OUT a folder you can write"
 export KERAS_BACKEND=${KERAS_BACKEND:-jax} PYTHONUNBUFFERED=1
@@ -121,18 +82,7 @@ wants() {
     { [ "$part" = all ] || [ "$part" = "$1" ]; } || return 1
     if [ "$(left)" -lt "$2" ]; then echo "== $1 skipped: $(left) s left, it needs $2"; return 1; fi
 }
-{
-    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
-    nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
-    if [ "$cpu" = 1 ]; then
-        echo "device CPU (GPU_SESSION_CPU=1): every figure is the CPU's, none a GPU's"
-    else
-        echo "device GPU"
-    fi
-    echo "cores $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-    grep -m1 '^model name' /proc/cpuinfo
-    echo "Keras backend $KERAS_BACKEND"
-} | tee "$out/header.txt"
+write_header
 
 if wants learner 160; then
     echo "== learner ($(left) s left)"

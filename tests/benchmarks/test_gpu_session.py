@@ -1,6 +1,7 @@
 """benchmarks/gpu_session.sh: it writes only into a new or empty OUT and removes only what it
 wrote; without a GPU it stops in one line unless GPU_SESSION_CPU=1, whose table says CPU on
-every row. Each refusal comes before any work, so each test takes about a second."""
+every row. Each refusal comes before any work, so each test takes about a second. The
+refusals are benchmarks/gpu_probe.sh's too (session_checks.sh): both scripts are tried."""
 
 import os
 import subprocess
@@ -10,7 +11,7 @@ import tarfile
 import pytest
 from helpers import ROOT, hang_guard
 
-SCRIPT = os.path.join(ROOT, "benchmarks", "gpu_session.sh")
+SCRIPTS = ("gpu_session.sh", "gpu_probe.sh")
 
 
 def tools(folder, gpu):
@@ -25,13 +26,13 @@ def tools(folder, gpu):
     return folder + os.pathsep + os.environ["PATH"]
 
 
-def session(cwd, path, **given):
-    """Run the script in `cwd` with only the settings `given`; (exit status, stdout, stderr)."""
+def session(cwd, path, script="gpu_session.sh", **given):
+    """Run a script in `cwd` with only the settings `given`; (exit status, stdout, stderr)."""
     env = {name: value for name, value in os.environ.items()
            if name not in ("OUT", "GPU_SESSION_CPU", "GPU_SESSION_SECONDS")}
     env.update(PATH=path, PYTHONPATH=ROOT, **given)
-    done = subprocess.run(["bash", SCRIPT], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=hang_guard(120))
+    done = subprocess.run(["bash", os.path.join(ROOT, "benchmarks", script)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=hang_guard(120))
     return done.returncode, done.stdout, done.stderr
 
 
@@ -57,8 +58,10 @@ def place(tmp_path):
     return work, tools(str(tmp_path / "bin"), gpu=False)
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
 @pytest.mark.parametrize("out", [".", "/", "home", "checkout", "mine", "file", "dotgit"])
-def test_an_unsafe_out_is_refused_in_one_line_before_anything_changes(place, tmp_path, out):
+def test_an_unsafe_out_is_refused_in_one_line_before_anything_changes(place, tmp_path, out,
+                                                                      script):
     work, path = place
     home = tmp_path / "home"
     home.mkdir()  # empty, and refused all the same: it is the user's home
@@ -70,21 +73,23 @@ def test_an_unsafe_out_is_refused_in_one_line_before_anything_changes(place, tmp
              "file": str(work / "notes.txt"), "dotgit": str(tmp_path / "dotgit")}[out]
     before = snapshot(tmp_path)
     # GPU_SESSION_CPU=1: the OUT checks alone stand between the call and its work.
-    code, stdout, stderr = session(work, path, OUT=given, HOME=str(home), GPU_SESSION_CPU="1")
+    code, stdout, stderr = session(work, path, script, OUT=given, HOME=str(home),
+                                   GPU_SESSION_CPU="1")
     lines = stderr.splitlines()
     assert code == 2 and len(lines) == 1 and stdout == "", stderr
-    assert lines[0].startswith(f"gpu_session.sh: OUT={given}") and \
+    assert lines[0].startswith(f"{script}: OUT={given}") and \
         "give OUT a new or empty folder" in lines[0] and "Traceback" not in stderr
     assert snapshot(tmp_path) == before  # the user's files untouched, nothing created
 
 
-def test_without_a_gpu_it_stops_in_one_line_and_creates_nothing(place, tmp_path):
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_without_a_gpu_it_stops_in_one_line_and_creates_nothing(place, tmp_path, script):
     work, path = place
     before = snapshot(tmp_path)
-    code, stdout, stderr = session(work, path, OUT=str(tmp_path / "new"))
+    code, stdout, stderr = session(work, path, script, OUT=str(tmp_path / "new"))
     lines = stderr.splitlines()
     assert code == 3 and len(lines) == 1 and stdout == "", stderr
-    assert "no GPU here" in lines[0] and "GPU_SESSION_CPU=1" in lines[0]
+    assert lines[0].startswith(f"{script}: no GPU here") and "GPU_SESSION_CPU=1" in lines[0]
     assert snapshot(tmp_path) == before and not (tmp_path / "new").exists()
 
 
@@ -132,3 +137,19 @@ def test_without_out_it_writes_a_new_folder_under_runs_and_packs_nothing(place):
     [folder] = os.listdir(work / "runs")
     assert folder.startswith("gpu-session-")
     assert sorted(os.listdir(work / "runs" / folder)) == ["header.txt", "table.md"]
+
+
+@pytest.mark.slow  # the probe at --tiny's sizes on the CPU: about half a minute
+def test_a_cpu_probe_writes_its_table_and_figures_into_out(place, tmp_path):
+    pytest.importorskip("jax")
+    work, path = place
+    out = tmp_path / "out"
+    code, stdout, stderr = session(work, path, "gpu_probe.sh", OUT=str(out),
+                                   GPU_SESSION_CPU="1")
+    assert code == 0, stderr[-3000:]
+    assert sorted(os.listdir(out)) == ["header.txt", "probe.json", "probe.md"]
+    assert "device CPU (GPU_SESSION_CPU=1)" in (out / "header.txt").read_text()
+    table = (out / "probe.md").read_text()
+    assert table.startswith("# Probe: device: CPU (JAX found no GPU); Keras backend: jax")
+    assert "tiny sizes" in table.splitlines()[2]
+    assert sorted(os.listdir(work)) == [".git", "notes.txt"]  # nothing beside OUT
