@@ -256,12 +256,13 @@ def run_loop(sizes, workers, k, train=True):
     replay = components.build_replay(config, shape[1:] if sizes.network == "cnn" else shape[1:],
                                      num_shards=config.workers,
                                      frame_dtype=backend.observation_space.dtype)
-    timed, trainer = Timed(), None
+    timed = Timed()
     learner.target_q_values = timed.acting_call(learner.target_q_values)
-    if train:
-        calls = TrainCalls(learner, replay, config.batch_size, on_device=True)
-        trainer = BackgroundTrainer(timed.train_call(calls.train), calls.draw,
-                                    prefetch=False, per_call=k)
+    # Alone, a trainer with nothing to train: replay is written at sync points as in the
+    # loop (without one, the loop trains in lockstep and writes replay every round).
+    calls = TrainCalls(learner, replay, config.batch_size, on_device=True)
+    trainer = BackgroundTrainer(timed.train_call(calls.train), calls.draw, prefetch=False,
+                                per_call=k)
 
     class Monitor(TimingMonitor):
         cpu_marks = []
@@ -273,13 +274,12 @@ def run_loop(sizes, workers, k, train=True):
             super().tick(step, epsilon)
 
     monitor = Monitor(start, period if train else max(workers * 50, period), end,
-                      busy=trainer and trainer.busy_seconds)
+                      busy=trainer.busy_seconds)
     try:
         backend.start(np.random.default_rng(0))
         FastLoop(settings, backend, learner, replay, trainer, monitor).run()
     finally:
-        if trainer is not None:
-            trainer.close()
+        trainer.close()
         backend.close()
     rates = monitor.rates()
     (cpu0, act0), (cpu1, act1) = monitor.cpu_marks[0], monitor.cpu_marks[-1]
