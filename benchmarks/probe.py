@@ -16,9 +16,10 @@ as not measured):
             wall time the device was busy
   loop      the fast loop at W = 32 in two sampler groups, at K = 8, 16, 32 and 64: agent
             steps/s over 4 target periods, each round's acting call (p50, p99) while the
-            trainer trains and while it does not, and the trainer's call length; then the
-            samplers alone: the acting call with no training beside it, and at W = 64 the
-            main thread's CPU per round outside the acting call (its Python cost)
+            trainer trains and while it does not, and the trainer's call length; at K = 64
+            again acting on the CPU (--act-on-cpu); then the samplers alone: the acting call
+            with no training beside it, and at W = 64 the main thread's CPU per round outside
+            the acting call (its Python cost)
 
 --tiny measures CartPole's MLP and a fast loop of 4 CartPole games instead, in seconds, so
 that a test keeps every part working on any machine. The table names the device, the
@@ -225,7 +226,7 @@ def _ms(values, q):
     return 1e3 * float(np.percentile(values, q))
 
 
-def run_loop(sizes, workers, k, train=True):
+def run_loop(sizes, workers, k, train=True, act_on_cpu=False):
     """One fast loop (or, train=False, the samplers alone), timed over `sizes.periods`."""
     from benchmarks.speedtest import TimingMonitor
     from fast_dqn.agent.schedules import LinearSchedule
@@ -245,7 +246,7 @@ def run_loop(sizes, workers, k, train=True):
                                 replay_capacity=sizes.loop_replay, prepopulate=sizes.warmup,
                                 target_update_freq=period, train_freq=4, evaluate=0,
                                 eps_start=0.1, eps_end=0.1, updates_per_call=k,
-                                replay_device="device", seed=0))
+                                replay_device="device", act_on_cpu=act_on_cpu, seed=0))
     settings = components.loop_settings(config)
     if not train:  # act every round, never train: past validation, as speedtest's samplers
         settings = dataclasses.replace(settings, prepopulate=0, train_freq=10**9,
@@ -284,7 +285,7 @@ def run_loop(sizes, workers, k, train=True):
     rates = monitor.rates()
     (cpu0, act0), (cpu1, act1) = monitor.cpu_marks[0], monitor.cpu_marks[-1]
     rounds = (monitor.points[-1][0] - monitor.points[0][0]) / workers
-    return {"workers": workers, "k": k, "train": train,
+    return {"workers": workers, "k": k, "train": train, "act_on_cpu": act_on_cpu,
             "steps_per_s": statistics.median(rates) if rates else None,
             "trainer_busy": monitor.busy_fraction() if train else None,
             "acting_p50_ms": {during: _ms(timed.acting[during], 50) for during in (True, False)},
@@ -332,6 +333,8 @@ def table(header, results):
         for r in loops:
             what = (f"W = {r['workers']}, K = {r['k']}" if r["train"]
                     else f"samplers alone, W = {r['workers']}")
+            if r.get("act_on_cpu"):
+                what += ", acting on the CPU"
             lines.append(
                 f"| {what} | {_f(r['steps_per_s'])} | {_f(r['trainer_busy'], 2)} | "
                 f"{_f(r['acting_p50_ms'][True], 2)} / {_f(r['acting_p99_ms'][True], 2)} | "
@@ -401,14 +404,17 @@ def main(argv=None):
             results["profile"] = profile_call(learners, sizes.k)
     if "loop" in parts:
         results["loop"] = []
-        runs = [(sizes.workers, k, True) for k in sizes.ks] + [
-            (sizes.workers, sizes.ks[-1], False), (sizes.python_workers, sizes.ks[-1], False)]
-        for workers, k, train in runs:
+        runs = ([(sizes.workers, k, True, False) for k in sizes.ks]
+                + [(sizes.workers, sizes.ks[-1], True, True),
+                   (sizes.workers, sizes.ks[-1], False, False),
+                   (sizes.python_workers, sizes.ks[-1], False, False)])
+        for workers, k, train, act_on_cpu in runs:
             what = f"loop W = {workers}, K = {k}" if train else f"samplers W = {workers}"
+            what += ", acting on the CPU" if act_on_cpu else ""
             if left() < needs.get("loop", 0) / 2:
                 results["not_measured"].append(f"{what} (budget)")
                 continue
-            found = run_loop(sizes, workers, k, train)
+            found = run_loop(sizes, workers, k, train, act_on_cpu)
             print(f"{what}: {_f(found['steps_per_s'])} agent steps/s", flush=True)
             results["loop"].append(found)
     text = table(header, results)

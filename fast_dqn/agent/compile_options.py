@@ -1,4 +1,5 @@
-"""How the learner's calls compile: each choice changes speed, never the math."""
+"""How the learner's calls compile and where they run: each choice changes speed, never the
+math."""
 
 from typing import NamedTuple
 
@@ -15,6 +16,7 @@ class CompileOptions(NamedTuple):
     #                                 0: all K on a CPU, 1 on a GPU
     fused_optimizer: bool = False   # JAX: one optimizer step over all weights as one vector
     deterministic: bool = True      # deterministic GPU kernels
+    act_on_cpu: bool = False        # JAX: target_q on the CPU, from a copy of the target
 
     def unroll(self, platform):
         """The scan's unroll on a platform.

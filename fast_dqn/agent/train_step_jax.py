@@ -249,6 +249,10 @@ class CompiledSteps:
         # the values passed in decide whose Q-values come out.
         self._q = jax.jit(_stateless_q(main))
         self._all_finite = jax.jit(all_finite)
+        # --act-on-cpu: the target's values copied to the host's CPU device once per sync
+        # point, so that the samplers' calls run there, off the queue of the GPU's calls.
+        self._acting_cpu = jax.devices("cpu")[0] if options.act_on_cpu else None
+        self._target_on_cpu = None
 
     def _state_of_variables(self):
         main, target = self.main, self.target
@@ -314,11 +318,13 @@ class CompiledSteps:
         """Make `state` the learner's (a run group hands a run's slice back)."""
         self.state = state
         self._fresh = False
+        self._target_on_cpu = None
 
     def variables_changed(self):
         """The Keras variables were assigned (a checkpoint loaded): they are the state now."""
         self.state = self._state_of_variables()
         self._fresh = True
+        self._target_on_cpu = None
 
     def main_q(self, states):
         """The main network's Q-values of `states`.
@@ -340,6 +346,12 @@ class CompiledSteps:
         Returns:
             A numpy array (N, actions).
         """
+        if self._acting_cpu is not None:
+            if self._target_on_cpu is None:  # the first call after the target changed
+                self._target_on_cpu = jax.device_put(
+                    (self.state.target_trainable, self.state.target_non_trainable),
+                    self._acting_cpu)
+            return _q_of(self._q, *self._target_on_cpu, states)
         state = self.state
         return _q_of(self._q, state.target_trainable, state.target_non_trainable, states)
 
@@ -349,6 +361,7 @@ class CompiledSteps:
         self.state = state._replace(target_trainable=state.trainable,
                                     target_non_trainable=state.non_trainable)
         self._fresh = False
+        self._target_on_cpu = None
 
     def iterations(self):
         """The optimizer's update count: the minibatches trained since the run began."""

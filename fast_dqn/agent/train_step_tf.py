@@ -35,7 +35,7 @@ class CompiledSteps:
             networks; it is backend-neutral, and here it runs under a GradientTape.
         options: the CompileOptions: its xla compiles the train calls with XLA
             (jit_compile). Determinism is process-wide here (backend_setup); the scan's
-            unroll and the fused optimizer step are JAX's only.
+            unroll, the fused optimizer step and acting on the CPU are JAX's only.
 
     Attributes:
         train: a tf.function of the six arrays of a Batch, (B, ...) each: one gradient step,
@@ -45,8 +45,9 @@ class CompiledSteps:
     """
 
     def __init__(self, main, target, optimizer, train_step, options):
-        if options.scan_unroll or options.fused_optimizer:
-            raise ValueError("--scan-unroll and --fused-optimizer compile under JAX only")
+        if options.scan_unroll or options.fused_optimizer or options.act_on_cpu:
+            raise ValueError("--scan-unroll, --fused-optimizer and --act-on-cpu are JAX's "
+                             "only: they compile under JAX only")
         xla = options.xla
         self.main, self.target, self.optimizer = main, target, optimizer
         self._step = train_step

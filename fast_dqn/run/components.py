@@ -123,7 +123,7 @@ def build_learner(config, observation_shape, num_actions):
 
 
 def compile_options(config):
-    """The learner's CompileOptions: --xla, --scan-unroll, --fused-optimizer, --deterministic.
+    """The learner's CompileOptions, from the settings that choose how its calls compile.
 
     Args:
         config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
@@ -134,7 +134,8 @@ def compile_options(config):
     from fast_dqn.agent.compile_options import CompileOptions
     return CompileOptions(xla=config.xla, scan_unroll=config.scan_unroll,
                           fused_optimizer=config.fused_optimizer,
-                          deterministic=config.deterministic)
+                          deterministic=config.deterministic,
+                          act_on_cpu=getattr(config, "act_on_cpu", False))
 
 
 def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):

@@ -83,12 +83,15 @@ def check_group_mode(config):
         config: a run's resolved config.
 
     Raises:
-        ConfigError: lockstep, Ray, two sampler groups or unsynchronized acting.
+        ConfigError: lockstep, Ray, two sampler groups, unsynchronized acting or acting
+            on the CPU.
     """
     modes = {"concurrent": (True, "lockstep (--no-concurrent)"),
              "backend": ("threads", "--backend ray"),
              "sampler_groups": (1, "--sampler-groups 2"),
-             "synchronize": (True, "--no-synchronize")}
+             "synchronize": (True, "--no-synchronize"),
+             # A group acts through its stacked target networks on the device.
+             "act_on_cpu": (False, "--act-on-cpu")}
     for name, (wanted, typed) in modes.items():
         if getattr(config, name) != wanted:
             raise ConfigError(name, f"a run group trains only in the default mode, not with "

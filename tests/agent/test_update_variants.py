@@ -152,7 +152,8 @@ def test_a_fused_step_is_refused_for_an_optimizer_it_does_not_do():
 
 def test_each_backend_takes_the_choices_it_compiles():
     """JAX unrolls as asked; TensorFlow's loop has no unroll nor a fused step: refused."""
-    for options in (CompileOptions(scan_unroll=2), CompileOptions(fused_optimizer=True)):
+    for options in (CompileOptions(scan_unroll=2), CompileOptions(fused_optimizer=True),
+                    CompileOptions(act_on_cpu=True)):
         def build():
             return DQNLearner(lambda: mlp((4, 6, 5), 4, (8,)), make_optimizer("adam", 1e-3),
                               options)
@@ -163,3 +164,23 @@ def test_each_backend_takes_the_choices_it_compiles():
         parts = build().compiled_steps.parts
         assert parts.unroll == (options.scan_unroll or True)
         assert (parts.fused is not None) == options.fused_optimizer
+
+
+@jax_only
+def test_acting_on_the_cpu_reads_the_target_as_it_is_at_each_sync_point():
+    """The samplers' calls read a copy of the target network: the same Q-values, frozen
+    while main trains, renewed by each copy of main to target and by a loaded state."""
+    replay, drawn = calls(VARIANTS["nature"], k=4)
+    states = replay.gather_many(*drawn[0]).states[0]
+    default = learner_for({}, CompileOptions())
+    learner = learner_for({}, CompileOptions(act_on_cpu=True))
+    frozen = learner.target_q_values(states)
+    np.testing.assert_array_equal(frozen, default.target_q_values(states))
+    trained(learner, replay, drawn, "calls")
+    np.testing.assert_array_equal(learner.target_q_values(states), frozen)
+    learner.update_target()
+    moved = learner.q_values(states)
+    assert not np.allclose(moved, frozen)
+    np.testing.assert_array_equal(learner.target_q_values(states), moved)
+    learner.load_state_dict(default.state_dict())
+    np.testing.assert_array_equal(learner.target_q_values(states), frozen)

@@ -541,9 +541,12 @@ def test_an_atari_setting_on_the_resume_of_an_env_run_is_refused_as_such(tmp_pat
 
 
 @pytest.mark.parametrize("backend,argv,words", [
-    ("tensorflow", ["--fused-optimizer"], "--fused-optimizer: compiles under JAX only, and "
-     "the Keras backend here is TensorFlow; run with KERAS_BACKEND=jax, or drop it"),
-    ("tensorflow", ["--scan-unroll=4"], "--scan-unroll: compiles under JAX only"),
+    ("tensorflow", ["--fused-optimizer"], "--fused-optimizer: is JAX's alone, and the Keras "
+     "backend here is TensorFlow; run with KERAS_BACKEND=jax, or drop it"),
+    ("tensorflow", ["--scan-unroll=4"], "--scan-unroll: is JAX's alone"),
+    ("tensorflow", ["--act-on-cpu"], "--act-on-cpu: is JAX's alone"),
+    ("jax", ["--act-on-cpu", "--backend=ray"], "--act-on-cpu: Ray's samplers act on their "
+     "own CPUs already"),
     ("jax", ["--fused-optimizer", "--precision=float16"],
      "--fused-optimizer: does not scale the loss, which float16 needs"),
 ])
@@ -562,9 +565,12 @@ def test_compile_choices_a_backend_cannot_take_are_one_line(backend, argv, words
 
 
 def test_a_resume_may_change_how_the_learner_compiles(tmp_path, monkeypatch):
-    """Speed only: the scan's unroll, the fused step and the kernels' determinism."""
+    """Speed only: the scan's unroll, the fused step, the kernels' determinism and where the
+    samplers act."""
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     run_dir = make_run(tmp_path / "run", loop="fast", checkpoints=(100,))
-    typed = {"scan_unroll": 2, "fused_optimizer": True, "deterministic": False}
+    typed = {"scan_unroll": 2, "fused_optimizer": True, "deterministic": False,
+             "act_on_cpu": True}
     config, _, _ = resume_config(str(run_dir), typed, FAST)
-    assert (config.scan_unroll, config.fused_optimizer, config.deterministic) == (2, True, False)
+    assert (config.scan_unroll, config.fused_optimizer, config.deterministic,
+            config.act_on_cpu) == (2, True, False, True)

@@ -9,6 +9,7 @@ tests/end_to_end/test_keras_backends.py runs this file again in a JAX child."""
 import csv
 import dataclasses
 import os
+import re
 import shutil
 
 import keras
@@ -260,3 +261,14 @@ def test_a_group_of_two_games_with_padded_actions_equals_their_ordinary_runs(tmp
         for i, (x, y) in enumerate(zip(alone_weights, grouped)):
             assert x.shape == y.shape  # Breakout's head unpadded in its own checkpoint
             assert np.max(np.abs(x - y)) <= 1e-2 * scale, f"variable {i}"
+
+
+@pytest.mark.parametrize("mode,typed", [({"concurrent": False}, "lockstep (--no-concurrent)"),
+                                        ({"sampler_groups": 2}, "--sampler-groups 2"),
+                                        ({"act_on_cpu": True}, "--act-on-cpu")])
+def test_a_group_refuses_a_mode_it_does_not_train_in(mode, typed):
+    from fast_dqn.run.group_training import check_group_mode
+    config = dataclasses.replace(FastConfig(sampler_groups=1), **mode)
+    with pytest.raises(ConfigError, match=re.escape(f"default mode, not with {typed};")):
+        check_group_mode(config)
+    check_group_mode(FastConfig(sampler_groups=1))

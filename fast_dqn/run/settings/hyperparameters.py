@@ -213,7 +213,7 @@ class Config:
 RESUME_OVERRIDES = ("timesteps", "threads", "env_threads", "checkpoint_freq", "save_replay",
                     "xla", "prefetch", "requests_in_flight", "ray_address",
                     "ray_object_store_mb", "eval_workers", "updates_per_call", "replay_device",
-                    "deterministic", "scan_unroll", "fused_optimizer")
+                    "deterministic", "scan_unroll", "fused_optimizer", "act_on_cpu")
 
 # Settings whose default changed after they were added: a config.json written before it has
 # them recorded, but one written before the setting existed ran with the value here (one
@@ -311,6 +311,10 @@ class FastConfig(Config):
                                     "point; host = gathered in RAM, K minibatches copied per "
                                     "call; auto = device on a GPU with room for it, else host",
                                     choices=("auto", "device", "host"))
+    act_on_cpu: bool = _fast_loop(False, "JAX: the samplers' acting calls run on the CPU, "
+                                  "through a copy of the target network made at each sync "
+                                  "point, so that they never wait behind a train call on the "
+                                  "GPU (which runs one process's calls one after another)")
 
     # --- where the samplers run (see docs/ray.md)
     backend: str = _ray("threads", "threads = the --workers samplers in this process; ray = "

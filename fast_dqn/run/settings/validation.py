@@ -450,15 +450,20 @@ def check_compile_choices(config, precision):
         precision: the compute type asked for (precision_asked).
 
     Raises:
-        ConfigError: --scan-unroll or --fused-optimizer where TensorFlow is the backend
-            (its loop has no unroll, its optimizer steps weight by weight), or
-            --fused-optimizer with float16's loss scaling (Keras's own step).
+        ConfigError: --scan-unroll, --fused-optimizer or --act-on-cpu where TensorFlow is
+            the backend (its loop has no unroll, its optimizer steps weight by weight, its
+            acting calls are its own), --fused-optimizer with float16's loss scaling
+            (Keras's own step), or --act-on-cpu with Ray's samplers (they act on their own
+            CPUs already).
     """
     from fast_dqn.agent.backend_setup import configured_backend
-    jax_only = [name for name in ("scan_unroll", "fused_optimizer") if getattr(config, name)]
+    jax_only = [name for name in ("scan_unroll", "fused_optimizer", "act_on_cpu")
+                if getattr(config, name, None)]
     if jax_only and configured_backend() != "jax":
-        raise ConfigError(jax_only[0], "compiles under JAX only, and the Keras backend here "
-                          "is TensorFlow; run with KERAS_BACKEND=jax, or drop it")
+        raise ConfigError(jax_only[0], "is JAX's alone, and the Keras backend here is "
+                          "TensorFlow; run with KERAS_BACKEND=jax, or drop it")
+    if getattr(config, "act_on_cpu", False) and config.backend == "ray":
+        raise ConfigError("act_on_cpu", "Ray's samplers act on their own CPUs already; drop it")
     if config.fused_optimizer and precision == "float16":
         raise ConfigError("fused_optimizer", "does not scale the loss, which float16 needs; "
                           "drop it, or use --precision bfloat16 or float32")
