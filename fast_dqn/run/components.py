@@ -135,7 +135,7 @@ def compile_options(config):
     return CompileOptions(xla=config.xla, scan_unroll=config.scan_unroll,
                           fused_optimizer=config.fused_optimizer,
                           deterministic=config.deterministic,
-                          act_on_cpu=getattr(config, "act_on_cpu", False))
+                          act_on_cpu=config.LOOP == "fast" and config.act_on_cpu)
 
 
 def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):

@@ -274,6 +274,8 @@ def check_seed(seed):
 
 def validate_fast(config):
     """The fast loop's own rules, on top of validate_numbers."""
+    if config.act_on_cpu and config.backend == "ray":
+        raise ConfigError("act_on_cpu", "Ray's samplers act on their own CPUs already; drop it")
     vector = config.backend == "ray" or config.env_backend == "vector"
     if vector and config.env is None and config.interp != "area":
         raise ConfigError("interp", f"{config.interp} cannot be honoured by ale-py's vector "
@@ -452,9 +454,8 @@ def check_compile_choices(config, precision):
     Raises:
         ConfigError: --scan-unroll, --fused-optimizer or --act-on-cpu where TensorFlow is
             the backend (its loop has no unroll, its optimizer steps weight by weight, its
-            acting calls are its own), --fused-optimizer with float16's loss scaling
-            (Keras's own step), or --act-on-cpu with Ray's samplers (they act on their own
-            CPUs already).
+            acting calls are its own), or --fused-optimizer with float16's loss scaling
+            (Keras's own step).
     """
     from fast_dqn.agent.backend_setup import configured_backend
     jax_only = [name for name in ("scan_unroll", "fused_optimizer", "act_on_cpu")
@@ -462,8 +463,6 @@ def check_compile_choices(config, precision):
     if jax_only and configured_backend() != "jax":
         raise ConfigError(jax_only[0], "is JAX's alone, and the Keras backend here is "
                           "TensorFlow; run with KERAS_BACKEND=jax, or drop it")
-    if getattr(config, "act_on_cpu", False) and config.backend == "ray":
-        raise ConfigError("act_on_cpu", "Ray's samplers act on their own CPUs already; drop it")
     if config.fused_optimizer and precision == "float16":
         raise ConfigError("fused_optimizer", "does not scale the loss, which float16 needs; "
                           "drop it, or use --precision bfloat16 or float32")
