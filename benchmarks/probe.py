@@ -3,6 +3,7 @@ fast loop's acting and training side by side (benchmarks/gpu_probe.sh runs it on
 
     KERAS_BACKEND=jax python -m benchmarks.probe --out runs/probe        # a GPU: ~4 minutes
     KERAS_BACKEND=jax python -m benchmarks.probe --tiny --out runs/probe # any CPU: seconds
+    KERAS_BACKEND=jax python -m benchmarks.probe --parts samplers        # a CPU's Python cost
 
 Parts, in order, each within what is left of --seconds (a part that does not fit is listed
 as not measured):
@@ -17,9 +18,10 @@ as not measured):
   loop      the fast loop at W = 32 in two sampler groups, at K = 8, 16, 32 and 64: agent
             steps/s over 4 target periods, each round's acting call (p50, p99) while the
             trainer trains and while it does not, and the trainer's call length; at K = 64
-            again acting on the CPU (--act-on-cpu); then the samplers alone: the acting call
-            with no training beside it, and at W = 64 the main thread's CPU per round outside
-            the acting call (its Python cost)
+            again acting on the CPU (--act-on-cpu)
+  samplers  the samplers alone (replay written at sync points, nothing trained): the acting
+            call with no training beside it at W = 32, and at W = 64 the main thread's CPU
+            per round outside the acting call (its Python cost)
 
 --tiny measures CartPole's MLP and a fast loop of 4 CartPole games instead, in seconds, so
 that a test keeps every part working on any machine. The table names the device, the
@@ -357,16 +359,20 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true",
                         help="CartPole's MLP and 4 CartPole games: seconds, on any machine")
-    parser.add_argument("--parts", default="variants,profile,loop")
+    parser.add_argument("--parts", default="variants,profile,loop,samplers")
+    parser.add_argument("--call-seconds", type=float,
+                        help="timed seconds per update variant (default: 1, --tiny 0.2)")
     parser.add_argument("--seconds", type=float, default=220.0,
                         help="the whole probe's budget; a part that does not fit is skipped")
     parser.add_argument("--out", help="a folder for probe.md and probe.json")
     args = parser.parse_args(argv)
     parts = args.parts.split(",")
-    unknown = set(parts) - {"variants", "profile", "loop"}
+    unknown = set(parts) - {"variants", "profile", "loop", "samplers"}
     if unknown:
         parser.error(f"--parts: unknown {', '.join(sorted(unknown))}; use variants, profile, "
-                     "loop")
+                     "loop, samplers")
+    if args.call_seconds is not None and not args.call_seconds > 0:
+        parser.error(f"--call-seconds: must be above 0, got {args.call_seconds}")
     if os.environ.get("KERAS_BACKEND") != "jax":
         parser.error("the probe measures JAX's compiled calls: run it with KERAS_BACKEND=jax")
     start = time.perf_counter()
@@ -376,6 +382,8 @@ def main(argv=None):
     import jax
     cpu = jax.default_backend() == "cpu"
     sizes = TINY if args.tiny else GPU
+    if args.call_seconds:
+        sizes = dataclasses.replace(sizes, call_seconds=args.call_seconds)
     header = header_line(device)
     print(header, flush=True)
     results = {"header": header, "sizes": dataclasses.asdict(sizes), "tiny": args.tiny,
@@ -402,12 +410,15 @@ def main(argv=None):
             results["not_measured"].append("profile (budget)")
         else:
             results["profile"] = profile_call(learners, sizes.k)
+    runs = []
     if "loop" in parts:
+        runs += ([(sizes.workers, k, True, False) for k in sizes.ks]
+                 + [(sizes.workers, sizes.ks[-1], True, True)])
+    if "samplers" in parts:
+        runs += [(sizes.workers, sizes.ks[-1], False, False),
+                 (sizes.python_workers, sizes.ks[-1], False, False)]
+    if runs:
         results["loop"] = []
-        runs = ([(sizes.workers, k, True, False) for k in sizes.ks]
-                + [(sizes.workers, sizes.ks[-1], True, True),
-                   (sizes.workers, sizes.ks[-1], False, False),
-                   (sizes.python_workers, sizes.ks[-1], False, False)])
         for workers, k, train, act_on_cpu in runs:
             what = f"loop W = {workers}, K = {k}" if train else f"samplers W = {workers}"
             what += ", acting on the CPU" if act_on_cpu else ""
