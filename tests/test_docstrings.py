@@ -66,6 +66,12 @@ def returns_value(function):
 
 def documented(doc):
     """{section: [entry names]} for the sections of a docstring (entries only under Args:)."""
+    return {section: [name for name, _ in entries] for section, entries in
+            described(doc).items()}
+
+
+def described(doc):
+    """{section: [(entry name, its text, continuation lines joined)]}, entries under Args:."""
     sections, current, indent = {}, None, None
     for line in doc.splitlines()[1:]:
         stripped = line.strip()
@@ -80,10 +86,38 @@ def documented(doc):
             current = None  # prose after the sections
             continue
         indent = width if indent is None else indent
-        if current == "Args:" and width == indent:
+        if current != "Args:":
+            continue
+        if width == indent:
             match = ENTRY.match(stripped)
-            sections[current].append(match.group(1) if match else stripped)
+            sections[current].append((match.group(1), stripped[match.end():].strip())
+                                     if match else (stripped, ""))
+        elif sections[current]:
+            name, text = sections[current][-1]
+            sections[current][-1] = (name, f"{text} {stripped}")
     return sections
+
+
+# What an Args: entry that only names its argument's type is made of: articles, "or", and
+# type names (builtins, numpy's, or a class's CamelCase name).
+TYPE_WORDS = {"a", "an", "the", "or", "of", "int", "float", "bool", "str", "string", "list",
+              "dict", "tuple", "array", "arrays", "numpy", "callable", "function", "none",
+              "optional", "path", "number", "integer", "boolean", "object", "ndarray"}
+
+
+def says_nothing(text):
+    """Why an Args: entry's text says nothing the signature and the type do not, or None.
+
+    Three words or fewer ("the learning rate.") say nothing a reader of the name does not
+    know; an entry made only of type names ("a Config or FastConfig.") restates the type.
+    """
+    words = re.findall(r"[\w'.-]+", text)
+    if len(words) <= 3:
+        return "three words or fewer"
+    if all(w.strip(".").lower() in TYPE_WORDS or
+           (w[:1].isupper() and w.strip(".").isalnum()) for w in words):
+        return "only its type"
+    return None
 
 
 def interface(modules):
@@ -141,6 +175,11 @@ def problems(module, path, imported):
         if "Args:" in sections and sections["Args:"] != names and \
                 sorted(sections["Args:"]) != sorted(names):
             found.append(f"{where}: Args: lists {sections['Args:']}, the signature has {names}")
+        for entry, text in described(doc).get("Args:", []):
+            why = says_nothing(text)
+            if why:
+                found.append(f"{where}: Args: {entry}: {why} ({text!r}); say its unit, "
+                             "shape or contract, or drop the entry where no layer needs it")
         if api and names and "Args:" not in sections:
             found.append(f"{where}: an interface between layers: no Args: for {names}")
         if api and not isinstance(node, ast.ClassDef) and not is_property and \
@@ -194,6 +233,20 @@ def interface_call(step, total):
     """The next sync point, with no sections."""
     return step + total
 
+def short_entry(lr):
+    """The optimizer.
+
+    Args:
+        lr: the learning rate.
+    """
+
+def typed_entry(config):
+    """The settings' limits.
+
+    Args:
+        config: a Config or FastConfig.
+    """
+
 def interface_good(step, total):
     """The next sync point.
 
@@ -218,6 +271,8 @@ def interface_good(step, total):
     assert "interface_call: an interface between layers: no Args:" in found
     assert "interface_call: an interface between layers: no Returns:" in found
     assert "interface_no_doc: an interface between layers: no docstring" in found
+    assert "short_entry: Args: lr: three words or fewer ('the learning rate.')" in found
+    assert "typed_entry: Args: config: only its type ('a Config or FastConfig.')" in found
     assert "interface_good" not in found
 
 
