@@ -354,46 +354,47 @@ def header_line(device):
     return f"{device}; {os.cpu_count()} cores; commit {commit}"
 
 
-def main(argv=None):
+PARTS = ("variants", "profile", "loop", "samplers")
+
+
+def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true",
                         help="CartPole's MLP and 4 CartPole games: seconds, on any machine")
-    parser.add_argument("--parts", default="variants,profile,loop,samplers")
+    parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--call-seconds", type=float,
                         help="timed seconds per update variant (default: 1, --tiny 0.2)")
     parser.add_argument("--seconds", type=float, default=220.0,
                         help="the whole probe's budget; a part that does not fit is skipped")
     parser.add_argument("--out", help="a folder for probe.md and probe.json")
     args = parser.parse_args(argv)
-    parts = args.parts.split(",")
-    unknown = set(parts) - {"variants", "profile", "loop", "samplers"}
+    unknown = set(args.parts.split(",")) - set(PARTS)
     if unknown:
-        parser.error(f"--parts: unknown {', '.join(sorted(unknown))}; use variants, profile, "
-                     "loop, samplers")
+        parser.error(f"--parts: unknown {', '.join(sorted(unknown))}; use {', '.join(PARTS)}")
     if args.call_seconds is not None and not args.call_seconds > 0:
         parser.error(f"--call-seconds: must be above 0, got {args.call_seconds}")
     if os.environ.get("KERAS_BACKEND") != "jax":
         parser.error("the probe measures JAX's compiled calls: run it with KERAS_BACKEND=jax")
-    start = time.perf_counter()
-    from fast_dqn.agent.backend_setup import configure_backend, device_line
-    backend, devices = configure_backend(0)
-    device = device_line(backend, devices)
-    import jax
-    cpu = jax.default_backend() == "cpu"
-    sizes = TINY if args.tiny else GPU
-    if args.call_seconds:
-        sizes = dataclasses.replace(sizes, call_seconds=args.call_seconds)
-    header = header_line(device)
-    print(header, flush=True)
-    results = {"header": header, "sizes": dataclasses.asdict(sizes), "tiny": args.tiny,
-               "not_measured": []}
+    return args
 
-    def left():
-        return args.seconds - (time.perf_counter() - start)
 
+def loop_runs(sizes, parts):
+    """(W, K, train, act_on_cpu) of each loop the parts ask for, in order."""
+    runs = []
+    if "loop" in parts:
+        runs += ([(sizes.workers, k, True, False) for k in sizes.ks]
+                 + [(sizes.workers, sizes.ks[-1], True, True)])
+    if "samplers" in parts:
+        runs += [(sizes.workers, sizes.ks[-1], False, False),
+                 (sizes.python_workers, sizes.ks[-1], False, False)]
+    return runs
+
+
+def measure(parts, sizes, cpu, results, left, tiny):
+    """Run the parts into `results`; a part left() has no time for is listed not measured."""
     # The least each part needs to end inside the budget, from the GPU's first call.
-    needs = {"variants": 8.0, "profile": 10.0, "loop": 40.0} if not args.tiny else {}
+    needs = {} if tiny else {"variants": 8.0, "profile": 10.0, "loop": 40.0}
     if "variants" in parts or "profile" in parts:
         learners = Learners(sizes)
     if "variants" in parts:
@@ -410,24 +411,35 @@ def main(argv=None):
             results["not_measured"].append("profile (budget)")
         else:
             results["profile"] = profile_call(learners, sizes.k)
-    runs = []
-    if "loop" in parts:
-        runs += ([(sizes.workers, k, True, False) for k in sizes.ks]
-                 + [(sizes.workers, sizes.ks[-1], True, True)])
-    if "samplers" in parts:
-        runs += [(sizes.workers, sizes.ks[-1], False, False),
-                 (sizes.python_workers, sizes.ks[-1], False, False)]
+    runs = loop_runs(sizes, parts)
     if runs:
         results["loop"] = []
-        for workers, k, train, act_on_cpu in runs:
-            what = f"loop W = {workers}, K = {k}" if train else f"samplers W = {workers}"
-            what += ", acting on the CPU" if act_on_cpu else ""
-            if left() < needs.get("loop", 0) / 2:
-                results["not_measured"].append(f"{what} (budget)")
-                continue
-            found = run_loop(sizes, workers, k, train, act_on_cpu)
-            print(f"{what}: {_f(found['steps_per_s'])} agent steps/s", flush=True)
-            results["loop"].append(found)
+    for workers, k, train, act_on_cpu in runs:
+        what = f"loop W = {workers}, K = {k}" if train else f"samplers W = {workers}"
+        what += ", acting on the CPU" if act_on_cpu else ""
+        if left() < needs.get("loop", 0) / 2:
+            results["not_measured"].append(f"{what} (budget)")
+            continue
+        found = run_loop(sizes, workers, k, train, act_on_cpu)
+        print(f"{what}: {_f(found['steps_per_s'])} agent steps/s", flush=True)
+        results["loop"].append(found)
+
+
+def main(argv=None):
+    args = parse(argv)
+    start = time.perf_counter()
+    from fast_dqn.agent.backend_setup import configure_backend, device_line
+    device = device_line(*configure_backend(0))
+    import jax
+    sizes = TINY if args.tiny else GPU
+    if args.call_seconds:
+        sizes = dataclasses.replace(sizes, call_seconds=args.call_seconds)
+    header = header_line(device)
+    print(header, flush=True)
+    results = {"header": header, "sizes": dataclasses.asdict(sizes), "tiny": args.tiny,
+               "not_measured": []}
+    measure(args.parts.split(","), sizes, jax.default_backend() == "cpu", results,
+            lambda: args.seconds - (time.perf_counter() - start), args.tiny)
     text = table(header, results)
     print(text, end="")
     if args.out:
