@@ -32,7 +32,6 @@ def commit():
     """The commit of the checkout the package runs from, or None where it is not one.
 
     Cached: the code a process runs is the code it loaded, so a run asks once, at its start.
-
     Only a checkout whose top is the package's parent counts: a wheel installed inside some
     other repository (a virtual environment in a project) must not record that project.
 

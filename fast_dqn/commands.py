@@ -30,17 +30,13 @@ def _usage(name):
 
 
 def main(argv=None, name="fast-dqn"):
-    """Run `fast-dqn COMMAND [options]`: the COMMAND with the rest of argv.
+    """Run `fast-dqn COMMAND [options]`: the COMMAND with the rest of argv; return its status.
 
     Training ends as fast_dqn.run.cli says; everything else as fast_dqn.tools.tool_exits says.
 
     Args:
         argv: the command and its options; None reads sys.argv, as the installed command.
         name: the program's name, for usage lines and messages.
-
-    Returns:
-        The exit status: 0 on success, 2 for bad input, 130 after Ctrl-C (fast_dqn.run.cli
-        and fast_dqn.tools.tool_exits give the rest).
     """
     from fast_dqn.run.run_kinds import FAST, NATURE
     whole_process = argv is None  # the installed command or python -m fast_dqn

@@ -1,10 +1,6 @@
-"""The one exception type that means "this setting cannot work": bad input, not a bug.
-
-The library names the setting it is about by its Config field (`replay_capacity`), in its
-own words; the command line words it with the flag (`--replay-capacity`), prints one line
-and exits with status 2 (argparse's convention). Anything else that escapes is a bug and
-keeps its traceback.
-"""
+"""The one exception type that means "this setting cannot work": bad input, not a bug. The
+command line prints it as one line (run/settings/flags.py, `fail`); anything else that escapes
+is a bug and keeps its traceback."""
 
 import errno
 import re
@@ -13,13 +9,12 @@ _OTHER_SETTING = re.compile(r"\$\{(\w+)\}")
 
 
 class ConfigError(ValueError):
-    """A setting that cannot work, with what would: bad input, not a bug.
+    """A setting that cannot work, with what would.
 
     Args:
-        setting: the Config field (or a tool's argument) to change, or None where no one
+        setting: the Config field (or a tool's argument) to change; None where no one
             setting is at fault.
-        message: why it cannot work, and what would; it names other settings as ${field},
-            which `worded` renders.
+        message: why it cannot work, and what would; it names other settings as ${field}.
     """
 
     def __init__(self, setting, message):
@@ -30,8 +25,7 @@ class ConfigError(ValueError):
         """The error as one line, "setting: message", each setting named by `name_of`.
 
         Args:
-            name_of: renders a Config field's name as the reader knows it: the field name
-                itself by default, the flag (`--replay-capacity`) on the command line.
+            name_of: renders a field's name as the reader knows it (the flag, on the command line).
 
         Returns:
             The line, without the program's name.
@@ -46,15 +40,13 @@ STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
 
 
 def storage_advice(code):
-    """What to do about a storage error, as a clause the caller appends to its own line.
-
-    Each error has its own fix: space frees nothing on a read-only file system.
+    """What to do about a storage error (space frees nothing on a read-only file system).
 
     Args:
         code: the error's errno, one of STORAGE_ERRORS.
 
     Returns:
-        The advice, lower case, without a final full stop.
+        A clause the caller appends to its own line: lower case, without a final full stop.
     """
     if code in (errno.ENOSPC, errno.EDQUOT):
         return "free some space, or give a path on another disk"

@@ -1,10 +1,9 @@
 """Every random stream of a run, derived from its one --seed.
 
 Each part that draws at random takes a stream of its own, numbered here, so no two parts
-share draws and adding draws to one never moves another's. The numbers are part of what a
-seeded run repeats: changing one changes every run's trajectory, so they are pinned by a
-test. They live at the package's root, importing nothing of it, because loops/ (the Ray
-actors) and run/ (the run's builders) both draw from them.
+share draws and adding draws to one never moves another's. Changing a number changes every
+seeded run's trajectory, so a test pins them. They live at the package's root because loops/
+(the Ray actors) and run/ (the run's builders) both draw from them.
 """
 
 import numpy as np
@@ -21,13 +20,13 @@ SAMPLER_RNG_STREAM = 3
 
 
 def rng_for(seed, stream):
-    """A numpy Generator for one stream of a run.
+    """A numpy Generator for one stream of a run: the same draws for the same (seed, stream).
 
     Args:
         seed: the run's --seed (or a Ray actor's own seed).
         stream: one of the *_RNG_STREAM numbers above.
 
     Returns:
-        np.random.Generator, the same draws for the same (seed, stream).
+        The np.random.Generator.
     """
     return np.random.default_rng([seed, stream])

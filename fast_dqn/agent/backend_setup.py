@@ -1,6 +1,6 @@
 """Process-wide settings of the Keras backend: seeds, threads, GPU memory, a quiet start-up.
 
-The backend is Keras's own choice (KERAS_BACKEND, else ~/.keras/keras.json, else TensorFlow);
+The backend is Keras's own choice (configured_backend says where Keras looks for it);
 fast-dqn runs on TensorFlow and JAX. Call `configure_backend` once, before building a model.
 """
 
@@ -32,8 +32,8 @@ def quiet_tensorflow():
 def without_start_up_noise():
     """Run the block with stderr captured, then pass on every line of it but the start-up noise.
 
-    The capture is of file descriptor 2: TF's C++ logging writes to the descriptor directly,
-    before TF_CPP_MIN_LOG_LEVEL is read, so nothing at the Python level can silence it.
+    The capture is of file descriptor 2: TF's C++ logging writes to it directly, before
+    TF_CPP_MIN_LOG_LEVEL is read, so nothing at the Python level can silence it.
     """
     sys.stderr.flush()
     saved = os.dup(2)
@@ -67,14 +67,10 @@ def keras_backend():
     """The backend Keras picked, loaded and checked; under JAX, no TensorFlow is imported.
 
     Importing Keras imports its backend, so the checks that must come before it (the name in
-    KERAS_BACKEND, the address-space limit) come first.
+    KERAS_BACKEND, the address-space limit) come first. Raises UnsupportedBackend.
 
     Returns:
         "tensorflow" or "jax".
-
-    Raises:
-        UnsupportedBackend: the backend is not one fast-dqn runs on, Keras could not load
-            it, or TensorFlow would abort under the process's address-space limit.
     """
     quiet_tensorflow()
     choice = " or ".join(SUPPORTED_BACKENDS)
@@ -112,20 +108,17 @@ TENSORFLOW_ADDRESS_SPACE = 3 << 30
 
 
 def configured_backend():
-    """The backend Keras will load, found without importing it (KERAS_BACKEND, keras.json).
+    """The backend Keras will load, found without importing it.
 
     Returns:
-        The backend's name as typed: "tensorflow" or "jax" where it is one we run on.
+        KERAS_BACKEND as typed, else the "backend" of keras.json in KERAS_HOME (~/.keras by
+        default), else "tensorflow".
     """
     return _configured_backend(os.environ.get("KERAS_BACKEND"))
 
 
 def _configured_backend(typed):
-    """The backend Keras will load, found without importing it.
-
-    That is KERAS_BACKEND, else the "backend" of keras.json in KERAS_HOME (~/.keras by
-    default), else TensorFlow.
-    """
+    """configured_backend, with KERAS_BACKEND as `typed`."""
     if typed:
         return typed
     home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
@@ -153,10 +146,9 @@ def _check_address_space(typed):
 def _tell_xla():
     """Set XLA's flags: no preallocation of GPU memory, and deterministic kernels.
 
-    XLA reads these when its first client starts, which the first question to JAX does
-    (even `jax.devices()`, as --precision auto asks): so here, where every path asks for the
-    backend first. Preallocation off is JAX's counterpart of TF's memory growth (by default
-    it takes 75% of the GPU at start); deterministic kernels match TF's op determinism.
+    XLA reads them when its first client starts, which the first question to JAX does (even
+    `jax.devices()`): so here, where every path asks for the backend first. Preallocation off
+    is JAX's counterpart of TF's memory growth; deterministic kernels match TF's op determinism.
     """
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
@@ -167,11 +159,10 @@ def _tell_xla():
 def _source_names_xla_can_take():
     """Have JAX drop source file names that are not UTF-8 before they reach XLA.
 
-    JAX hands XLA the name of each op's Python source file, and a name that is not UTF-8
-    (a checkout under such a path: its bytes come back as lone surrogates) cannot cross into
-    C++: every compile, the first array included, fails there with a bad cast. JAX deletes
-    from those names what this pattern matches: such a name, whole; UTF-8 names keep theirs.
-    A pattern the user set stays. (TensorFlow's counterpart: fast_dqn.agent.train_step_tf.)
+    JAX hands XLA the name of each op's Python source file, and a name that is not UTF-8 (a
+    checkout under such a path: its bytes come back as lone surrogates, which the pattern
+    matches) cannot cross into C++: every compile fails there with a bad cast. A pattern the
+    user set stays. (TensorFlow's counterpart: train_step_tf.)
     """
     import jax
 
@@ -187,22 +178,14 @@ JAX_MATMUL = {"default": None, "float32": "float32", "tf32": "tensorfloat32"}
 def configure_backend(seed, threads=0, deterministic=True, matmul_precision="default"):
     """Seed everything, make ops deterministic, and be a good GPU neighbour, on either backend.
 
-    Call it once, before building a model.
-
     Args:
         seed: seeds Python's, numpy's global and the backend's RNGs.
-        threads: bounds TensorFlow's intra-op threads; 0 leaves TensorFlow's default, and
-            JAX sizes its own pool.
-        deterministic: whether TensorFlow's ops are made deterministic (JAX's train calls
-            choose theirs as they compile: fast_dqn.agent.compile_options).
+        threads: bounds TensorFlow's intra-op threads (0: its default); JAX sizes its own pool.
+        deterministic: whether TensorFlow's ops are deterministic (JAX's: compile_options).
         matmul_precision: --matmul-precision: "default", "float32" or "tf32".
 
     Returns:
-        (backend, devices): the backend's name, and the devices that will train, as
-        [(name, kind)], [("CPU", "CPU")] under TensorFlow without a GPU.
-
-    Raises:
-        UnsupportedBackend: as `keras_backend`.
+        (backend, devices that will train as [(name, kind)]; [("CPU", "CPU")] on TF's CPU).
     """
     name = keras_backend()
     if name == "jax":
@@ -211,11 +194,11 @@ def configure_backend(seed, threads=0, deterministic=True, matmul_precision="def
 
 
 def _configure_tensorflow(seed, threads, deterministic, matmul_precision):
-    """configure_backend under TensorFlow; returns the devices that will train.
+    """configure_backend under TensorFlow.
 
-    Memory growth keeps TF from grabbing the whole GPU at start-up, so two runs (or a run
-    and a notebook) can share one card. `threads` bounds intra-op threads: the learner shares
-    the CPU with the env samplers, and TF's default of one thread per core oversubscribes it.
+    Memory growth lets two runs (or a run and a notebook) share one GPU. `threads` bounds
+    intra-op threads: the learner shares the CPU with the env samplers, and TF's default of one
+    thread per core oversubscribes it.
     """
     with without_start_up_noise():
         import keras
@@ -237,11 +220,7 @@ def _configure_tensorflow(seed, threads, deterministic, matmul_precision):
 
 
 def _configure_jax(seed, matmul_precision):
-    """configure_backend under JAX; returns the devices that will train.
-
-    XLA's flags are already set (keras_backend). XLA's CPU client sizes its own thread
-    pool: --threads has nothing to bound under JAX.
-    """
+    """configure_backend under JAX, whose XLA flags keras_backend set already."""
     import jax
     import keras
 
@@ -268,8 +247,7 @@ def device_line(backend, devices, precision=None, chosen=False):
     Args:
         backend: the backend's name, as `configure_backend` returns it.
         devices: the devices that train, [(name, kind)], as `configure_backend` returns them.
-        precision: the compute type ("float32", "bfloat16", "float16"), or None to leave it
-            out of the line.
+        precision: "float32", "bfloat16" or "float16"; None leaves it out of the line.
         chosen: whether --precision auto chose it, which the line then says, with why.
 
     Returns:
@@ -301,12 +279,6 @@ def cpu_computes_bfloat16(cpuinfo="/proc/cpuinfo"):
     """Whether this CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), which oneDNN uses.
 
     Elsewhere TensorFlow emulates bfloat16, several times slower than float32.
-
-    Args:
-        cpuinfo: the file that lists the CPU's flags; a missing one lists none.
-
-    Returns:
-        True or False.
     """
     return bool(_cpu_flags(cpuinfo) & {"avx512_bf16", "amx_bf16"})
 
@@ -315,22 +287,12 @@ def cpu_computes_float16(cpuinfo="/proc/cpuinfo"):
     """Whether this CPU has float16 arithmetic (AVX512-FP16 or AMX-FP16).
 
     Elsewhere float16 is converted to float32 and back around every operation.
-
-    Args:
-        cpuinfo: the file that lists the CPU's flags; a missing one lists none.
-
-    Returns:
-        True or False.
     """
     return bool(_cpu_flags(cpuinfo) & {"avx512_fp16", "amx_fp16"})
 
 
 def gpu_compute_capabilities():
-    """The compute capability of each GPU the backend sees; bfloat16 is native from (8, 0).
-
-    Returns:
-        [(major, minor)], one per GPU; [] where the backend sees none.
-    """
+    """[(major, minor)], the compute capability of each GPU the backend sees."""
     if keras_backend() == "jax":
         import jax
         try:
@@ -350,8 +312,7 @@ def computes_bfloat16():
     """Whether the device that trains computes bfloat16 natively.
 
     Returns:
-        True where every GPU the backend sees does (Ampere and later), or, with no GPU, where
-        the CPU does under TensorFlow; else False.
+        True where every GPU does (compute capability 8.0 on), or, with no GPU, the CPU under TF.
     """
     capabilities = gpu_compute_capabilities()
     if capabilities:
@@ -365,8 +326,7 @@ def computes_float16():
     """Whether the device that trains computes float16 natively.
 
     Returns:
-        True where the backend sees a GPU (every one since 2016 does), or a CPU with float16
-        arithmetic under TensorFlow; else False.
+        True with a GPU (every one since 2016 does), or a CPU with float16 arithmetic under TF.
     """
     if gpu_compute_capabilities():
         return True
@@ -376,8 +336,7 @@ def computes_float16():
 def fastest_precision():
     """The compute type --precision auto means on this machine.
 
-    float16 is never chosen: it needs loss scaling and is slow on CPUs, so it stays an
-    explicit choice.
+    float16 is never chosen: it needs loss scaling and is slow on CPUs.
 
     Returns:
         "bfloat16" where the device that trains computes it natively, else "float32".
@@ -389,8 +348,7 @@ def accelerator_memory():
     """The accelerator the networks train on, and its free memory.
 
     Returns:
-        (device name, free bytes), the free bytes None where the backend does not say
-        (TensorFlow reports only what it uses); None where the networks train on the CPU.
+        (device name, free bytes or None where TensorFlow does not say); None on the CPU.
     """
     if keras_backend() == "jax":
         import jax

@@ -24,14 +24,13 @@ def default_cache_dir():
 
 
 def use_cache():
-    """Turn on JAX's persistent compilation cache; returns the start-up line that says so.
+    """Turn on JAX's persistent compilation cache, keeping every program (a few megabytes).
 
     JAX's own JAX_COMPILATION_CACHE_DIR picks another folder, and
-    JAX_ENABLE_COMPILATION_CACHE=false turns the cache off. Every program is kept, the
-    small acting calls' too: together they are a few megabytes.
+    JAX_ENABLE_COMPILATION_CACHE=false turns the cache off.
 
     Returns:
-        One line, without a newline.
+        The start-up line that says so, without a newline.
     """
     import jax
 
@@ -109,7 +108,7 @@ def compile_clock():
     """The process's CompileClock; it listens to JAX where JAX is loaded when first asked.
 
     Returns:
-        The CompileClock, the same one on every call; under TensorFlow it stays at 0.
+        The CompileClock, the same on every call; under TensorFlow it stays at 0.
     """
     global _clock
     with _clock_lock:

@@ -1,5 +1,4 @@
-"""How the learner's calls compile and where they run: each choice changes speed, never the
-math."""
+"""How the learner's calls compile and run: each choice changes speed, never the math."""
 
 from typing import NamedTuple
 
@@ -7,9 +6,8 @@ from typing import NamedTuple
 class CompileOptions(NamedTuple):
     """The learner's compile choices (docs/options.md); the defaults are the tested ones.
 
-    Every choice keeps the update's math: the results match within float32 rounding
-    (tests/agent/test_update_variants.py), except that deterministic=False lets a GPU sum
-    in any order, so a seeded run no longer repeats there.
+    The results match within float32 rounding (tests/agent/test_update_variants.py), except
+    that deterministic=False lets a GPU sum in any order, so a seeded run no longer repeats.
     """
     xla: bool = False               # TensorFlow: jit_compile (JAX always compiles with XLA)
     scan_unroll: int = 0            # JAX: updates per iteration of a call's loop of K;
@@ -21,10 +19,9 @@ class CompileOptions(NamedTuple):
     def unroll(self, platform):
         """The scan's unroll on a platform.
 
-        XLA:CPU runs convolutions inside a while loop 7 times slower (the Nature CNN at
-        batch 32 on xeon-amx: 382 ms an update in a rolled scan of 16, 52 ms alone, 41 ms
-        unrolled; unrolled by 4, still 390), so a CPU unrolls all K; a GPU keeps the loop
-        and compiles once, whatever K.
+        XLA:CPU runs convolutions inside a while loop 7 times slower (the Nature CNN at batch 32 on
+        xeon-amx: 382 ms an update in a rolled scan of 16, 52 ms alone, 41 ms unrolled; unrolled by
+        4, still 390), so a CPU unrolls all K; a GPU keeps the loop and compiles once, whatever K.
 
         Args:
             platform: JAX's name of the device that trains: "cpu", "gpu", ...

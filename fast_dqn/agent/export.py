@@ -68,10 +68,7 @@ def portable_copy(model, name=None):
 
 
 def _folded_dueling(value_weights, advantage_weights):
-    """The kernel and bias of one Dense over concat(h_v, h_a) that computes V + A - mean(A).
-
-    The module's docstring derives it.
-    """
+    """The kernel and bias of one Dense over concat(h_v, h_a) that computes V + A - mean(A)."""
     (w_v, b_v), (w_a, b_a) = value_weights, advantage_weights
     num_actions = w_a.shape[1]
     kernel = np.concatenate([np.repeat(w_v, num_actions, axis=1),

@@ -1,15 +1,12 @@
 """The optimizer's step over all variables as one flat buffer, on JAX (--fused-optimizer).
 
 Keras applies an optimizer variable by variable: on a GPU each of the Nature network's ten
-variables costs its own few kernels. Here the weights and each slot (RMSProp's mean square
-and mean gradient, Adam's two moments) are kept as one vector across a call's K updates:
-the network reads its weights as slices of it, the gradient comes back as one vector, and
-the step is one elementwise pass. (Weights joined anew each update would chain slices and
-joins from one update to the next, which XLA fuses into work that grows with each: 40
-times slower on a CPU, measured.) The arithmetic is Keras's
-own `update_step`, operation for operation and in its order (centered RMSProp and Adam as
-fast_dqn.agent.learner.make_optimizer builds them), so it matches within float32 rounding:
-tests/agent/test_update_variants.py holds it to the unfused step.
+variables costs its own few kernels. Here the weights and each slot are kept as one vector
+across a call's K updates, and the step is one elementwise pass. (Weights joined anew each
+update would chain slices and joins from one update to the next, which XLA fuses into work
+that grows with each: 40 times slower on a CPU, measured.) The arithmetic is Keras's own
+`update_step`, operation for operation and in its order, so it matches within float32
+rounding (tests/agent/test_update_variants.py).
 """
 
 import math
@@ -42,12 +39,8 @@ def kind_of(optimizer):
 class FusedLayout:
     """Where each slot of a built optimizer sits among its variables, and the weights' shapes.
 
-    Args:
-        optimizer: a built RMSprop (centered, no momentum) or Adam (no amsgrad), neither
-            clipping nor decaying weights: the step make_optimizer builds.
-
-    Raises:
-        ValueError: for any other optimizer, which has math this step does not do.
+    Only the step make_optimizer builds fuses: RMSprop (centered, no momentum) or Adam (no
+    amsgrad), neither clipping nor decaying weights; any other raises ValueError.
     """
 
     def __init__(self, optimizer):
@@ -97,16 +90,7 @@ class FusedLayout:
         return _joined(arrays)
 
     def step(self, flat, g, w):
-        """One step of the optimizer on all weights at once.
-
-        Args:
-            flat: the optimizer's FlatSlots before the step.
-            g: the gradient, flat (N,).
-            w: the main network's trainable weights, flat (N,).
-
-        Returns:
-            (the weights after the step, flat (N,); the FlatSlots after the step).
-        """
+        """One optimizer step on all weights, g and w flat (N,): (w after, FlatSlots after)."""
         optimizer = self.optimizer
         lr = flat.others[self.learning_rate].astype(w.dtype)
         if self.kind is keras.optimizers.RMSprop:

@@ -1,14 +1,11 @@
 """DQN learning: main and target networks, the TD target, the Huber loss, the optimizer.
 
-Every loss and Q-value leaving it is checked to be finite, and so is every weight and
-optimizer slot before they leave for a checkpoint, best/ or an export (one reduction on the
-device); TrainingDiverged says otherwise. A call can leave NaN weights behind finite losses.
-
-The math is Keras ops, the same on every backend; train_step_tf and train_step_jax compile
-it for theirs. Single-threaded by itself. The fast loop calls `train` from its trainer
-thread and the `*_q_values` functions from its samplers; the loops decide when
-`update_target` may run (only while nobody trains), and each backend's module states why
-its functions bear that.
+Every loss and Q-value leaving it is checked finite, and so is every weight and optimizer
+slot before it leaves for a checkpoint, best/ or an export (check_weights): a call can leave
+NaN weights behind finite losses. TrainingDiverged says otherwise. The math is Keras ops;
+train_step_tf and train_step_jax compile it. Single-threaded by itself: the fast loop's
+trainer calls `train`, its samplers the `*_q_values`, and `update_target` runs only while
+nobody trains; each backend's module says why its functions bear that.
 """
 
 import keras
@@ -22,19 +19,7 @@ from fast_dqn.state_schema import StateMismatch
 
 
 def td_targets(rewards, dones, next_target_q, discount):
-    """The Nature TD targets: y = r + gamma * (1 - done) * max_a' Q_target(s', a').
-
-    Args:
-        rewards: the minibatch's rewards (summed over m steps for an m-step return).
-        dones: 1.0 where the transition ends the learner's episode (with episodic life, a
-            lost life), 0.0 elsewhere.
-        next_target_q: the target network's Q-values of the next states, one row each.
-        discount: gamma, or per transition gamma^m for an m-step return
-            (fast_dqn.agent.replay_memory sums the rewards).
-
-    Returns:
-        The targets, one per transition.
-    """
+    """The Nature TD targets, y = r + gamma * (1 - done) * max_a' Q_target(s', a')."""
     return rewards + discount * (1.0 - dones) * ops.max(next_target_q, axis=1)
 
 
@@ -42,27 +27,13 @@ def double_td_targets(rewards, dones, next_main_q, next_target_q, discount):
     """Double DQN's TD targets (van Hasselt et al. 2016): main picks a', the target values it.
 
     y = r + gamma * (1 - done) * Q_target(s', argmax_a' Q_main(s', a')).
-
-    Args:
-        rewards: the minibatch's rewards (summed over m steps for an m-step return).
-        dones: 1.0 where the transition ends the learner's episode (with episodic life, a
-            lost life), 0.0 elsewhere.
-        next_main_q: the main network's Q-values of the next states, one row each.
-        next_target_q: the target network's Q-values of the next states, one row each.
-        discount: gamma, or per transition gamma^m for an m-step return.
-
-    Returns:
-        The targets, one per transition.
     """
     value = _taken(next_target_q, ops.argmax(next_main_q, axis=1))
     return rewards + discount * (1.0 - dones) * value
 
 
 def masked(q_values, valid_actions):
-    """Q-values with the padded columns at -inf, so that no max or argmax picks one.
-
-    None (no padding) returns them as they are.
-    """
+    """Q-values with the padded columns at -inf, so that no max or argmax picks one."""
     if valid_actions is None:
         return q_values
     return ops.where(valid_actions, q_values, float("-inf"))
@@ -89,12 +60,9 @@ def _taken(q_values, actions):
 
 
 def dqn_loss(q_values, actions, targets, reduction="sum"):
-    """Huber loss of the TD error of the taken actions only, summed or averaged over the batch.
+    """Huber loss of the TD errors of the taken actions, summed (as Nature) or averaged.
 
-    The reduction is part of the optimizer's contract, not a detail: the Nature code summed
-    the clipped errors, and centered RMSProp's epsilon (0.01, inside the square root) is sized
-    for summed gradients. Averaging makes each gradient batch_size times smaller, so epsilon
-    dominates the denominator and each update shrinks about 25x (docs/protocol.md).
+    The reduction goes with the optimizer's epsilon: fast_dqn.agent.optimizer_defaults says why.
     """
     errors = huber(ops.stop_gradient(targets) - _taken(q_values, actions))
     if reduction == "sum":
@@ -108,9 +76,7 @@ class RMSpropFromMeanSquare(keras.optimizers.RMSprop):
     """Keras's RMSprop whose running mean square starts at `initial_mean_square`.
 
     Keras, like the Nature code, starts it at 0. TensorFlow 1's tf.train.RMSPropOptimizer,
-    which Dopamine trains with, starts it at 1 (its "rms" slot has a ones initializer), so
-    its first few hundred updates are smaller. The update rule is otherwise the same:
-    epsilon inside the square root, the mean gradient subtracted when centered.
+    which Dopamine trains with, starts it at 1, so its first few hundred updates are smaller.
     """
 
     def __init__(self, initial_mean_square=0.0, **kwargs):
@@ -131,16 +97,13 @@ def make_optimizer(name, lr, epsilon=None, loss_scaling=False, rmsprop_init=0.0)
 
     Args:
         name: "rmsprop" (centered, rho 0.95, as Nature) or "adam".
-        lr: the learning rate.
+        lr: the learning rate, a positive float (config.lr).
         epsilon: the optimizer's epsilon; None takes the source's value (OPTIMIZER_DEFAULTS).
         loss_scaling: wrap it for mixed precision, so small float16 gradients do not vanish.
         rmsprop_init: RMSProp's starting mean square (RMSpropFromMeanSquare).
 
     Returns:
         A Keras optimizer, not built yet.
-
-    Raises:
-        ValueError: for a name it does not know.
     """
     if name not in OPTIMIZER_DEFAULTS:
         raise ValueError(f"unknown optimizer {name!r}")
@@ -166,15 +129,13 @@ def _backend_module():
 
 
 def predictor(network):
-    """A function from states to numpy Q-values, compiled once for this backend.
-
-    For a copy of a network that acts elsewhere (a Ray sampler).
+    """States to numpy Q-values, compiled once, for a copy of a network that acts elsewhere (Ray).
 
     Args:
         network: the Keras network to predict with.
 
     Returns:
-        predict(states) -> numpy Q-values, one row per state.
+        predict(states (N, ...)) -> numpy (N, actions), read from the current weights.
     """
     return _backend_module().predictor(network)
 
@@ -184,18 +145,14 @@ class TrainingDiverged(FloatingPointError):
 
 
 class NetworkMismatch(StateMismatch, ValueError):
-    """A saved learner's weights or optimizer slots are of another network.
+    """A saved learner's weights or optimizer slots are another network's.
 
-    Settings that shape it were changed, or the checkpoint was edited. A ValueError too, as
-    Keras's own refusal was.
+    Changed settings or an edited checkpoint cause it. A ValueError too, as Keras's refusal was.
     """
 
 
 class BadCount(StateMismatch, ValueError):
-    """A saved optimizer's update count that no run writes (a negative one): edited in.
-
-    A ValueError too, as NetworkMismatch is, for callers that catch Keras's refusal.
-    """
+    """A negative saved optimizer update count, which no run writes; a ValueError too."""
 
 
 def _check_finite(what, value):
@@ -225,14 +182,7 @@ def _diverged(where):
 
 
 def check_state_finite(state):
-    """Refuse a learner's state_dict with a NaN or an infinity anywhere.
-
-    Args:
-        state: the learner's state_dict, as numpy (as a checkpoint holds it).
-
-    Raises:
-        TrainingDiverged: naming the first array that is not finite.
-    """
+    """Raise TrainingDiverged, naming the first array, where a state_dict holds NaN or infinity."""
     where = first_not_finite(
         [(f"weight {i} of the main network", w) for i, w in enumerate(state["main"])]
         + [(f"weight {i} of the target network", w) for i, w in enumerate(state["target"])]
@@ -261,11 +211,8 @@ def _count(value):
 class DQNLearner:
     """Owns the two networks and the optimizer; everything goes in and out as numpy.
 
-    Their state lives where the backend computes (fast_dqn.agent.train_step_jax says how on
-    JAX): `main`, `target` and the weight and state readers bring the Keras variables up to
-    date first, so a reader always sees the latest update.
-
-    The discount comes with each minibatch (fast_dqn.agent.batch): the learner keeps none.
+    Their state lives where the backend computes: `main`, `target` and the weight and state
+    readers bring the Keras variables up to date first. The discount comes with each minibatch.
 
     Args:
         build_network: a function of no arguments that builds a fresh Q-network.
@@ -301,22 +248,16 @@ class DQNLearner:
 
     @property
     def compiled_steps(self):
-        """The backend's compiled steps, which hold the state where it computes.
-
-        A run group stacks theirs (fast_dqn.agent.run_group).
-        """
+        """The backend's CompiledSteps, which hold the state (a run group stacks theirs)."""
         return self._compiled
 
     def _train_step(self, main, target, states, actions, rewards, next_states, dones,
                     discounts, next_target_q=None, valid_actions=None):
         """(loss, the loss the gradients come from, mean Q) of one minibatch.
 
-        The backend module takes the gradients and applies them to main. next_target_q: the
-        target network's Q-values of next_states where the caller computed them already (for
-        several minibatches in one pass: the target is frozen while they train).
-        valid_actions: a bool (actions,) mask of the Q-head's columns that are the game's
-        actions, where a run group padded the head (fast_dqn.agent.run_group); the padding
-        is left out of every max, argmax and mean, and no gradient reaches it.
+        next_target_q: the target's Q-values (B, actions) of next_states, where the caller computed
+        them in one pass for several minibatches. valid_actions: a bool (actions,) mask of the
+        game's columns of a Q-head that a run group padded (fast_dqn.agent.run_group).
         """
         if next_target_q is None:
             next_target_q = target(next_states, training=False)
@@ -335,13 +276,10 @@ class DQNLearner:
         """One gradient step on a minibatch.
 
         Args:
-            batch: one minibatch, a fast_dqn.agent.batch.Batch (or its fields in order).
+            batch: one minibatch, a Batch of (B, ...) arrays, or its fields in order.
 
         Returns:
             (loss, mean Q) of the minibatch, as floats.
-
-        Raises:
-            TrainingDiverged: where the loss or the mean Q is not finite.
         """
         loss, mean_q = self._compiled.train(*Batch.of(*batch))
         # Checked at every step: one NaN spreads to every weight within a few updates, and
@@ -352,13 +290,10 @@ class DQNLearner:
         """K gradient steps in one compiled call, in order, on K stacked minibatches.
 
         Args:
-            batches: a Batch whose arrays hold K minibatches stacked on a leading axis.
+            batches: a Batch of K minibatches stacked on a leading axis, (K, B, ...) arrays.
 
         Returns:
-            (losses, mean Qs) as numpy, K of each.
-
-        Raises:
-            TrainingDiverged: where a loss or a mean Q is not finite.
+            (losses, mean Qs) as numpy, (K,) each.
         """
         batches = Batch.of_stacked(*batches)
         return self._checked(*self._compiled.train_many(*batches))
@@ -367,15 +302,12 @@ class DQNLearner:
         """K gradient steps in one compiled call on minibatches gathered on the device.
 
         Args:
-            mirror: a ReplayMirror (fast_dqn.agent.replay_mirror) of replay's arrays.
+            mirror: the ReplayMirror (mirror_replay) of the replay the indices come from.
             shards: the shard of each transition, (K, B): K minibatches of B.
             idx: the index of each transition in its shard, (K, B).
 
         Returns:
-            (losses, mean Qs) as numpy, K of each.
-
-        Raises:
-            TrainingDiverged: where a loss or a mean Q is not finite.
+            (losses, mean Qs) as numpy, (K,) each.
         """
         return self._checked(*self._compiled.train_from_replay(
             mirror.gather, mirror.device.arrays, np.asarray(shards, np.int32),
@@ -404,13 +336,10 @@ class DQNLearner:
         """The main network's Q-values of `states`.
 
         Args:
-            states: a stack of observations, one per row.
+            states: a stack of observations, (N, ...).
 
         Returns:
-            The Q-values as numpy, one row per state.
-
-        Raises:
-            TrainingDiverged: where a Q-value is not finite.
+            The Q-values as numpy, (N, actions).
         """
         return _check_finite("a Q-value of the main network", self._compiled.main_q(states))
 
@@ -418,13 +347,10 @@ class DQNLearner:
         """The target network's Q-values of `states`.
 
         Args:
-            states: a stack of observations, one per row.
+            states: a stack of observations, (N, ...).
 
         Returns:
-            The Q-values as numpy, one row per state.
-
-        Raises:
-            TrainingDiverged: where a Q-value is not finite.
+            The Q-values as numpy, (N, actions).
         """
         return _check_finite("a Q-value of the target network",
                              self._compiled.target_q(states))
@@ -434,14 +360,10 @@ class DQNLearner:
         self._compiled.update_target()
 
     def check_weights(self):
-        """Refuse a learner any weight or optimizer slot of which is not finite.
+        """Raise TrainingDiverged, naming the first weight or optimizer slot that is not finite.
 
-        One reduction on the device, one bool to the host. Whatever hands the learner's state
-        on (a checkpoint, best/, an export, copies that act elsewhere) calls it first: a call
-        may leave NaN weights behind finite losses.
-
-        Raises:
-            TrainingDiverged: naming the first weight or slot that is not finite.
+        One reduction on the device, one bool to the host. Whatever hands the learner's state on
+        (a checkpoint, best/, an export, copies that act elsewhere) calls it first.
         """
         if self._compiled.all_finite():
             return
@@ -457,7 +379,7 @@ class DQNLearner:
         """The target network's weights, for copies that act elsewhere.
 
         Returns:
-            The weights as a list of numpy arrays, checked finite first (check_weights).
+            A list of numpy arrays, checked finite first (check_weights).
         """
         self.check_weights()
         return self.target.get_weights()
@@ -466,19 +388,16 @@ class DQNLearner:
         """The main network's weights.
 
         Returns:
-            The weights as a list of numpy arrays, checked finite first (check_weights).
+            A list of numpy arrays, checked finite first (check_weights).
         """
         self.check_weights()
         return self.main.get_weights()
 
     def set_main_weights(self, weights):
-        """Set the main network's weights, refusing any that are not finite.
+        """Set the main network's weights, refusing any that are not finite (TrainingDiverged).
 
         Args:
             weights: a list of numpy arrays, as main_weights gives them.
-
-        Raises:
-            TrainingDiverged: naming the first weight that is not finite.
         """
         where = first_not_finite((f"weight {i} of the main network", w)
                                  for i, w in enumerate(weights))
@@ -491,7 +410,7 @@ class DQNLearner:
         """The optimizer's update count.
 
         Returns:
-            Every minibatch trained since the run began, in minibatches.
+            The minibatches trained since the run began.
         """
         return self._compiled.iterations()
 
@@ -509,16 +428,12 @@ class DQNLearner:
     def check_state_dict(self, state, where="/learner"):
         """Raise, changing nothing, where load_state_dict would fail on `state`.
 
+        It raises TrainingDiverged for a NaN or an infinity (a checkpoint written before its
+        weights were checked may hold one), NetworkMismatch or BadCount for what they name.
+
         Args:
             state: a learner's state, as state_dict gives it.
             where: the state's path in the checkpoint, for the message.
-
-        Raises:
-            TrainingDiverged: for a NaN or an infinity (a checkpoint written before its
-                weights were checked may hold one).
-            NetworkMismatch: for weights or optimizer slots of another network (settings
-                that shape it were changed, or the checkpoint was edited).
-            BadCount: for an update count that is not a whole number of 0 or more.
         """
         check_state_finite(state)
         for name, variables in (("main", self.main.weights), ("target", self.target.weights),
@@ -536,10 +451,9 @@ class DQNLearner:
     def load_state_dict(self, state):
         """Load both networks and the optimizer's slots from `state`.
 
-        Refuses, changing nothing, a state that does not fit (check_state_dict).
-
         Args:
-            state: a learner's state, as state_dict gives it.
+            state: a learner's state, as state_dict gives it; one that does not fit is
+                refused, changing nothing (check_state_dict).
         """
         self.check_state_dict(state)
         self.main.set_weights(state["main"])

@@ -10,17 +10,15 @@ import numpy as np
 def epsilon_greedy_rows(states, epsilon, q_values_fn, num_actions, rng, batched=True):
     """Epsilon-greedy actions for a batch of states, one per row.
 
-    Batched and lazy: only the rows that act greedily go through the network.
-    batched=True makes at most one q_values_fn call with all the greedy rows (a synchronized
-    round); batched=False makes one call per greedy row. The random draws do not depend on
-    which rows explore, so both settings give the same actions.
+    Only the greedy rows go through the network, in one q_values_fn call (batched) or one each;
+    the draws do not depend on which rows explore, so both give the same actions.
 
     Args:
         states: the states, one per row (an array whose first axis is the row).
         epsilon: the probability of a random action: one number, or an array of one per row.
         q_values_fn: maps a batch of states to their Q-values, one row of num_actions each.
         num_actions: how many actions the game has.
-        rng: a numpy Generator; it draws exactly two numbers per row.
+        rng: the numpy Generator that draws two numbers per row.
         batched: whether the greedy rows go through the network in one call.
 
     Returns:
@@ -44,10 +42,10 @@ def epsilon_draws(n, epsilon, num_actions, rng):
     runs' rows in one call).
 
     Args:
-        n: the rows.
+        n: the number of rows to draw for.
         epsilon: the probability of a random action: one number, or one per row.
         num_actions: how many actions the game has.
-        rng: a numpy Generator; it draws exactly two numbers per row.
+        rng: the numpy Generator that draws two numbers per row.
 
     Returns:
         (an integer array of n random actions, the indices of the rows that act greedily).
@@ -58,16 +56,14 @@ def epsilon_draws(n, epsilon, num_actions, rng):
 
 
 def select_action(state, epsilon, q_values_fn, num_actions, rng):
-    """The epsilon-greedy action for one state.
-
-    Calls the network only when it does not explore: the network dominates step time.
+    """The epsilon-greedy action for one state; the network is called only to exploit.
 
     Args:
         state: one state, without a batch axis.
         epsilon: the probability of a random action.
         q_values_fn: maps a batch of states to their Q-values, one row of num_actions each.
         num_actions: how many actions the game has.
-        rng: a numpy Generator; it draws exactly two numbers.
+        rng: the numpy Generator that draws two numbers.
 
     Returns:
         The action, an int.

@@ -34,11 +34,7 @@ class DuelingCombine(layers.Layer):
 
 
 def _q_head(x, num_actions, hidden, dueling, init, kw):
-    """The layers after the torso: one hidden layer and |A| linear outputs, or two streams.
-
-    For dueling, the two streams end one in V(s) and one in the |A| advantages. The outputs
-    are float32 whatever the compute policy, so the TD error is never rounded to 8 bits.
-    """
+    """The layers after the torso; float32 outputs, so the TD error is never rounded to 8 bits."""
     if not dueling:
         x = layers.Dense(hidden, activation="relu", kernel_initializer=init(), **kw)(x)
         return layers.Dense(int(num_actions), kernel_initializer=init(), dtype="float32")(x)
@@ -69,12 +65,11 @@ def nature_cnn(input_shape, num_actions, dtype_policy=None, dueling=False, style
         num_actions: |A|, how many Q-values it outputs.
         dtype_policy: "mixed_float16" or "mixed_bfloat16" computes in that type with float32
             weights (the Q-value layers stay float32); None computes in float32.
-        dueling: whether the head is two 512-unit streams (Wang et al. 2016), value and
-            mean-centred advantages.
+        dueling: whether the head is two 512-unit streams, value and mean-centred advantages.
         style: a key of CNN_STYLES: the Nature code's or Dopamine's padding and initialiser.
 
     Returns:
-        The network, a keras.Model from a batch of states to their float32 Q-values.
+        A keras.Model from a batch of states to their float32 Q-values.
     """
     padding, init = CNN_STYLES[style]
     kw = {"dtype": dtype_policy} if dtype_policy else {}
@@ -97,12 +92,11 @@ def mlp(input_shape, num_actions, hidden=(256, 256), dtype_policy=None, dueling=
         num_actions: |A|, how many Q-values it outputs.
         hidden: the units of each hidden layer; with dueling, the last one is doubled into
             the value and advantage streams.
-        dtype_policy: "mixed_float16" or "mixed_bfloat16" computes in that type with float32
-            weights (the Q-value layers stay float32); None computes in float32.
+        dtype_policy: as nature_cnn's: a mixed policy's name, or None for float32.
         dueling: whether the head is a value and a mean-centred advantage stream.
 
     Returns:
-        The network, a keras.Model from a batch of observations to their float32 Q-values.
+        A keras.Model from a batch of observations to their float32 Q-values.
     """
     kw = {"dtype": dtype_policy} if dtype_policy else {}
     inputs = keras.Input(shape=input_shape, dtype="float32")

@@ -1,14 +1,10 @@
 """Replay's minibatch gather in Keras ops, so that it runs inside the learner's compiled call.
 
-The same rules as fast_dqn.agent.replay_memory's numpy gather, which stays the reference:
-each state is its record's frame and the k-1 before it, those from before the record's
-episode began zeroed; the next state of a terminal is zeros; with n > 1 the return sums the
-rewards up to the first episode end in the window (its reward taken if it is a terminal,
-not if it is a cut). States, next states and actions come out byte for byte as numpy's; the
-n-step returns are summed in float32 here (float64 there), within 1e-6 of them.
-
-The indices come from the host (ReplayMemory.sample_indices, from replay's own RNG), so a
-seeded run draws the same minibatches whichever side gathers them.
+It keeps fast_dqn.agent.replay_memory's rules, and that numpy gather stays the reference:
+states, next states and actions come out byte for byte as numpy's; the n-step returns are
+summed in float32 here (float64 there), within 1e-6 of them. The indices come from the host
+(ReplayMemory.sample_indices), so a seeded run draws the same minibatches whichever side
+gathers them.
 """
 
 import numpy as np
@@ -20,14 +16,7 @@ FIELDS = ("frames", "actions", "rewards", "terminals", "episode_ends")
 
 
 class ReplayGather:
-    """The gather of one minibatch from replay's arrays, as tensors: shapes are fixed.
-
-    Args:
-        shard_capacity: the records one replay shard holds.
-        history_length: the frames k stacked in one state.
-        n_step: the rewards n one return sums at most.
-        discount: gamma, the discount per agent step.
-    """
+    """The gather of one minibatch from replay's arrays, as tensors: shapes are fixed."""
 
     def __init__(self, shard_capacity, history_length, n_step, discount):
         self.capacity, self.k, self.n = shard_capacity, history_length, n_step
@@ -35,15 +24,10 @@ class ReplayGather:
         self.powers = (float(discount) ** np.arange(n_step + 1)).astype(np.float32)
 
     def batch(self, arrays, shards, idx):
-        """The minibatch at records (shards, idx), gathered inside the compiled call.
+        """The minibatch, a Batch of B transitions, at records (shards, idx) of replay's arrays.
 
-        Args:
-            arrays: replay's FIELDS as tensors, each (num_shards, shard_capacity, ...).
-            shards: int32 (B,), the shard of each record.
-            idx: int32 (B,), each record's column in its shard.
-
-        Returns:
-            A Batch of tensors, B transitions.
+        arrays: replay's FIELDS as tensors, each (num_shards, shard_capacity, ...); shards, idx:
+        int32 (B,), each record's shard and its column there.
         """
         frames, actions, rewards, terminals, ends = (arrays[f] for f in FIELDS)
         flat = lambda a: ops.reshape(a, (-1, *a.shape[2:]))  # noqa: E731 - (S*N, ...)
@@ -84,11 +68,7 @@ class ReplayGather:
                      ops.cast(terminal, "float32"), discounts)
 
     def _stacks(self, frames, ends, at, idx):
-        """The states of records idx, each its record's frame and the k-1 before it.
-
-        Frame j of the stack is zeroed where an episode ended at any record from j to the
-        record before idx (the numpy gather's rule).
-        """
+        """The states of records idx, with the numpy gather's zeroing of older episodes' frames."""
         k = self.k
         cols = at(idx[:, None] + ops.arange(-k + 1, 1, dtype="int32")[None, :])   # (B, k)
         stack = ops.take(frames, cols, axis=0)                                 # (B, k, ...)

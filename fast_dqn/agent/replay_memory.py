@@ -1,36 +1,23 @@
 """Frame-saving replay memory: single frames in a ring buffer, stacks rebuilt at sample time.
 
-Record i holds the newest frame of state s_t together with a_t, r_t and two flags:
-`terminal` (s_{t+1} has no value: the learner's episode ended, including a lost life) and
-`episode_end` (terminal, or cut by the time limit). The next state s_{t+1} is record i+1's stack.
+Record i holds the newest frame of s_t with a_t, r_t and two flags: `terminal` (s_{t+1} has no
+value: the learner's episode ended, a lost life included) and `episode_end` (terminal, or cut
+by the time limit). s_{t+1} is record i+1's stack. The sampler keeps four rules: a stack's
+frames from before its episode began are zeros, as the env's FrameHistory pads them; no sample
+spans the write pointer; a time-limit cut is never sampled (its s_{t+1} was not stored, and its
+value must be bootstrapped, not zeroed); a terminal's next state is zeros.
 
-Rules the sampler keeps:
-- a stack never reaches back across an episode start: those older frames are zeros, exactly as
-  the env's FrameHistory pads them;
-- a sample never spans the write pointer, so no stack mixes old and new data;
-- a transition cut by the time limit is never sampled: its s_{t+1} was not stored, and its value
-  must be bootstrapped, not zeroed;
-- the next state of a terminal transition is all zeros: the target ignores it anyway.
+With n_step = n > 1 a sample sums r = sum_{j<m} gamma^j r_{t+j} and bootstraps from s_{t+m}
+with discount gamma^m, where m = n unless the episode ends first. A terminal's reward ends the
+sum, and nothing is bootstrapped. A time-limit cut ends the sum before the cut's step, and the
+sample bootstraps from the cut's own state, which is stored. The n records lie in one shard, on
+one side of its write pointer, so a shard's newest n-1 transitions wait for n records to follow.
 
-With n_step = n > 1 a sample is an n-step transition: r = sum_{j<m} gamma^j r_{t+j}, the next
-state s_{t+m} and its bootstrap discount gamma^m, where m = n unless the episode ends first:
-- at a terminal within the n steps the sum stops after its reward, and nothing is bootstrapped;
-- at a time-limit cut within them the sum stops before the cut's step and bootstraps from the
-  cut's own state, which is stored (its successor is not): no sum reaches past a cut;
-- the n records all lie in one shard, on its own side of the write pointer, so no sum spans
-  two games or old and new data. The newest n-1 transitions of each shard wait until n
-  records follow them, even those whose episode already ended.
-Frames are still stored once; the n-step sums are computed at sample time.
+The memory is `num_shards` equal rings, one per game played at once, so a game's trajectory
+stays contiguous; sampling is uniform over all shards' valid transitions. A record is
+addressed as (shards, idx), shard first, here and on the device: the order of the arrays' axes.
 
-The memory is split into `num_shards` equal rings, one per game played at once (the W
-samplers' games, or the Ray backend's num_samplers x envs_per_sampler), so every game's
-trajectory stays contiguous and stacks never mix two games. Sampling is uniform over the valid
-transitions of all shards together. The Nature loop uses one shard. A record is addressed as
-(shards, idx), shard first, in every function here and in those that gather on the device
-(fast_dqn.agent.replay_gather, the train steps): the order of the arrays' own axes.
-
-Not thread-safe. The loops write only while nothing samples (see fast_dqn.loops.nature_loop and
-fast_dqn.loops.background_trainer).
+Not thread-safe: the loops write only while nothing samples (fast_dqn.loops.background_trainer).
 """
 
 import numpy as np
@@ -49,7 +36,7 @@ def estimate_bytes(capacity, frame_shape, frame_dtype=np.uint8):
     Args:
         capacity: the replay's records (agent steps it holds).
         frame_shape: the shape of one stored frame.
-        frame_dtype: the frames' dtype.
+        frame_dtype: the numpy dtype of the stored frames.
 
     Returns:
         The size in bytes.
@@ -74,12 +61,9 @@ _ADDRESS_SPACE_HEADROOM = 1 << 30
 
 
 def address_space_left():
-    """The address space this process may still map under `ulimit -v` (RLIMIT_AS).
+    """The bytes this process may still map under `ulimit -v`; None without a limit.
 
     Not RAM: TensorFlow alone maps 2.3 GiB of addresses.
-
-    Returns:
-        What it may map beside what it maps now, in bytes; None where there is no limit.
     """
     import resource
 
@@ -92,26 +76,20 @@ def address_space_left():
 
 def check_fits_in_memory(capacity, frame_shape, frame_dtype=np.uint8, available=None,
                          copies=1, address_space=None):
-    """Refuse a replay that cannot fit in RAM, before a single byte is allocated.
+    """Refuse (ConfigError) a replay that cannot fit in RAM, before it is allocated.
 
-    numpy's zeros are lazily mapped, so an oversized buffer would otherwise fail hours later
-    when the pages are first touched, or bring the OOM killer.
+    numpy's zeros are lazily mapped, so an oversized buffer would otherwise fail hours later.
 
     Args:
         capacity: the replay's records (agent steps it holds).
         frame_shape: the shape of one stored frame.
-        frame_dtype: the frames' dtype.
+        frame_dtype: the numpy dtype of the stored frames.
         available: the RAM available, in bytes; None asks psutil.
-        copies: 2 where a mirror for the learner (fast_dqn.agent.replay_mirror) is kept in
-            RAM too, as --replay-device device is on a CPU; else 1.
-        address_space: the address space left under `ulimit -v`, in bytes; None asks the
-            process (address_space_left).
+        copies: 2 where the device mirror (--replay-device device) is in RAM too, on a CPU; else 1.
+        address_space: the bytes left under `ulimit -v`; None asks address_space_left.
 
     Returns:
         The bytes the replay needs, all copies together.
-
-    Raises:
-        ConfigError: on replay_capacity, where it would not fit in RAM or address space.
     """
     need = copies * estimate_bytes(capacity, frame_shape, frame_dtype)
     available = available_memory_bytes() if available is None else available
@@ -151,8 +129,6 @@ def records_to_sample(history_length, n_step):
 def min_capacity(num_shards, history_length, n_step):
     """The smallest replay whose every shard holds a transition to sample and a record to write.
 
-    The rule the command line checks and the constructor enforces.
-
     Args:
         num_shards: the replay's shards, one per game played at once.
         history_length: frames in a stacked state.
@@ -168,18 +144,14 @@ class ReplayMemory:
     """Replay memory of single frames in `num_shards` rings, one per game (see the top).
 
     Args:
-        capacity: the records it holds over all shards (agent steps); each shard holds
-            capacity // num_shards.
+        capacity: its records over all shards (agent steps), at least min_capacity.
         frame_shape: the shape of one stored frame.
         history_length: frames in a stacked state.
-        frame_dtype: the frames' dtype.
+        frame_dtype: the numpy dtype of the stored frames.
         seed: the seed of the sampling RNG.
         num_shards: its shards, one per game played at once (the Nature loop's: 1).
         n_step: the steps an n-step return sums (1: one-step returns).
         discount: gamma, per agent step.
-
-    Raises:
-        ConfigError: on replay_capacity, below min_capacity.
     """
 
     def __init__(self, capacity, frame_shape, history_length, frame_dtype=np.uint8, seed=0,
@@ -215,9 +187,9 @@ class ReplayMemory:
         """Store one step: the newest frame of s_t, a_t, r_t and how the step ended.
 
         Args:
-            frame: the newest frame of s_t.
-            action: a_t.
-            reward: r_t.
+            frame: the newest frame of s_t, of frame_shape.
+            action: a_t, the index of the action taken.
+            reward: r_t, the reward of the step.
             terminal: s_{t+1} has no value (the learner's episode ended).
             episode_end: the step ended the episode, by a terminal or the time limit.
             shard: the shard to write, the game's.
@@ -233,14 +205,14 @@ class ReplayMemory:
         self._changed[shard] = min(self._changed[shard] + 1, self.shard_capacity)
 
     def add_batch(self, frames, actions, rewards, terminals, episode_ends, shard=0):
-        """Store consecutive steps of one shard, as `add` would one at a time.
+        """Store consecutive steps of one shard, oldest first, as `add` would one at a time.
 
         Args:
-            frames: the newest frame of each step, oldest first.
-            actions: the step's actions.
-            rewards: the step's rewards.
-            terminals: for each step, whether s_{t+1} has no value.
-            episode_ends: for each step, whether it ended the episode.
+            frames: the newest frame of each step, as `add` takes it.
+            actions: each step's a_t, as `add` takes it.
+            rewards: each step's r_t, as `add` takes it.
+            terminals: each step's `terminal`, as `add` takes it.
+            episode_ends: each step's `episode_end`, as `add` takes it.
             shard: the shard to write, the game's.
         """
         n = len(actions)
@@ -278,18 +250,14 @@ class ReplayMemory:
                 "rng": self.rng.bit_generator.state}
 
     def check_state_dict(self, state, where="/replay"):
-        """Raise, changing nothing, unless `state` fits this replay.
+        """Raise StateMismatch, changing nothing, unless `state` fits this replay.
 
-        It fits with, per shard, a write position below the shard's capacity and a fill up
-        to it, the position equal to the fill until the shard is full (its writes start at 0
-        and wrap only then), and a PCG64 state.
+        It fits with, per shard, a write position below the shard's capacity and a fill up to it,
+        equal until the shard is full (writes start at 0 and wrap only then), and a PCG64 state.
 
         Args:
             state: a replay's state, as state_dict gives it.
             where: the state's path in the checkpoint, for the message.
-
-        Raises:
-            StateMismatch: where it does not fit.
         """
         check_state(state, RUN["replay"], where)  # the kinds, as every checkpoint's
         # A position at or past the shard's end would write outside it, far from its cause.
@@ -314,10 +282,8 @@ class ReplayMemory:
     def load_state_dict(self, state):
         """Load write positions, fill and the sampling RNG; the arrays are filled in place.
 
-        Refuses, changing nothing, a state that does not fit (check_state_dict).
-
         Args:
-            state: a replay's state, as state_dict gives it.
+            state: a replay's state, as state_dict gives it; check_state_dict refuses a misfit.
         """
         self.check_state_dict(state)
         self.pointers[:] = state["pointers"]
@@ -338,11 +304,10 @@ class ReplayMemory:
         return shards, np.concatenate(cols)
 
     def cut_episodes(self, shards=None):
-        """End the stored trajectory of `shards` (default: all) as a time-limit cut would.
+        """End the stored trajectory of `shards` as a time-limit cut would.
 
-        For games that restart (a resume, a replaced sampler): no stack may join the old game
-        to the new one, and the last stored transition, whose successor is lost, must never be
-        sampled.
+        For games that restart (a resume, a replaced sampler): no stack may join the old game to
+        the new one, and the last stored transition, whose successor is lost, must never be sampled.
 
         Args:
             shards: the shards whose games restart; None: all.
@@ -357,7 +322,7 @@ class ReplayMemory:
 
         Args:
             count: the minibatches to skip.
-            batch_size: transitions per minibatch.
+            batch_size: the transitions in each minibatch, B.
         """
         for _ in range(count):
             self.sample_indices(batch_size)
@@ -379,16 +344,13 @@ class ReplayMemory:
     def sample_indices(self, batch_size):
         """Draw `batch_size` valid transitions, uniformly at random.
 
+        Before can_sample it raises ValueError; after 1,000 draws of time-limit cuts, RuntimeError.
+
         Args:
-            batch_size: transitions to draw.
+            batch_size: the transitions to draw, B.
 
         Returns:
-            (shards, indices), one entry per transition.
-
-        Raises:
-            ValueError: where no shard holds a complete transition yet.
-            RuntimeError: where 1,000 draws found only time-limit cuts, which have no stored
-                successor state.
+            (shards, indices), each (B,).
         """
         counts = self._candidates()
         total = int(counts.sum())
@@ -413,28 +375,24 @@ class ReplayMemory:
         raise RuntimeError("replay memory holds only time-limit cuts; cannot sample")
 
     def sample_indices_many(self, count, batch_size):
-        """Draw `count` minibatches as `count` calls of sample_indices in order would.
-
-        So the same draws as `count` calls of sample.
+        """Draw `count` minibatches as `count` calls of sample_indices (or sample) would.
 
         Args:
-            count: the minibatches to draw.
-            batch_size: transitions per minibatch.
+            count: the minibatches to draw, K.
+            batch_size: the transitions in each minibatch, B.
 
         Returns:
-            (shards, indices), each of shape (count, batch_size).
+            (shards, indices), each (K, B).
         """
         drawn = [self.sample_indices(batch_size) for _ in range(count)]
         return (np.stack([s for s, _ in drawn]), np.stack([i for _, i in drawn]))
 
     def gather_many(self, shards, idx):
-        """The minibatches at (K, B) indices, stacked as one Batch.
-
-        One gather of all K * B transitions, the same bytes as K gathers.
+        """The minibatches at (K, B) indices, in one gather, stacked as one Batch.
 
         Args:
-            shards: the shard of each transition, (K, B).
-            idx: the index of each transition in its shard, (K, B).
+            shards: int (K, B), each transition's shard.
+            idx: int (K, B), each transition's column in its shard.
 
         Returns:
             A Batch of (K, B, ...) arrays.
@@ -448,11 +406,10 @@ class ReplayMemory:
         """A minibatch of `batch_size` transitions drawn uniformly.
 
         Args:
-            batch_size: transitions to draw.
+            batch_size: the transitions to draw, B.
 
         Returns:
-            A Batch, each transition with its bootstrap discount: gamma for one-step
-            returns, gamma^m for n-step ones (see the top).
+            A Batch, each transition with its bootstrap discount (gamma, or gamma^m n-step).
         """
         shards, idx = self.sample_indices(batch_size)
         if self.n_step > 1:
@@ -460,14 +417,11 @@ class ReplayMemory:
         return self.gather(shards, idx)
 
     def stacks(self, shards, idx):
-        """The stacked states of records `idx` of `shards`.
-
-        Each is the record's frame and the k-1 before it, those from before the record's
-        episode began (an episode end at any record in [j, i-1]) zeroed.
+        """The stacked states of records `idx` of `shards`, frames from before the episode zeroed.
 
         Args:
-            shards: the shard of each record, one per transition.
-            idx: the record's index in its shard, one per transition.
+            shards: int (B,), each record's shard.
+            idx: int (B,), each record's column in its shard.
 
         Returns:
             The states, (B, k, ...) frames.
@@ -485,12 +439,11 @@ class ReplayMemory:
         """The n-step sums of the transitions starting at records `idx` of `shards`.
 
         Args:
-            shards: the shard of each record, one per transition.
-            idx: the record's index in its shard, one per transition.
+            shards: int (B,), each record's shard.
+            idx: int (B,), each record's column in its shard.
 
         Returns:
-            (returns, steps m, terminal): the discounted sums, the steps each covers, and
-            whether it ended at a terminal.
+            (returns, steps m, whether it ended at a terminal), each (B,).
         """
         n = self.n_step
         cols = (idx[:, None] + np.arange(n)) % self.shard_capacity       # (B, n)
@@ -511,8 +464,8 @@ class ReplayMemory:
         """The n-step transitions starting at records `idx` of `shards`.
 
         Args:
-            shards: the shard of each record, one per transition.
-            idx: the record's index in its shard, one per transition.
+            shards: int (B,), each record's shard.
+            idx: int (B,), each record's column in its shard.
 
         Returns:
             A Batch, each transition with its bootstrap discount gamma^m.
@@ -529,8 +482,8 @@ class ReplayMemory:
         """The one-step transitions of records `idx` of `shards`.
 
         Args:
-            shards: the shard of each record, one per transition; None: all of shard 0.
-            idx: the record's index in its shard, one per transition.
+            shards: int (B,), each record's shard; None: all of shard 0.
+            idx: int (B,), each record's column in its shard.
 
         Returns:
             A Batch, each transition with its bootstrap discount gamma.

@@ -15,13 +15,8 @@ from fast_dqn.agent.replay_gather import FIELDS, ReplayGather
 class ReplayMirror:
     """A copy of replay's arrays on the device, filled now, refreshed by `sync`.
 
-    Args:
-        replay: the host's ReplayMemory, the record of truth.
-        device_arrays: the backend's DeviceArrays class (fast_dqn.agent.train_step_*).
-
-    Attributes:
-        gather: the ReplayGather that builds minibatches from the device's arrays.
-        device: the DeviceArrays that hold them.
+    device_arrays is the backend's DeviceArrays class. `gather` builds minibatches from the
+    arrays that `device` holds.
     """
 
     def __init__(self, replay, device_arrays):
@@ -33,11 +28,7 @@ class ReplayMirror:
         self.device = device_arrays({name: arrays[name] for name in FIELDS})
 
     def sync(self):
-        """Copy the records written since the last sync to the device, in one transfer.
-
-        Returns:
-            The records copied, padding left out.
-        """
+        """Copy the records written since the last sync in one transfer; returns how many."""
         shards, cols = self.replay.take_changes()
         if not len(cols):
             return 0

@@ -3,21 +3,16 @@
 One DQN update of batch 32 is microseconds of arithmetic and hundreds of microseconds of small
 kernels that wait on each other, and a GPU runs one process's kernels at a time: G runs in G
 processes train no faster than one. Mapped over a run axis (`jax.vmap`), the same pure update
-(fast_dqn.agent.train_step_jax) trains G runs in one kernel each, for about one run's cost.
-
-Each run keeps what makes it its own run: its network's initial weights (its learner is built
-as its ordinary run's, then padded), its replay and its minibatch indices (drawn by the caller
-from that replay's RNG). The group only stacks and computes.
+(train_step_jax) trains G runs in one kernel each, for about one run's cost. Each run keeps
+its initial weights, its replay and its minibatch indices (drawn by the caller from that
+replay's RNG); the group only stacks and computes. On TensorFlow a group is refused.
 
 Games with different action sets: every run's Q-head is padded with zero columns to the
-group's largest action count. The padding is masked out of every max, argmax and mean
-(`valid_actions` of DQNLearner._train_step); a taken action is always a real one. So no
-gradient reaches the padding, its weights and optimizer slots stay zero, and the real
-columns compute what the unpadded network computes (rounded as a vmapped program rounds).
-A dueling head centres its advantages over all columns, so dueling runs of a group must share
-one action count.
-
-JAX only: on TensorFlow a group is refused (GroupNeedsJax); a run alone needs none.
+group's largest action count, masked out of every max, argmax and mean (`valid_actions` of
+DQNLearner._train_step); a taken action is always a real one. So no gradient reaches the
+padding, its weights and optimizer slots stay zero, and the real columns compute what the
+unpadded network computes (rounded as a vmapped program rounds). A dueling head centres its
+advantages over all columns, so dueling runs of a group must share one action count.
 """
 
 import numpy as np
@@ -62,20 +57,14 @@ def _map_state(fn, state, like):
 class RunGroup:
     """G runs' learners trained and queried in one compiled call each.
 
-    The members stay the runs' own DQNLearners: a checkpoint, an evaluation or an export of
-    run r reads member r after `write_back`. Between write-backs the group's stacked state
-    is the truth, and the members' is stale.
+    The members stay the runs' own DQNLearners: a checkpoint, an evaluation or an export of run
+    r reads member r after `write_back`; until then the group's stacked state is the truth.
 
     Args:
         members: the G runs' DQNLearners, each built as its ordinary run builds it (its
             game's action count, its seed), all of one architecture and optimizer.
         padded: a DQNLearner of the same settings whose network outputs the group's largest
             action count; its networks and optimizer are what the group computes with.
-
-    Raises:
-        GroupNeedsJax: on a backend other than JAX (a run alone needs no group).
-        GroupMismatch: members of different architectures, dueling heads of different action
-            counts, or a padded learner of another size.
     """
 
     def __init__(self, members, padded):
@@ -137,10 +126,7 @@ class RunGroup:
         """Bring members up to date with the group's state, unpadded.
 
         Args:
-            runs: the runs' indices; None: all.
-
-        Raises:
-            TrainingDiverged: a member's weights are not finite (check_weights).
+            runs: the runs' indices (None: all); a diverged member raises TrainingDiverged.
         """
         for r in range(self.runs) if runs is None else runs:
             self.padded.compiled_steps.set_state(self._jax.run_state(self.states, r))
@@ -155,8 +141,7 @@ class RunGroup:
             batches: a Batch of (G, K, B, ...) arrays: run r's K minibatches at [r].
 
         Returns:
-            (losses, mean Qs) as numpy, each (G, K), unchecked: `diverged` names the runs
-            whose values are not finite.
+            (losses, mean Qs) as numpy, each (G, K), unchecked (see `diverged`).
         """
         self.states, metrics = self._steps.train_many(self.states, batches)
         return tuple(np.asarray(m) for m in metrics)
@@ -168,7 +153,7 @@ class RunGroup:
             replays: the G runs' ReplayMemories, of one shape.
 
         Returns:
-            G ReplayMirrors, run r's writing into slice r; train_from_replay takes them.
+            G ReplayMirrors, run r's writing into slice r, for train_from_replay.
         """
         from fast_dqn.agent.replay_gather import FIELDS
         from fast_dqn.agent.replay_mirror import ReplayMirror
@@ -201,7 +186,7 @@ class RunGroup:
 
         Args:
             losses: (G, K), as a train call returned them.
-            mean_qs: (G, K), alike.
+            mean_qs: (G, K), as a train call returned them.
 
         Returns:
             A sorted list of run indices.
@@ -230,8 +215,8 @@ class RunGroup:
 
         Args:
             states_per_run: G stacks of states, run r's (N_r, ...); N_r may be 0.
-            strict: raise TrainingDiverged for a run's value that is not finite; False
-                leaves the check to the caller (one run's divergence ends that run alone).
+            strict: raise TrainingDiverged for a run's value that is not finite; False leaves
+                the check to the caller (one run's divergence ends that run alone).
 
         Returns:
             G numpy arrays, run r's (N_r, its game's action count).
@@ -240,7 +225,7 @@ class RunGroup:
         return self._q((s.target_trainable, s.target_non_trainable), states_per_run, strict)
 
     def q_values(self, states_per_run):
-        """Each run's main network's Q-values of its states, in one batched call.
+        """As target_q_values (strict), of each run's main network.
 
         Args:
             states_per_run: G stacks of states, run r's (N_r, ...); N_r may be 0.

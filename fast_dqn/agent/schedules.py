@@ -6,9 +6,8 @@ import numpy as np
 class LinearSchedule:
     """A value that holds at `start`, goes linearly to `end`, then holds there.
 
-    Nature decays from step 0 (delay 0); Dopamine from the end of its warm-up.
-    Called with one agent step or an array of them (one per sampler of a round), it returns
-    the value at each, in the same shape.
+    Called with one agent step or an array of them, it returns the value at each, in the same
+    shape. Nature decays from step 0 (delay 0); Dopamine from the end of its warm-up.
 
     Args:
         start: the value until agent step `delay`.

@@ -15,12 +15,9 @@ class TrainCalls:
     Args:
         learner: the DQNLearner that trains the main network.
         replay: the ReplayMemory the minibatches are drawn from.
-        batch_size: the transitions in one minibatch.
+        batch_size: the transitions in one minibatch, B.
         on_device: whether replay is mirrored on the device (--replay-device device), so
-            that only the indices travel.
-
-    Attributes:
-        mirror: the ReplayMirror on the device, or None where the host gathers.
+            that only the indices travel; `mirror` is then its ReplayMirror, else None.
     """
 
     def __init__(self, learner, replay, batch_size, on_device):
@@ -33,12 +30,11 @@ class TrainCalls:
         Reading only is the trainer's rule 1 (fast_dqn.loops.background_trainer).
 
         Args:
-            count: the minibatches to draw.
+            count: the minibatches to draw, K.
 
         Returns:
-            What `train` takes: a Batch of (count, batch_size, ...) arrays gathered on the
-            host, or, with the mirror, the (shards, indices) int arrays, each (count,
-            batch_size).
+            What `train` takes: a Batch of (K, B, ...) arrays gathered on the host, or, with the
+            mirror, the (shards, indices) int arrays, each (K, B).
         """
         shards, idx = self.replay.sample_indices_many(count, self.batch_size)
         if self.mirror is None:
@@ -52,13 +48,11 @@ class TrainCalls:
         """Train the drawn minibatches in one compiled call, in the order drawn.
 
         Args:
-            drawn: what `draw` returned.
+            drawn: what `draw` returned, for K minibatches.
 
         Returns:
-            A list of (loss, mean Q) float pairs, one per minibatch.
-
-        Raises:
-            TrainingDiverged: a loss or mean Q is not finite.
+            A list of K (loss, mean Q) float pairs; a loss or mean Q that is not finite raises
+            TrainingDiverged.
         """
         if self.mirror is None:
             losses, mean_qs = self.learner.train_many(drawn)

@@ -1,16 +1,10 @@
 """The learner's compiled functions on JAX: `jax.jit` over Keras's stateless calls.
 
-The learner's state lives on the device between calls, as the state of pure functions: the
-main network's values, the target network's and the optimizer's (LearnerState). A train
-call takes it and returns the next one; the Keras variables are brought up to date only when
-something reads them (`keras_variables`: a checkpoint, an evaluation, an export, a copy for
-Ray). So a call pays no per-variable reads and writes on the host, and K minibatches go
-through one `lax.scan` in one call.
-
-The math is in free pure functions a reader can call alone: `update(parts, state, batch)
--> (state, (loss, mean Q))` is one minibatch's step (Dopamine's `train`, CleanRL's
-`update`), and `train_many` is K of them after one pass of the frozen target network over
-all K minibatches' next states. CompiledSteps jits them and holds the state between calls.
+The learner's state (LearnerState) lives on the device between calls, as the state of pure
+functions a reader can call alone: `update` is one minibatch's step (Dopamine's `train`,
+CleanRL's `update`), and `train_many` is K of them in one `lax.scan`. CompiledSteps jits them
+and holds the state; the Keras variables are brought up to date only when something reads
+them (`keras_variables`), so a call pays no per-variable reads and writes on the host.
 
 Threads. The trainer thread alone runs the train calls and so replaces the main network's
 and the optimizer's values. The samplers act through the target network's values, which
@@ -61,19 +55,11 @@ class UpdateParts(NamedTuple):
 
 
 def loss_of(parts, trainable, state, batch, next_target_q=None):
-    """The loss to differentiate with respect to `trainable`, and (loss, mean Q).
+    """(the loss to differentiate, scaled where the optimizer scales it; (loss, mean Q)).
 
-    Args:
-        parts: the UpdateParts: the networks, the optimizer and the train step.
-        trainable: the main network's trainable values, which the gradient is taken of.
-        state: the LearnerState whose other values the networks and optimizer read.
-        batch: one minibatch, a Batch of (B, ...) arrays.
-        next_target_q: the target network's Q-values of the batch's next states, (B,
-            actions); None computes them here.
-
-    Returns:
-        (the loss to differentiate (scaled where the optimizer scales it), (loss,
-        mean Q)).
+    The gradient is taken of `trainable`, the main network's trainable values; the other values
+    come from `state`. next_target_q is the target network's Q-values of the batch's next
+    states, (B, actions), where the caller computed them (train_many); None computes them here.
     """
     # The optimizer's variables are mapped too: a loss-scaling optimizer reads its current
     # scale from them in scale_loss.
@@ -89,18 +75,7 @@ def loss_of(parts, trainable, state, batch, next_target_q=None):
 
 
 def update(parts, state, batch, next_target_q=None):
-    """One minibatch's gradient step, a pure function.
-
-    Args:
-        parts: the UpdateParts: the networks, the optimizer and the train step.
-        state: the LearnerState before the step.
-        batch: one minibatch, a Batch of (B, ...) arrays.
-        next_target_q: the target network's Q-values of the batch's next states, (B,
-            actions), where the caller computed them (train_many); None computes them here.
-
-    Returns:
-        (the LearnerState after the step, (loss, mean Q)).
-    """
+    """One minibatch's gradient step, a pure function: (LearnerState after, (loss, mean Q))."""
     state, metrics = _step(parts, _carried(parts, state), batch, next_target_q)
     return _kept(parts, state), metrics
 
@@ -140,16 +115,7 @@ def _kept(parts, state):
 
 
 def target_q_values(parts, state, states):
-    """The target network's Q-values of K minibatches' states in one pass.
-
-    Args:
-        parts: the UpdateParts, whose target network is called.
-        state: the LearnerState, whose target values are used.
-        states: K minibatches' states, (K, B, ...).
-
-    Returns:
-        The Q-values, (K, B, actions).
-    """
+    """The target network's Q-values (K, B, actions) of K minibatches' states (K, B, ...)."""
     flat = jax.numpy.reshape(states, (-1, *states.shape[2:]))
     q = parts.target.stateless_call(state.target_trainable, state.target_non_trainable, flat,
                                     training=False)[0]
@@ -157,21 +123,11 @@ def target_q_values(parts, state, states):
 
 
 def train_many(parts, state, batches):
-    """K updates in order on a Batch of K minibatches stacked on a leading axis.
+    """K updates in order on a Batch of (K, B, ...) arrays: (state after, (K losses, K mean Qs)).
 
     The target network is frozen within a call, so its Q-values of all K minibatches' next
     states come from one batched pass before the K updates, not from K small ones inside
     them (Double DQN's argmax over the main network's Q-values stays inside each update).
-    Only what an update changes, the main network's trainable values and the optimizer's,
-    is carried from one update to the next.
-
-    Args:
-        parts: the UpdateParts: the networks, the optimizer and the train step.
-        state: the LearnerState before the first update.
-        batches: K minibatches, a Batch of (K, B, ...) arrays.
-
-    Returns:
-        (the LearnerState after all K, (K losses, K mean Qs)).
     """
     next_target_q = target_q_values(parts, state, batches.next_states)
     state = _carried(parts, state)
@@ -191,20 +147,10 @@ def train_many(parts, state, batches):
 
 
 def train_from_replay(parts, gather, state, arrays, shards, idx):
-    """train_many on the minibatches at (K, B) indices of replay's arrays on the device.
+    """train_many on the minibatches at records (shards, idx) of replay's arrays on the device.
 
-    They are gathered by a ReplayGather in one gather for all K.
-
-    Args:
-        parts: the UpdateParts: the networks, the optimizer and the train step.
-        gather: the ReplayGather of the replay (static: one compile per replay).
-        state: the LearnerState before the first update.
-        arrays: replay's FIELDS on the device, each (num_shards, shard_capacity, ...).
-        shards: int32 (K, B), the shard of each record.
-        idx: int32 (K, B), each record's column in its shard.
-
-    Returns:
-        (the LearnerState after all K, (K losses, K mean Qs)).
+    arrays: replay's FIELDS, each (num_shards, shard_capacity, ...). shards, idx: int32 (K, B),
+    each record's shard and its column in that shard. One gather serves all K minibatches.
     """
     k, b = idx.shape
     gathered = gather.batch(arrays, jax.numpy.reshape(shards, (-1,)),
@@ -216,15 +162,9 @@ def train_from_replay(parts, gather, state, arrays, shards, idx):
 class CompiledSteps:
     """The learner's jitted calls on JAX, holding the LearnerState on the device between them.
 
-    Args:
-        main: the main network, a Keras model.
-        target: the target network, of the same architecture.
-        optimizer: a built Keras optimizer over main's trainable variables.
-        train_step: train_step(main, target, states, actions, rewards, next_states, dones,
-            discounts, next_target_q=None) -> (loss, the loss to differentiate, mean Q),
-            calling the two networks (fast_dqn.agent.learner.DQNLearner._train_step).
-        options: the CompileOptions (its xla is moot: everything JAX compiles goes through
-            XLA).
+    train_step_tf.CompiledSteps has the same methods, documented here; the train calls'
+    metrics stay on the device (tensors under TensorFlow). train_step is
+    DQNLearner._train_step; of the CompileOptions, xla is moot (JAX compiles all with XLA).
     """
 
     def __init__(self, main, target, optimizer, train_step, options):
@@ -268,39 +208,15 @@ class CompiledSteps:
         return metrics
 
     def train(self, *batch):
-        """One gradient step on one minibatch.
-
-        Args:
-            *batch: the six arrays of a Batch, (B, ...) each.
-
-        Returns:
-            (loss, mean Q), on the device.
-        """
+        """One gradient step (update) on a Batch's six (B, ...) arrays: (loss, mean Q)."""
         return self._changed(self._update(self.state, Batch(*batch)))
 
     def train_many(self, *batches):
-        """K gradient steps in one call, on K minibatches stacked on a leading axis.
-
-        Args:
-            *batches: the six arrays of a Batch, (K, B, ...) each.
-
-        Returns:
-            (K losses, K mean Qs), on the device.
-        """
+        """train_many on a Batch's six (K, B, ...) arrays: (K losses, K mean Qs)."""
         return self._changed(self._train_many(self.state, Batch(*batches)))
 
     def train_from_replay(self, gather, arrays, shards, idx):
-        """K gradient steps in one call, on minibatches gathered on the device from replay.
-
-        Args:
-            gather: the ReplayGather of the replay.
-            arrays: replay's FIELDS on the device, each (num_shards, shard_capacity, ...).
-            shards: int32 (K, B), the shard of each record.
-            idx: int32 (K, B), each record's column in its shard.
-
-        Returns:
-            (K losses, K mean Qs), on the device.
-        """
+        """train_from_replay (the function) on the held state: (K losses, K mean Qs)."""
         return self._changed(self._train_replay(gather, self.state, arrays, shards, idx))
 
     def keras_variables(self):
@@ -327,25 +243,11 @@ class CompiledSteps:
         self._target_on_cpu = None
 
     def main_q(self, states):
-        """The main network's Q-values of `states`.
-
-        Args:
-            states: stacked observations, (N, ...).
-
-        Returns:
-            A numpy array (N, actions).
-        """
+        """The main network's Q-values, numpy (N, actions), of stacked observations (N, ...)."""
         return _q_of(self._q, self.state.trainable, self.state.non_trainable, states)
 
     def target_q(self, states):
-        """The target network's Q-values of `states`.
-
-        Args:
-            states: stacked observations, (N, ...).
-
-        Returns:
-            A numpy array (N, actions).
-        """
+        """As main_q, with the target network (on the CPU with --act-on-cpu)."""
         if self._acting_cpu is not None:
             if self._target_on_cpu is None:  # the first call after the target changed
                 self._target_on_cpu = jax.device_put(
@@ -368,21 +270,15 @@ class CompiledSteps:
         return int(self.state.optimizer[self.iterations_index])
 
     def all_finite(self):
-        """Whether every floating-point value of the state is finite.
-
-        One compiled reduction on the device, one bool back.
-
-        Returns:
-            A Python bool.
-        """
+        """Whether the state's floating-point values are all finite, in one device reduction."""
         return bool(self._all_finite(self.state))
 
 
 def jit_options(options):
     """jax.jit's keywords for a train call compiled with CompileOptions `options`.
 
-    XLA_FLAGS asks every GPU kernel to be deterministic (backend_setup); a call compiled
-    with these options may use the faster, non-deterministic ones.
+    XLA_FLAGS asks every GPU kernel to be deterministic (backend_setup); a call compiled with
+    options.deterministic off may use the faster, non-deterministic ones.
     """
     if options.deterministic:
         return {}
@@ -395,19 +291,9 @@ def _masked_parts(parts, valid_actions):
 
 
 def group_train_many(parts, states, batches, valid_actions):
-    """train_many for G runs in one call: every argument gains a leading run axis.
+    """train_many for G runs in one call (jax.vmap): every argument gains a leading run axis.
 
-    The same pure function mapped over the runs (jax.vmap), so G runs' updates run as one
-    kernel each, for about what one run's cost on a GPU.
-
-    Args:
-        parts: the UpdateParts of the group's padded network (fast_dqn.agent.run_group).
-        states: the G runs' LearnerStates, stacked: each array (G, ...).
-        batches: a Batch of (G, K, B, ...) arrays: each run's K minibatches.
-        valid_actions: bool (G, actions), each run's columns of the padded Q-head.
-
-    Returns:
-        (the G LearnerStates after all K, ((G, K) losses, (G, K) mean Qs)).
+    valid_actions: bool (G, actions), each run's columns of the padded Q-head.
     """
     def one(state, batch, valid):
         return train_many(_masked_parts(parts, valid), state, batch)
@@ -415,20 +301,7 @@ def group_train_many(parts, states, batches, valid_actions):
 
 
 def group_train_from_replay(parts, gather, states, arrays, shards, idx, valid_actions):
-    """train_from_replay for G runs in one call, each on its own replay's arrays.
-
-    Args:
-        parts: the UpdateParts of the group's padded network.
-        gather: the ReplayGather the runs' replays share (one protocol, one shape).
-        states: the G runs' LearnerStates, stacked: each array (G, ...).
-        arrays: the runs' replay FIELDS, each (G, num_shards, shard_capacity, ...).
-        shards: int32 (G, K, B), the shard of each record, in its run's replay.
-        idx: int32 (G, K, B), each record's column in its shard.
-        valid_actions: bool (G, actions), each run's columns of the padded Q-head.
-
-    Returns:
-        (the G LearnerStates after all K, ((G, K) losses, (G, K) mean Qs)).
-    """
+    """train_from_replay for G runs in one call, as group_train_many; they share `gather`."""
     def one(state, run_arrays, run_shards, run_idx, valid):
         return train_from_replay(_masked_parts(parts, valid), gather, state, run_arrays,
                                  run_shards, run_idx)
@@ -438,10 +311,7 @@ def group_train_from_replay(parts, gather, states, arrays, shards, idx, valid_ac
 class GroupSteps:
     """A run group's jitted calls: its G runs' states stacked, trained and queried as one.
 
-    Args:
-        parts: the UpdateParts of the group's padded network.
-        valid_actions: bool (G, actions), each run's columns of the padded Q-head.
-        options: the padded learner's jit keywords (CompiledSteps.jit_options).
+    options: the padded learner's jit keywords (CompiledSteps.jit_options).
     """
 
     def __init__(self, parts, valid_actions, options=None):
@@ -462,10 +332,7 @@ class GroupSteps:
         return self._train_replay(gather, states, arrays, shards, idx, self.valid_actions)
 
     def q(self, trainable, non_trainable, states):
-        """Each run's network's Q-values of its states: (G, N, ...) -> numpy (G, N, actions).
-
-        N is padded to a power of two (one compile per size, as `_padded` says).
-        """
+        """Each run's network's Q-values of its states: (G, N, ...) -> numpy (G, N, actions)."""
         rows = states.shape[1]
         padded = np.swapaxes(_padded(np.swapaxes(states, 0, 1)), 0, 1)
         return jax.device_get(self._q(trainable, non_trainable, padded))[:, :rows]
@@ -488,12 +355,8 @@ def run_state(states, run):
 class GroupDeviceArrays:
     """G runs' replay arrays on the device, stacked on a leading run axis, written in place.
 
-    Args:
-        host_arrays: {name: numpy array} of one run's replay FIELDS, for the shapes.
-        runs: G.
-
-    Attributes:
-        arrays: {name: device array (G, num_shards, shard_capacity, ...)}.
+    host_arrays: one run's replay FIELDS, for the shapes. `arrays` holds {name: device array
+    (G, num_shards, shard_capacity, ...)}.
     """
 
     def __init__(self, host_arrays, runs):
@@ -511,11 +374,9 @@ class GroupDeviceArrays:
             donate_argnums=0)
 
     def run_view(self, run):
-        """A DeviceArrays-like view of run `run`'s slice, for its ReplayMirror.
+        """A factory of a DeviceArrays-like view of run `run`'s slice, for its ReplayMirror.
 
-        Returns:
-            A factory host_arrays -> view: ReplayMirror calls it with the run's replay
-            arrays, which fill the slice.
+        ReplayMirror calls it with the run's replay arrays, which fill the slice.
         """
         return functools.partial(_RunSlice, self, run)
 
@@ -538,14 +399,7 @@ class _RunSlice:
 
 
 def all_finite(state):
-    """Whether every floating-point array of a pytree holds only finite numbers.
-
-    Args:
-        state: a pytree of arrays (a LearnerState).
-
-    Returns:
-        One boolean on the device.
-    """
+    """Whether every floating-point array of a pytree (a LearnerState) is finite: a device bool."""
     checks = [jax.numpy.all(jax.numpy.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(state)
               if jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating)]
     return jax.numpy.all(jax.numpy.stack(checks)) if checks else jax.numpy.bool_(True)
@@ -560,9 +414,8 @@ def _stateless_q(network):
 def _padded(states):
     """The rows padded with zeros to the next power of two.
 
-    jit compiles once per shape, and an acting batch (the greedy rows of W games) may have
-    any size from 1 to W: so at most log2(W) + 1 compiles, in a run's first rounds, instead
-    of W.
+    jit compiles once per shape, and an acting batch (the greedy rows of W games) may have any
+    size from 1 to W: so at most log2(W) + 1 compiles, in a run's first rounds, instead of W.
     """
     rows = len(states)
     size = 1 << max(rows - 1, 0).bit_length()
@@ -578,15 +431,7 @@ def _q_of(call, trainable, non_trainable, states):
 
 
 def predictor(network):
-    """network(states) compiled once for acting; it reads the network's current weights.
-
-    Args:
-        network: a Keras model.
-
-    Returns:
-        A function of stacked observations (N, ...) that returns their Q-values as a numpy
-        array (N, actions).
-    """
+    """learner.predictor on JAX: network(states) jitted once; it reads the current weights."""
     call = jax.jit(_stateless_q(network))
     return lambda states: _q_of(call, _values(network.trainable_variables),
                                 _values(network.non_trainable_variables), states)
@@ -600,12 +445,8 @@ def to_device(array):
 class DeviceArrays:
     """Replay's arrays mirrored on the device, written in place at given records.
 
-    Args:
-        host_arrays: {name: numpy array} of replay's FIELDS, each (num_shards,
-            shard_capacity, ...).
-
-    Attributes:
-        arrays: {name: device array}, the same shapes; replaced by each write.
+    host_arrays: replay's FIELDS, each (num_shards, shard_capacity, ...). `arrays` holds them on
+    the device; each write replaces it.
     """
 
     def __init__(self, host_arrays):
@@ -620,11 +461,5 @@ class DeviceArrays:
         self._write = jax.jit(write, donate_argnums=0)
 
     def write(self, shards, cols, values):
-        """Write records in place on the device.
-
-        Args:
-            shards: int32 (N,), the shard of each record.
-            cols: int32 (N,), each record's column in its shard.
-            values: {name: (N, ...) array}, each field's new values.
-        """
+        """Write records in place: shards, cols int32 (N,); values {name: (N, ...) array}."""
         self.arrays = self._write(self.arrays, shards, cols, values)

@@ -4,7 +4,8 @@ The Keras variables are the state, and they live on the device already: the trai
 updates the main network's in place, and K minibatches go through one `tf.function` (a loop
 in the graph). TF ops are thread-safe, so the samplers may act through the target network
 while the trainer thread trains; the loops decide when `update_target` may run (only while
-nobody trains).
+nobody trains). CompiledSteps, predictor, to_device and DeviceArrays are train_step_jax's
+twins, whose docstrings serve both.
 
 No function here goes through AutoGraph (`autograph=False`; the one loop is a
 `tf.while_loop`): AutoGraph hands TensorFlow's C++ a map of this package's source file
@@ -26,22 +27,10 @@ def _function(python_function, **options):
 class CompiledSteps:
     """The learner's tf.functions on TensorFlow, over the Keras variables as its state.
 
-    Args:
-        main: the main network, a Keras model.
-        target: the target network, of the same architecture.
-        optimizer: a built Keras optimizer over main's trainable variables.
-        train_step: train_step(main, target, states, actions, rewards, next_states, dones,
-            discounts) -> (loss, the loss to differentiate, mean Q), calling the two
-            networks; it is backend-neutral, and here it runs under a GradientTape.
-        options: the CompileOptions: its xla compiles the train calls with XLA
-            (jit_compile). Determinism is process-wide here (backend_setup); the scan's
-            unroll, the fused optimizer step and acting on the CPU are JAX's only.
-
-    Attributes:
-        train: a tf.function of the six arrays of a Batch, (B, ...) each: one gradient step,
-            returning (loss, mean Q) as tensors.
-        train_many: a tf.function of the six arrays of a Batch, (K, B, ...) each: K gradient
-            steps in order, returning (K losses, K mean Qs) as tensors.
+    train_step runs under a GradientTape here. The CompileOptions' xla compiles the train calls
+    with XLA (jit_compile); determinism is process-wide (backend_setup), and the scan's unroll,
+    the fused optimizer step and acting on the CPU are JAX's only. train and train_many are
+    tf.function attributes, not methods.
     """
 
     def __init__(self, main, target, optimizer, train_step, options):
@@ -100,22 +89,7 @@ class CompiledSteps:
                           lambda i: self._gather.batch(arrays, shards[i], idx[i]))
 
     def train_from_replay(self, gather, arrays, shards, idx):
-        """K gradient steps in one call, on minibatches gathered on the device from replay.
-
-        Args:
-            gather: the ReplayGather of the replay.
-            arrays: replay's FIELDS as variables on the device, each (num_shards,
-                shard_capacity, ...).
-            shards: int32 (K, B), the shard of each record.
-            idx: int32 (K, B), each record's column in its shard.
-
-        Returns:
-            (K losses, K mean Qs), as tensors.
-
-        Raises:
-            ValueError: `arrays` are not those of the first call: one learner trains from
-                one replay on the device.
-        """
+        """As train_step_jax's; `arrays` must be the first call's: one replay per learner."""
         # The graph, traced at the first call, reads the variables it captured then.
         if self.replay_arrays is None:
             self._gather, self.replay_arrays = gather, arrays
@@ -128,49 +102,24 @@ class CompiledSteps:
             t.assign(m)
 
     def keras_variables(self):
-        """The Keras variables are the state: always up to date."""
+        """Nothing to do: the Keras variables are the state."""
 
     def variables_changed(self):
         """Nothing to do: the calls read the variables themselves."""
 
     def main_q(self, states):
-        """The main network's Q-values of `states`.
-
-        Args:
-            states: stacked observations, (N, ...).
-
-        Returns:
-            A numpy array (N, actions).
-        """
         return self._main_q(states).numpy()
 
     def target_q(self, states):
-        """The target network's Q-values of `states`.
-
-        Args:
-            states: stacked observations, (N, ...).
-
-        Returns:
-            A numpy array (N, actions).
-        """
         return self._target_q(states).numpy()
 
     def update_target(self):
-        """Copy main to target: every target weight is assigned the main network's."""
         self._sync()
 
     def iterations(self):
-        """The optimizer's update count: the minibatches trained since the run began."""
         return int(self.optimizer.iterations.numpy())
 
     def all_finite(self):
-        """Whether every floating-point variable of both networks and the optimizer is finite.
-
-        One graph call on the device, one bool back.
-
-        Returns:
-            A Python bool.
-        """
         if self._all_finite is None:
             variables = [v.value for v in (self.main.weights + self.target.weights
                                            + list(self.optimizer.variables))
@@ -184,47 +133,22 @@ class CompiledSteps:
 
 
 def predictor(network):
-    """network(states) compiled once for acting; it reads the network's current weights.
-
-    Args:
-        network: a Keras model.
-
-    Returns:
-        A function of stacked observations (N, ...) that returns their Q-values as a numpy
-        array (N, actions).
-    """
     spec = tf.TensorSpec((None, *network.input_shape[1:]), network.inputs[0].dtype)
     call = _function(lambda s: network(s, training=False), input_signature=(spec,))
     return lambda states: call(states).numpy()
 
 
 def to_device(array):
-    """A host array copied into the device's memory."""
     return tf.convert_to_tensor(array)
 
 
 class DeviceArrays:
-    """Replay's arrays mirrored as variables on the device, written in place at given records.
-
-    Args:
-        host_arrays: {name: numpy array} of replay's FIELDS, each (num_shards,
-            shard_capacity, ...).
-
-    Attributes:
-        arrays: {name: tf.Variable}, the same shapes.
-    """
+    """As train_step_jax.DeviceArrays; here its arrays are tf.Variables."""
 
     def __init__(self, host_arrays):
         self.arrays = {name: tf.Variable(a, trainable=False) for name, a in host_arrays.items()}
 
     def write(self, shards, cols, values):
-        """Write records in place on the device.
-
-        Args:
-            shards: int32 (N,), the shard of each record.
-            cols: int32 (N,), each record's column in its shard.
-            values: {name: (N, ...) array}, each field's new values.
-        """
         where = tf.stack([tf.convert_to_tensor(shards), tf.convert_to_tensor(cols)], axis=1)
         for name, variable in self.arrays.items():
             variable.scatter_nd_update(where, values[name])

@@ -1,9 +1,7 @@
 """One Atari emulator as a gymnasium env, driven the way ale-py's AtariVectorEnv drives its games.
 
-The project has one preprocessing (docs/protocol.md, "The protocol"): the one ale-py's vector env
-does in C++, so training on either sampler backend, evaluation and `fast_dqn.tools.evaluate` see
-bit-identical observations. This env is its emulator layer, and the wrappers of
-fast_dqn.envs.atari_wrappers are the rest:
+It is the emulator layer of the project's one preprocessing (docs/protocol.md, "The
+protocol"); the wrappers of fast_dqn.envs.atari_wrappers are the rest:
 
 - one emulator frame per step; the observation is the ALE's own grayscale screen (its
   palette's luminance, `getScreenGrayscale`), 210x160 uint8, as the vector env takes it;
@@ -12,7 +10,6 @@ fast_dqn.envs.atari_wrappers are the rest:
   seed starts a new game and keeps every random stream going. So two resets with one seed play
   the same game (gymnasium's env checker asks exactly that);
 - sticky actions are the ALE's own (`repeat_action_probability`);
-- info carries `lives` and `episode_frame_number`;
 - `render()` gives the RGB screen, for videos.
 
 We use ALEInterface directly rather than gymnasium's AtariEnv because AtariEnv derives the
@@ -36,14 +33,7 @@ def new_emulator():
 
 
 class AleGame(gymnasium.Env):
-    """One Atari game's emulator as a gymnasium env, one emulator frame per step.
-
-    Args:
-        game: the game's snake_case name, as fast_dqn.envs.games resolves it.
-        sticky_actions: the probability that the emulator repeats the previous action, per
-            frame (ALE's repeat_action_probability).
-        full_action_space: whether the env takes all 18 actions, not the game's minimal set.
-    """
+    """One Atari game's emulator as a gymnasium env (arguments: see make_raw_atari_env)."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 60}
 

@@ -1,6 +1,6 @@
 """Atari preprocessing: one gymnasium wrapper per concern, on fast_dqn.envs.ale_game.AleGame.
 
-The stack, innermost first (see `fast_dqn.envs.environment.make_atari_env`):
+The stack, innermost first (built by `fast_dqn.envs.environment.wrap_atari`):
 
     AleGame (one frame per step, ALE grayscale) -> GameStart -> MaxAndSkip -> TimeLimit
         -> FullGameStats -> EpisodicLife -> ClipReward (training only) -> Resize
@@ -8,13 +8,12 @@ The stack, innermost first (see `fast_dqn.envs.environment.make_atari_env`):
 
 Each wrapper does what ale-py's AtariVectorEnv does in C++, so the python and vector sampler
 backends, evaluation and `fast_dqn.tools.evaluate` see the same frames
-(tests/envs/test_frame_identity.py proves it on real ROMs). The order matters: the start's
+(tests/envs/test_frame_identity.py checks it on real ROMs). The order matters: the start's
 FIRE and no-ops are emulator frames, the time limit counts agent steps of a whole game, and
 the game statistics must see whole games with unclipped rewards.
 
-Every wrapper here gives its state as data (`state_dict`, `load_state_dict`): a checkpoint
-keeps a game mid-play as arrays and numbers, never as pickled classes
-(fast_dqn.envs.environment.env_state walks the stack).
+Every wrapper gives its state as data (`state_dict`, `load_state_dict`), never as pickled
+classes (fast_dqn.envs.environment.env_state walks the stack).
 """
 
 import collections
@@ -59,15 +58,9 @@ def vector_env_uniform(bit_generator, high):
 
 
 def seeded_mt19937(seed):
-    """numpy's MT19937 in the state std::mt19937(seed) starts in.
+    """numpy's MT19937 in the state std::mt19937(seed) starts in, for `vector_env_uniform`.
 
     RandomState seeds it with the reference init_genrand, as the C++ standard does.
-
-    Args:
-        seed: the game's seed.
-
-    Returns:
-        The bit generator, for `vector_env_uniform`.
     """
     _, key, position, *_ = np.random.RandomState(int(seed)).get_state()
     generator = np.random.MT19937(0)
@@ -79,18 +72,13 @@ class GameStart(gymnasium.Wrapper):
     """Start each game as ale-py's vector env does: FIRE (in games that have it), then no-ops.
 
     Games like Breakout serve nothing until FIRE; the no-ops make every game from one policy a
-    different game, since the ALE is deterministic. A count U is drawn from 0..noop_max-1 for
-    every new game; a game with FIRE plays FIRE then U-1 no-ops (FIRE alone when U is 0), one
-    without plays U no-ops. A game that ends during them restarts. The draw follows the
-    vector env's generator (vector_env_uniform), seeded by reset(seed=...), so both backends
-    start the same games. Only at a new game: a lost life presses nothing (see EpisodicLife).
-    fire=False presses no FIRE (Dopamine's protocol: the agent must learn to serve).
-
-    Args:
-        env: the emulator, one frame per step.
-        noop_max: the no-op count U is drawn below it, in emulator frames; below 2, none.
-        noop_action: the action a no-op presses.
-        fire: whether a game that has FIRE starts with it.
+    different game, since the ALE is deterministic. For every new game a count U is drawn from
+    0..noop_max-1 (0 where noop_max is below 2); a game with FIRE plays FIRE then U-1 no-op
+    emulator frames (FIRE alone when U is 0), one without plays U. A game that ends during
+    them restarts. The draw follows the vector env's generator (vector_env_uniform), seeded by
+    reset(seed=...), so both backends start the same games. A lost life presses nothing (see
+    EpisodicLife). fire=False presses no FIRE (Dopamine's protocol: the agent must learn to
+    serve).
     """
 
     def __init__(self, env, noop_max=30, noop_action=0, fire=True):
@@ -131,17 +119,13 @@ class GameStart(gymnasium.Wrapper):
 
 
 class MaxAndSkip(gymnasium.Wrapper):
-    """Repeat the action `skip` frames, sum the rewards, and max-pool the last two screens.
+    """Repeat the action `skip` emulator frames, sum the rewards, max-pool the last two screens.
 
     Atari sprites flicker: some objects are drawn only on odd or even frames, and the
     pixel-wise max of the last two frames shows both. As in ale-py's vector env, the two
     screens are kept in buffers that only the last two frames of a step overwrite, and a reset
     leaves a blank one beside its screen: a step cut short by a game over pools what the
     buffers hold.
-
-    Args:
-        env: the env below, one emulator frame per step.
-        skip: emulator frames per agent step.
     """
 
     def __init__(self, env, skip=4):
@@ -182,14 +166,9 @@ class MaxAndSkip(gymnasium.Wrapper):
 
 
 class TimeLimit(gymnasium.Wrapper):
-    """Truncate a game after `max_episode_steps` steps of this layer, as gymnasium's does.
+    """Truncate a game after `max_episode_steps` agent steps (it sits above MaxAndSkip).
 
-    Ours so that its count is part of the env's state as data.
-
-    Args:
-        env: the env below.
-        max_episode_steps: the steps of this layer a game may last: agent steps, above
-            MaxAndSkip.
+    Ours, not gymnasium's, so that its count is part of the env's state as data.
     """
 
     def __init__(self, env, max_episode_steps):
@@ -309,10 +288,7 @@ class Stateless:
 
 
 class ClipReward(Stateless, gymnasium.RewardWrapper):
-    """Clip rewards to their sign (-1, 0, +1), so one learning rate fits every game's scores.
-
-    Training only: evaluation and logs use the unclipped game score.
-    """
+    """Clip rewards to their sign (-1, 0, +1), so one learning rate fits every game's scores."""
 
     def reward(self, reward):
         return float(np.sign(reward))
@@ -324,11 +300,6 @@ class Resize(Stateless, gymnasium.ObservationWrapper):
     Area interpolation by default, as ale-py's vector env resizes (it links opencv too, and
     the two give the same bytes); it averages the pixels each output pixel covers, so thin
     objects are not lost between samples. The screen is squashed, not cropped, as in Nature.
-
-    Args:
-        env: the env below, whose observations are grayscale screens.
-        size: the side of the square output, in pixels.
-        interp: a key of INTERPOLATIONS.
     """
 
     def __init__(self, env, size=84, interp="area"):
@@ -346,10 +317,6 @@ class FrameHistory(gymnasium.Wrapper):
 
     At an episode start the missing older frames are zeros, which is exactly what the replay
     memory rebuilds for the same steps, so acting and learning see the same states.
-
-    Args:
-        env: the env below, whose observations are single frames.
-        k: how many frames a state stacks.
     """
 
     def __init__(self, env, k=4):

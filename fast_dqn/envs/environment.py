@@ -35,8 +35,7 @@ def make_raw_atari_env(game, sticky_actions, full_action_space):
 
     Args:
         game: the game's snake_case name, as fast_dqn.envs.games resolves it.
-        sticky_actions: the probability that the emulator repeats the previous action, per
-            frame (ALE's repeat_action_probability).
+        sticky_actions: ALE's repeat_action_probability, per emulator frame.
         full_action_space: whether the env takes all 18 actions, not the game's minimal set.
 
     Returns:
@@ -47,7 +46,7 @@ def make_raw_atari_env(game, sticky_actions, full_action_space):
 
 
 def wrap_atari(env, settings, training):
-    """Apply the preprocessing stack (see fast_dqn.envs.atari_wrappers) to a raw emulator env.
+    """Apply the preprocessing stack of fast_dqn.envs.atari_wrappers to a raw emulator env.
 
     Args:
         env: the emulator, as `make_raw_atari_env` builds it.
@@ -72,8 +71,8 @@ def wrap_atari(env, settings, training):
 class SeedOnFirstReset(gymnasium.Wrapper):
     """Pass `seed` to the first reset() only.
 
-    gymnasium seeds an env through reset(seed=...). This keeps the seed with the factory, so
-    the loops can just call reset() and a seeded env costs no extra throw-away reset.
+    gymnasium seeds an env through reset(seed=...). Keeping the seed here lets the loops just
+    call reset(), and a seeded env costs no extra throw-away reset.
 
     Args:
         env: the env to seed.
@@ -86,7 +85,7 @@ class SeedOnFirstReset(gymnasium.Wrapper):
         env.action_space.seed(self.pending_seed)
 
     def reset(self, **kwargs):
-        """Start a game, seeded with the pending seed if this is the first.
+        """Start a game, with the pending seed if this is the first.
 
         Args:
             **kwargs: gymnasium's reset arguments; a seed given here wins over the pending one.
@@ -113,22 +112,13 @@ class SeedOnFirstReset(gymnasium.Wrapper):
         """Put the wrapper in a saved state.
 
         Args:
-            state: what `state_dict` returned.
+            state: what `state_dict` returned, as a checkpoint gives it back.
         """
         self.pending_seed = state["pending_seed"]
 
 
 def make_atari_env(settings, seed, training=True):
-    """A preprocessed Atari env that seeds itself with `seed` at its first reset().
-
-    Args:
-        settings: the EnvSettings of the run.
-        seed: the seed of its first game; None leaves it unseeded.
-        training: whether the env is the learner's: only then are rewards clipped.
-
-    Returns:
-        The env, a SeedOnFirstReset around the wrapped emulator.
-    """
+    """An Atari game with its preprocessing, seeded at its first reset() (see `make_env`)."""
     env = make_raw_atari_env(settings.game, settings.sticky_actions, settings.full_action_space)
     return SeedOnFirstReset(wrap_atari(env, settings, training), seed)
 
@@ -136,14 +126,10 @@ def make_atari_env(settings, seed, training=True):
 def make_env(settings, seed, training=True):
     """The run's env: an Atari game with its preprocessing, or the --env one.
 
-    The Atari game gets the wrappers of fast_dqn.envs.atari_wrappers; a gymnasium env of
-    --env only its game statistics and its history of observations.
-
     Args:
         settings: the EnvSettings of the run.
         seed: the seed of its first game; None leaves it unseeded.
-        training: whether the env is the learner's: only then are an Atari game's rewards
-            clipped.
+        training: whether it is the learner's env: only then are an Atari game's rewards clipped.
 
     Returns:
         The env, a SeedOnFirstReset.
@@ -197,11 +183,8 @@ class EnvStateMismatch(ValueError):
 
 
 def _layers(env):
-    """The env's layers, outermost first, down to the first that is not ours.
-
-    That last layer is AleGame, or a gymnasium env of --env with gymnasium's own wrappers,
-    which give no state as data.
-    """
+    """The env's layers, outermost first, down to the first that is not ours: AleGame, or a
+    --env gymnasium env with gymnasium's own wrappers, which give no state as data."""
     layers = [env]
     while hasattr(env, "state_dict") and isinstance(env, gymnasium.Wrapper):
         env = env.env
@@ -212,16 +195,15 @@ def _layers(env):
 def env_state(env):
     """The complete state of a built env, mid-game included, as data.
 
-    A --env gymnasium env has no state API; it alone is kept pickled, as bytes (its classes
-    are gymnasium's, which our renames cannot break).
+    A --env gymnasium env has no state API; it alone is kept pickled (its classes are
+    gymnasium's, which our renames cannot break).
 
     Args:
         env: an env as `make_env` builds it.
 
     Returns:
-        {"layers": the class name of each layer, outermost first, "states": the state_dict
-        of each layer that has one, the emulator's included, "foreign": the pickled --env
-        env as bytes, or None}.
+        {"layers": each layer's class name, outermost first, "states": the state_dict of each
+        layer that has one, the emulator's included, "foreign": the pickled --env env, or None}.
     """
     layers = _layers(env)
     inner = layers[-1]
@@ -290,8 +272,7 @@ def load_env_state(env, state, where="/env"):
         pickled.
 
     Raises:
-        EnvStateMismatch: as `check_env_state`.
-        StateMismatch: as `check_env_state`.
+        EnvStateMismatch, StateMismatch: as `check_env_state`.
     """
     stateful = check_env_state(env, state, where)
     for layer, layer_state in zip(stateful, state["states"]):

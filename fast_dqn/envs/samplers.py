@@ -1,8 +1,8 @@
 """W Atari games stepped together: the sampler backends of the fast loop.
 
-Both backends take one action per sampler and return one `SamplerStep`. Finished episodes are
-reset automatically: the returned observation of a sampler whose episode just ended is the
-first state of its next one, and that state is zero-padded exactly as the replay rebuilds it.
+Both backends take one action per sampler and return one `SamplerStep`. A finished episode is
+reset at once: the observation returned is the first state of the next one, zero-padded
+exactly as the replay rebuilds it.
 
 - `VectorSamplers` (default): ale-py's AtariVectorEnv. The games step and preprocess in C++
   threads that run outside the GIL, so they really run in parallel, also with TensorFlow.
@@ -11,7 +11,8 @@ first state of its next one, and that state is zero-padded exactly as the replay
   act() holds the GIL, so two threads stepping two games run no faster than one.
 
 Neither backend starts a Python thread; the fast loop calls `step` (or, on the vector
-backend, `send` then `recv`) from its main thread.
+backend, `send` then `recv`, fast_dqn.loops.overlapped_backend acting for another group
+between them) from its main thread.
 """
 
 from dataclasses import dataclass
@@ -114,10 +115,8 @@ class PythonSamplers:
             True where it would continue them.
 
         Raises:
-            StateMismatch: changing nothing, where a saved value has another form
-                (check_env_state).
-            EnvStateMismatch: changing nothing, where a saved game has other wrapper layers
-                (a ValueError, not a StateMismatch; check_env_state).
+            StateMismatch, EnvStateMismatch: as check_env_state, changing nothing
+                (EnvStateMismatch is a ValueError, not a StateMismatch).
         """
         from fast_dqn.envs.environment import check_env_state
         if state.get("backend") != "python" or not isinstance(state.get("envs"), list) \
@@ -136,16 +135,14 @@ class PythonSamplers:
 class VectorSamplers:
     """ale-py's AtariVectorEnv: the project's preprocessing, done in C++ threads.
 
-    fast_dqn.envs.atari_wrappers follows this env step for step, so both backends return the same
-    states, rewards and game ends for one seed and action sequence
-    (tests/envs/test_frame_identity.py).
-    Game i is seeded with seed + i, as PythonSamplers seeds its envs. `--interp` other than
-    area cannot be honoured here; the flag check refuses it.
+    fast_dqn.envs.atari_wrappers follows it step for step (see there and
+    tests/envs/test_frame_identity.py).
 
     Args:
-        settings: an EnvSettings (its interp aside: this env resizes with area).
+        settings: an EnvSettings; its interp aside: this env resizes with area, and the flag
+            check refuses another --interp.
         num_samplers: the games, one per sampler (W).
-        seed: the first game's seed; game i's is seed + i.
+        seed: the first game's seed; game i's is seed + i, as PythonSamplers seeds its envs.
         num_threads: the C++ threads that step them; 0: one per game, at most one per CPU.
     """
 
@@ -223,8 +220,6 @@ class VectorSamplers:
     def send(self, actions):
         """Start one agent step of every game; the C++ threads play it while the caller goes on.
 
-        fast_dqn.loops.overlapped_backend acts for another group meanwhile.
-
         Args:
             actions: one action per sampler.
         """
@@ -275,13 +270,12 @@ class VectorSamplers:
         return False  # nothing of the saved games is loaded
 
     def load_state_dict(self, state, step):
-        """Start new games on resume, seeded by the step: AtariVectorEnv cannot save emulators.
-
-        The seed depends on the step so a resumed run does not replay its first games.
+        """Start new games on resume: AtariVectorEnv cannot save emulators.
 
         Args:
             state: the samplers' state, as a checkpoint holds it (unused).
-            step: the agent step the run resumes at.
+            step: the agent step the run resumes at; it shifts the seeds, so a resumed run
+                does not replay its first games.
 
         Returns:
             False: the saved games were not continued.
@@ -290,10 +284,8 @@ class VectorSamplers:
         return False
 
     def _pad(self, obs):
-        """Zero the frames from before each sampler's episode start, like FrameHistory.
-
-        ale-py keeps stacking frames across a lost life; the learner's episode starts afresh.
-        """
+        """Zero the frames from before each sampler's episode start, like FrameHistory: ale-py
+        keeps stacking frames across a lost life, but the learner's episode starts afresh."""
         k = self.history_length
         blank = np.arange(k - 1)[None, :] < (k - 1 - self.since_start)[:, None]
         if blank.any():

@@ -1,30 +1,25 @@
 """The background trainer of the fast loop: all of the project's Python threads live here.
 
 Two persistent daemon threads:
-- the trainer trains a given number of minibatches per period, on the main network, in
-  calls of up to `per_call` minibatches each (one compiled call: fast_dqn.agent.learner's
-  train_many);
+- the trainer trains a given number of minibatches per period on the main network, in calls
+  of up to `per_call` minibatches (one compiled call: fast_dqn.agent.learner's train_many);
 - the prefetcher samples the next call's minibatches from replay while the current call
-  trains, so sampling hides behind training. Its queue holds one call, because a call of K
-  minibatches gathered on the host is K times a minibatch's memory: 460 MB for pong-fastest
-  at K = 64. The prefetch thread is fast-dqn's own; sources:
-  docs/protocol.md#sources-of-the-constants-and-defaults.
+  trains. Its queue holds one call, because a call of K minibatches gathered on the host is
+  K times a minibatch's memory: 460 MB for pong-fastest at K = 64. The prefetch thread is
+  fast-dqn's own; sources: docs/protocol.md#sources-of-the-constants-and-defaults.
 
 The rules that make this safe and reproducible:
 1. Between `start(n)` and the return of `wait()`, replay is only read, and only by the
-   prefetcher (or by the trainer itself when prefetching is off). The caller writes replay and
+   prefetcher (or by the trainer when prefetching is off). The caller writes replay and
    copies main -> target only after `wait()` returns, when both threads are idle.
 2. Exactly n minibatches are sampled per period, in order, from replay's own RNG, so a seeded
-   run draws the same minibatches whatever the thread timing. The period is cut into calls
-   by `call_sizes` alone, never by timing, so the same calls train the same minibatches.
-3. `interrupt()` ends a period early, after the call in progress, and says how many
-   minibatches were trained; calls prefetched beyond that are dropped (the caller rewinds
-   replay's RNG).
-4. The trainer is paced by the caller: `pace(k)` says that the period's last k minibatches
-   are due at agent steps not yet played, and the trainer trains a call only once a later
-   pace() has released all of its minibatches. So a stop at any moment has trained none of a
-   step never reached (docs/fast-loop.md: this pacing is fast-dqn's choice, and changes no
-   learning).
+   run draws the same minibatches whatever the thread timing. `call_sizes` alone, never
+   timing, cuts the period into calls, so the same calls train the same minibatches.
+3. `interrupt()` ends a period after the call in progress and says how many minibatches were
+   trained; calls prefetched beyond it are dropped (the caller rewinds replay's RNG).
+4. The caller paces the trainer: `pace(k)` says that the period's last k minibatches are due
+   at agent steps not yet played, and a call trains only once pace() has released all of its
+   minibatches. So a stop at any moment has trained none of a step never reached.
 5. An exception in either thread is kept and re-raised, with its original traceback, in the
    caller's thread by `check()` or `wait()`. Every blocking call inside the threads polls, so
    `close()` always ends them: nothing can hang on a dead partner.
@@ -38,19 +33,11 @@ _POLL_SECONDS = 0.05
 
 
 def call_sizes(n, per_call):
-    """How a period of n minibatches is cut into calls, by their sizes alone, never by timing.
+    """The sizes of the calls that train a period of `n` minibatches, in order.
 
-    As many calls of `per_call` as fit, then the rest in powers of two, largest first. A
-    compiled call is compiled once per size, so a run makes at most ceil(log2(per_call)) + 1
-    of them (per_call and the powers of two below it: 7 for 48 or 64), whatever its periods'
-    lengths.
-
-    Args:
-        n: the period's minibatches.
-        per_call: the most minibatches one call trains.
-
-    Returns:
-        The calls' sizes, in minibatches, in the order they train; they sum to n.
+    As many calls of `per_call` as fit, then the rest in powers of two, largest first. A compiled
+    call is compiled once per size, so a run makes at most ceil(log2(per_call)) + 1 sizes (7 for
+    48 or 64), whatever its periods' lengths.
     """
     sizes = [per_call] * (n // per_call)
     rest = n % per_call
@@ -61,17 +48,7 @@ def call_sizes(n, per_call):
 
 
 def one_by_one(train_one, sample_one):
-    """The train_fn and sample_fn of a trainer whose calls train minibatches one at a time.
-
-    For a learner without fused calls (a test's, or the Nature loop's train).
-
-    Args:
-        train_one: trains one minibatch and returns its result.
-        sample_one: draws one minibatch.
-
-    Returns:
-        (train_fn, sample_fn), as BackgroundTrainer takes them.
-    """
+    """(train_fn, sample_fn) training one minibatch per call, for a learner without fused calls."""
     return (lambda batches: [train_one(batch) for batch in batches],
             lambda count: [sample_one() for _ in range(count)])
 
@@ -80,16 +57,11 @@ class BackgroundTrainer:
     """A period's minibatches trained in a thread of its own, paced by the agent steps played.
 
     Args:
-        train_fn: trains a call's minibatches, in order, and returns one result per
-            minibatch.
+        train_fn: trains a call's minibatches, in order; returns one result per minibatch.
         sample_fn: given k, draws the next k minibatches from replay, in order.
         on_loss: a callable that sees every result, in order; None for none.
-        prefetch: whether a second thread samples the next call's minibatches while the
-            current call trains.
+        prefetch: whether a second thread samples the next call while the current one trains.
         per_call: the most minibatches one call trains (at least 1).
-
-    Raises:
-        ValueError: per_call is below 1.
     """
 
     def __init__(self, train_fn, sample_fn, on_loss=None, prefetch=True, per_call=1):
@@ -144,9 +116,6 @@ class BackgroundTrainer:
         Args:
             num_minibatches: the period's minibatches; 0 or fewer trains none.
             unplayed: how many of the last of them wait until pace() releases them.
-
-        Raises:
-            RuntimeError: the previous period is still training.
         """
         self.check()
         if not self._idle.is_set():
@@ -179,8 +148,7 @@ class BackgroundTrainer:
         """Block until the current period is trained, re-raising any background failure.
 
         Args:
-            abort: a callable, polled about every 0.05 seconds while waiting; None never
-                aborts.
+            abort: a callable polled about every 0.05 seconds while waiting; None never aborts.
 
         Returns:
             True when the period is trained; False, at once, if abort() turned true first.
@@ -194,8 +162,6 @@ class BackgroundTrainer:
 
     def interrupt(self):
         """End the current period after the call in progress; the trainer is then idle.
-
-        Calls prefetched beyond it are dropped; the trainer is ready for start().
 
         Returns:
             How many of the period's minibatches were trained.
@@ -302,10 +268,7 @@ class BackgroundTrainer:
             return
 
     def _wait_for_release(self, n, size):
-        """Wait until the next `size` of the period's n minibatches are released.
-
-        Returns False when the period is interrupted first.
-        """
+        """Wait until the next `size` of the n minibatches are released; False on an interrupt."""
         while self._trained + size > n - self._unplayed:
             self._released.clear()
             if self._trained + size <= n - self._unplayed:  # released since the test

@@ -1,18 +1,11 @@
 """Evaluation: play full games with a fixed epsilon and report their unclipped scores.
 
-The games of an evaluation are fixed by the run's seed and the evaluation's step, and by
-nothing carried over from earlier evaluations: game i starts from its own emulator seed and
-draws its epsilon-greedy numbers from its own random stream (`game_seeds`). So:
-
-- an evaluation a stop interrupts is played again, identically, on resume, and nothing of it
-  needs checkpointing;
-- W games played at once on ale-py's vector env (`AtOnce`) are exactly the games one Python
-  env plays one after another (`OneAtATime`): the frames are the same
-  (tests/envs/test_frame_identity.py), each game's draws are its own, and the returns come back in
-  game order (tests/loops/test_evaluation.py plays both on a real ROM).
-
-The protocol is unchanged: full games (all lives), unclipped scores, the run's epsilon and
-no-op (or sticky) starts, and its time limit.
+The games of an evaluation depend only on the run's seed and the evaluation's step: game i
+starts from its own emulator seed and draws its epsilon-greedy numbers from its own stream
+(`game_seeds`). So an evaluation a stop interrupts is played again, identically, on resume,
+and needs no checkpoint; and W games played at once on ale-py's vector env (`AtOnce`) are the
+games one Python env plays one after another (`OneAtATime`), returned in game order
+(tests/loops/test_evaluation.py plays both on a real ROM).
 """
 
 import numpy as np
@@ -26,9 +19,6 @@ class EvaluationInterrupted(Exception):
 
 def game_seeds(key, step, num_games):
     """The emulator seed and random stream of each game of the evaluation at agent step `step`.
-
-    Every game of every evaluation gets its own SeedSequence, so no two share a stream and
-    none depends on another's length.
 
     Args:
         key: the run's evaluation key, a tuple of ints ((seed, stream), say).
@@ -48,10 +38,7 @@ def game_seeds(key, step, num_games):
 
 
 class OneAtATime:
-    """The games of an evaluation, one after another on one Python env.
-
-    The env is an Atari env of the run's preprocessing, a --env gymnasium env, or a test's
-    fake; each game is seeded through reset(seed=...).
+    """The games of an evaluation, one after another on one Python env, each seeded by reset.
 
     Args:
         env: the gymnasium env, whose info says `game_over` and `game_return` at a game's end.
@@ -78,7 +65,7 @@ class OneAtATime:
 
         Args:
             slot: the slot to play it in; always 0 here.
-            seed: the game's emulator seed.
+            seed: the game's emulator seed, an int.
         """
         self.obs, _ = self.env.reset(seed=seed)
 
@@ -114,9 +101,7 @@ class OneAtATime:
 
 
 class AtOnce:
-    """W games of an evaluation at once, on ale-py's vector env.
-
-    Each game is started with its own seed by a partial reset of its slot.
+    """W games of an evaluation at once on ale-py's vector env, each slot reset with its seed.
 
     Args:
         samplers: a fast_dqn.envs.samplers.VectorSamplers of W games.
@@ -142,7 +127,7 @@ class AtOnce:
 
         Args:
             slot: the slot to restart, in [0, W).
-            seed: the game's emulator seed.
+            seed: the game's emulator seed, an int.
         """
         self.obs = self.samplers.restart(slot, seed)
 
@@ -174,11 +159,7 @@ class AtOnce:
 
 
 def _choose_actions(games, q_values_fn, seeds, playing, epsilon, actions):
-    """Fill `actions` for the slots that play a game.
-
-    Each playing slot takes two draws from its game's own stream, explore or not, and one
-    network call serves all the greedy ones.
-    """
+    """Fill `actions` for the playing slots: two draws per game, one call for the greedy."""
     greedy = []
     for slot, game in enumerate(playing):
         if game < 0:
@@ -195,25 +176,20 @@ def _choose_actions(games, q_values_fn, seeds, playing, epsilon, actions):
 def play(games, q_values_fn, seeds, epsilon, should_stop=None, on_game=None):
     """Play the games `seeds` to their ends and return their scores, in their order.
 
-    A slot whose game ends takes the next game not yet started. Each step draws two numbers
-    from each playing game's own stream, explore or not (as fast_dqn.agent.policy does), and
-    sends the states of the games that act greedily through the network in one call.
+    A slot whose game ends takes the next game not yet started.
 
     Args:
         games: OneAtATime or AtOnce, whose slots each play one game at a time.
-        q_values_fn: a callable from a batch of observations to their Q-values,
-            (n, num_actions).
+        q_values_fn: maps a batch of observations to their Q-values, (n, num_actions).
         seeds: [(emulator seed, numpy Generator)], one per game, as game_seeds gives them.
         epsilon: the probability of a uniform action, at every agent step.
-        should_stop: a callable polled every agent step, or None; true stops the evaluation.
+        should_stop: a callable polled every agent step, or None; when it returns true,
+            play raises EvaluationInterrupted.
         on_game: a callable told k as the evaluation is at game k of len(seeds) (k - 1 of
             them played), and k = len(seeds) + 1 when all are; or None.
 
     Returns:
         The unclipped score of each game, in the order of `seeds`.
-
-    Raises:
-        EvaluationInterrupted: should_stop() turned true.
     """
     num_games, width = len(seeds), games.width
     on_game = on_game or (lambda game: None)
@@ -248,20 +224,15 @@ def play(games, q_values_fn, seeds, epsilon, should_stop=None, on_game=None):
 class Evaluator:
     """The periodic evaluation of a training run, called with the agent step to evaluate.
 
-    Each call plays `num_games` games, fixed by `key` and the step (see the top).
-
     Args:
         games: OneAtATime or AtOnce, on which the games are played.
-        q_values_fn: a callable from a batch of observations to their Q-values,
-            (n, num_actions).
+        q_values_fn: maps a batch of observations to their Q-values, (n, num_actions).
         num_games: the games each evaluation plays.
         epsilon: the probability of a uniform action, at every agent step.
         key: the run's evaluation key, a tuple of ints (see game_seeds).
         monitor: the run's Monitor, told each finished evaluation's scores (record_eval).
-        should_stop: a callable polled every agent step, or None; true interrupts the
-            evaluation.
-        on_result: a callable told (step, scores) of each finished evaluation, after the
-            monitor; or None.
+        should_stop: a callable polled every agent step; true interrupts; or None.
+        on_result: a callable told (step, scores) after the monitor; or None.
         on_game: a callable told (k, num_games) as game k begins, k = num_games + 1 when the
             evaluation is over, played or not; or None.
     """
@@ -278,14 +249,7 @@ class Evaluator:
         self.on_result, self.on_game = on_result, on_game
 
     def __call__(self, step):
-        """Play the evaluation of agent step `step` and record its scores.
-
-        Args:
-            step: the agent step the evaluation is of.
-
-        Raises:
-            EvaluationInterrupted: a stop was requested; nothing is recorded.
-        """
+        """Play and record the evaluation of `step`; a stop raises EvaluationInterrupted."""
         on_game = None
         if self.on_game is not None:
             def on_game(game):

@@ -1,25 +1,18 @@
 """Where the fast loop's experience comes from: the backend interface and its local backend.
 
-A backend plays the fast loop's games and hands back `Chunk`s of transitions. The learner loop
-(fast_dqn.loops.fast_loop) is the same whatever the backend; it only ever calls:
-
-- `start(rng, log=None)`: the action RNG, and where to report events (the run's console);
-- `act_through(q_values, weights)`: the network to act with, as a callable for local acting
-  and as a weight source for remote copies (the fast loop gives it the target network);
-- `next_chunk(step, epsilon_at)`: the next chunk, or None when none has arrived yet (the loop
-  then checks its trainer and stop requests, and asks again);
-- `target_updated()`: main was copied to target; acting from now on should use the new one;
-- `state_dict()` / `load_state_dict(state, step)`: the games for a checkpoint; the latter says
-  whether they could be restored (otherwise they restart and the loop cuts replay's episodes);
-- `close()`.
-and reads `num_actions`, `observation_space`, `num_shards` (replay shards, one per game) and
-`round_size` (agent steps per chunk: every chunk has the same size, so sync points fall on
-chunk boundaries).
+A backend plays the fast loop's games and hands back `Chunk`s of transitions; the loop
+(fast_dqn.loops.fast_loop) is the same whatever the backend. Every backend has the public
+methods of `LocalBackend` below, but for the run group's (greedy_states, send_round,
+recv_round), and its `num_actions`, `observation_space`, `num_shards` (replay shards, one per
+game) and `round_size` (agent steps per chunk: every chunk has the same size, so sync points
+fall on chunk boundaries). A remote backend's next_chunk returns None when nothing has arrived
+yet: the loop then sees to its trainer and stop requests, and asks again.
 
 Backends: `LocalBackend` here (`--backend threads`, the samplers in this process, acting
-through the target network in one batched call per round), and
-fast_dqn.loops.ray_backend.RayBackend (`--backend ray`, sampler actors on a Ray cluster, each acting
-with its own copy of the target weights). Only the latter imports ray.
+through the target network in one batched call per round),
+fast_dqn.loops.overlapped_backend (two groups that take turns) and
+fast_dqn.loops.ray_backend (`--backend ray`, sampler actors on a Ray cluster, each acting with
+its own copy of the target weights). Only the latter imports ray.
 """
 
 from dataclasses import dataclass
@@ -70,13 +63,10 @@ def join_chunks(chunks):
 class LocalBackend:
     """Samplers of fast_dqn.envs.samplers stepped by the calling thread; one chunk per round.
 
-    With `batched`, the greedy samplers of a round go through the target network in one call
-    (synchronized sampling); otherwise each calls it alone.
-
     Args:
-        samplers: a PythonSamplers or VectorSamplers (fast_dqn.envs.samplers); one replay
-            shard per game.
-        batched: act for the round's greedy samplers in one call of the network.
+        samplers: a PythonSamplers or VectorSamplers, one replay shard per game.
+        batched: whether a round's greedy samplers go through the network in one call
+            (synchronized sampling); else each calls it alone.
     """
 
     def __init__(self, samplers, batched=True):
@@ -127,10 +117,7 @@ class LocalBackend:
         return self._chunk(frames, eps, actions, self.samplers.step(actions))
 
     def greedy_states(self, step, epsilon_at):
-        """The first half of a round played in two (a run group's): the random draws.
-
-        The group then values every run's greedy states in one call, and gives each run's
-        Q-values to its `send_round`. The draws are next_chunk's, in its order.
+        """The first half of a round played in two (a run group's): next_chunk's draws, in order.
 
         Args:
             step: the loop's agent step, where the round begins.
@@ -175,7 +162,7 @@ class LocalBackend:
                      result.game_lengths[None], eps[None], self.shards)
 
     def target_updated(self):
-        """Main was copied to target: nothing to do, acting calls the target network itself."""
+        """Nothing to do: acting calls the target network itself."""
 
     def state_dict(self):
         """The games for a checkpoint: the samplers' state and their current states.
@@ -186,13 +173,10 @@ class LocalBackend:
         return {**self.samplers.state_dict(), "obs": self.obs}
 
     def check_state_dict(self, state):
-        """Raise, changing nothing, if load_state_dict would fail on `state`.
+        """Raise StateMismatch, changing nothing, if load_state_dict would fail on `state`.
 
         Args:
             state: the backend's state, as state_dict gives it.
-
-        Raises:
-            StateMismatch: where the samplers or the saved states do not fit.
         """
         shape = (self.num_shards, *self.observation_space.shape)
         if self.samplers.check_state_dict(state) and \

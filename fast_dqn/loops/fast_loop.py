@@ -1,9 +1,9 @@
 """The fast DQN loop of Daley & Amato (2021): concurrent training, synchronized sampling.
 
-`FastLoop.run` is the paper's algorithm, with the Nature loop's schedule (C =
+`FastLoop.run` is the paper's algorithm on the Nature loop's schedule (C =
 --target-update-freq, in agent steps). A *period* is the rounds from one sync point to the
-next: the round with which the global agent step passes a multiple of C, or the last round.
-Each period, in order:
+next; a sync point is the round with which the global agent step passes a multiple of C, or
+the run's last round. Each period, in order:
 
     1. at a consistent point (the trainer idle, nothing held): evaluate if due, then
        checkpoint if due or asked; or end the run;              _evaluate_and_checkpoint
@@ -14,36 +14,34 @@ Each period, in order:
        transitions are held, not yet written to replay;        _play_rounds
     4. wait for the trainer;                                    _wait_for_trainer
     5. flush the held transitions into replay, sampler 0 first; _flush_held
-       at the run's end, the trainer then trains what only this last flush makes
-       trainable (fast_dqn.loops.period, hand_out_the_rest);
+       at the run's end, the trainer then trains what only this flush makes trainable
+       (the minibatches of a run that ends at its first sync point, and any deferred);
     6. copy main -> target.                                     _copy_main_to_target
-    The sync point then ends the period, and hands out the next one's minibatches
-    (fast_dqn.loops.period).                                    end_period
+    The sync point then ends the period and hands out the next one's minibatches, so that a
+    checkpoint written there owes them.                         end_period
 
 Replay is written only in step 5, while the trainer is idle, and the local samplers act with
-a network that is frozen for the whole period: so a seeded local run is reproducible (a Ray
-run is not: which actor's chunk arrives first depends on timing). The trainer is paced: it
-trains a minibatch only once the samplers have played its step (fast-dqn's choice, which
-changes no learning: docs/fast-loop.md).
+a network frozen for the whole period: so a seeded local run is reproducible (a Ray run is
+not: which actor's chunk arrives first depends on timing). The trainer is paced: it trains a
+minibatch only once the samplers have played its step (fast-dqn's choice, which changes no
+learning: docs/fast-loop.md).
 
-Experience comes from a backend (fast_dqn.loops.experience) in equal *chunks*: with the local
-backend a chunk is a round; with the Ray backend it is one actor's batch of steps, acted with
-the actor's copy of the target network. Which trainer trains a period's minibatches, and when,
-is fast_dqn.loops.period_trainers: a BackgroundTrainer's thread while the rounds play, or,
-without concurrency, the loop's own thread after each chunk, whose transitions are then
-written at once (so step 4 finds nothing to wait for and step 5 nothing held).
+Experience comes in equal *chunks* from a backend (fast_dqn.loops.experience): a round with
+the local backend, one actor's batch of steps with Ray. The trainer
+(fast_dqn.loops.period_trainers) is a BackgroundTrainer's thread, or, without concurrency, the
+loop's own thread after each chunk, whose transitions are then written at once (so step 4
+finds nothing to wait for and step 5 nothing held).
 
-The Nature ratios hold in every mode: the same warm-up, epsilon by global agent step, and over
-the whole run exactly the minibatches the Nature loop would train
-(fast_dqn.loops.minibatch_schedule says when, also across a resume without replay).
+In every mode the run trains exactly the Nature loop's minibatches, with its warm-up and
+epsilon by global agent step; a run resumed without replay defers those due while it refills,
+and repays them later (fast_dqn.loops.minibatch_schedule).
 
-What the loop carries between rounds, and a checkpoint saves, is one FastLoopState
-(fast_dqn.loops.fast_loop_state). A stop is served at the next chunk, also while the loop
-waits for the trainer. Mid-period, the trainer stops after its current minibatch, and the
-checkpoint keeps what is held, the minibatches the period still owes, and replay's RNG rewound
-to where they will be drawn (fast_dqn.loops.period, Period.rewind); a resume with a smaller
---timesteps takes back those handed out for steps past its end (cut_to_budget). So a resumed
-run trains, acts and logs exactly as an uninterrupted one.
+A stop is served at the next chunk, also while the loop waits for the trainer. Mid-period, the
+trainer stops after its current minibatch, and the checkpoint (one FastLoopState,
+fast_dqn.loops.fast_loop_state) keeps what is held, the minibatches the period still owes, and
+replay's RNG rewound to where they will be drawn; a resume with a smaller --timesteps takes
+back those handed out for steps past its end (cut_to_budget). So a resumed run trains, acts
+and logs exactly as an uninterrupted one.
 """
 
 import numpy as np
@@ -62,7 +60,7 @@ def budget_end(timesteps, round_size):
         round_size: agent steps in a round (or, with the Ray backend, a chunk).
 
     Returns:
-        The last agent step, the smallest multiple of `round_size` not below `timesteps`.
+        The smallest multiple of `round_size` not below `timesteps`, in agent steps.
     """
     return -(-timesteps // round_size) * round_size
 
@@ -71,15 +69,13 @@ class FastLoop:
     """The fast loop of the module docstring, over parts the assembly built.
 
     Args:
-        settings: the LoopSettings.
-        backend: where experience comes from (see fast_dqn.loops.experience), already
-            started.
+        settings: the LoopSettings, the Nature schedule in agent steps.
+        backend: the experience backend (fast_dqn.loops.experience), already started.
         learner: trains the main network and copies it to the target.
-        replay: the ReplayMemory.
+        replay: the ReplayMemory that the held transitions are flushed into.
         trainer: a BackgroundTrainer, or None to train in lockstep.
-        monitor: the run's Monitor.
-        evaluator: an Evaluator, called with the agent step to evaluate; None when
-            evaluation is off.
+        monitor: the run's Monitor, told each game, step, minibatch and sync point.
+        evaluator: an Evaluator called with the agent step; None: evaluation is off.
         checkpoints: a Checkpointer, or None when the run writes no checkpoints.
     """
 
@@ -96,14 +92,10 @@ class FastLoop:
         self.told_finishing = False
 
     def run(self, state=None):
-        """Train up to settings.timesteps agent steps, or until a stop is asked.
-
-        The budget is rounded up to whole chunks (budget_end). A stop mid-period saves a
-        checkpoint from which the run resumes exactly.
+        """Train up to settings.timesteps agent steps, rounded up to whole chunks, or until a stop.
 
         Args:
-            state: a FastLoopState to continue from (a resumed checkpoint's), or None for a
-                fresh run.
+            state: a resumed checkpoint's FastLoopState to continue from, or None for a fresh run.
 
         Returns:
             The agent step reached, over all samplers.
@@ -139,22 +131,14 @@ class FastLoop:
             self.end_period()
 
     def _resume_period(self):
-        """Take up a run resumed mid-period; False on a stop.
-
-        The trainer takes up what the period still owes, and a stop is read before any round
-        is played.
-        """
+        """Take up a run resumed mid-period; False on a stop."""
         if self.state.boundary:
             return True
         self.trainer.begin(self.period)
         return self.state.sync_pending or not self.phases.stop_requested()
 
     def _evaluate_and_checkpoint(self):
-        """Step 1: evaluate if due, then checkpoint if due or asked; True when the run ends.
-
-        A checkpoint is also written at the run's last step. The run ends here at its last
-        step, or on a stop.
-        """
+        """Step 1; True when the run ends (its last step, or a stop)."""
         state = self.state
         if state.eval_pending and self.phases.evaluate(state.step, state.state_dict):
             state.eval_pending, state.last_eval = False, state.step
@@ -164,16 +148,12 @@ class FastLoop:
         return stop or last
 
     def _start_period(self):
-        """Step 2: leave the consistent point; the trainer starts the period's minibatches."""
+        """Step 2: leave the consistent point; the trainer starts the period."""
         self.state.boundary = False
         self.trainer.begin(self.period)
 
     def _play_rounds(self):
-        """Step 3: play chunks until one ends the period; False on a stop.
-
-        A stop is read after each chunk that does not end it (the first chunk's was read at
-        the consistent point, or by the resume).
-        """
+        """Step 3: play chunks until one ends the period; False on a stop."""
         while not self.state.sync_pending:
             self._play_round()
             if not self.state.sync_pending and self.phases.stop_requested():
@@ -181,11 +161,7 @@ class FastLoop:
         return True
 
     def _play_round(self):
-        """Play one chunk of agent steps, held until the sync point; the trainer hears of it.
-
-        With the local backend a chunk is a round. The trainer hears that its steps are
-        played, which releases their minibatches.
-        """
+        """Play one chunk, or, when none has arrived, see to the trainer."""
         chunk = self.backend.next_chunk(self.state.step, self.settings.epsilon)
         if chunk is None:  # nothing arrived yet: see to the trainer, then to stop requests
             self.trainer.check()
@@ -195,8 +171,7 @@ class FastLoop:
     def take_chunk(self, chunk):
         """Hold a chunk just played, log its games, and tell the trainer its steps are played.
 
-        A run group (fast_dqn.loops.fast_loop_group) plays its runs' rounds together and
-        hands each run's chunk here.
+        A run group (fast_dqn.loops.fast_loop_group) hands each run's chunk here.
 
         Args:
             chunk: the Chunk just played (fast_dqn.loops.experience).
@@ -215,7 +190,7 @@ class FastLoop:
         self.monitor.tick(state.step, float(self.settings.epsilon(state.step)))
 
     def _wait_for_trainer(self):
-        """Step 4: wait for the trainer to train the period's minibatches; False on a stop."""
+        """Step 4; False on a stop."""
         # At the last sync point no step is left to play: a stop there lets the trainer
         # finish (at most a period), since a run resumed without replay could never train
         # what it owes. A second Ctrl-C still aborts at once.
@@ -223,13 +198,7 @@ class FastLoop:
         return self.trainer.wait(self.period, abort=self._finishing if last else self._waiting)
 
     def _flush_held(self):
-        """Step 5: write what is held into replay, shard 0 first; at the end, train the rest.
-
-        At the run's end the trainer then trains what only this last flush makes trainable:
-        the minibatches no later sync point will hand out (those of a run that ends at its
-        first sync point, and any a refill still deferred), before main is copied for the
-        last time.
-        """
+        """Step 5: write what is held into replay; at the run's end, train the rest."""
         self.state.held.flush(self.replay)
         if self.state.step >= self.total:
             trained = self.trainer.train_the_rest(self.period, abort=self._finishing)
@@ -243,11 +212,9 @@ class FastLoop:
         self.backend.target_updated()
 
     def end_period(self):
-        """End the period at its sync point: the trainer idle and nothing held, consistent.
+        """End the period at its sync point, a consistent point, and hand out the next one's.
 
-        The next period's minibatches are handed out here, so that a checkpoint written at
-        this point owes them; an evaluation is due if the step passed a multiple of
-        --evaluate, or the run ends.
+        An evaluation is then due if the step passed a multiple of --evaluate, or the run ends.
         """
         state = self.state
         self.monitor.sync_point(state.step)
@@ -261,13 +228,7 @@ class FastLoop:
         state.boundary = True
 
     def _stop_mid_period(self):
-        """Stop the trainer after its current minibatch and save what the period still owes.
-
-        Replay's RNG is saved where an uninterrupted run would draw those minibatches.
-
-        Returns:
-            The agent step reached.
-        """
+        """Stop the trainer, checkpoint what the period owes, and return the agent step."""
         self.trainer.interrupt(self.period)
         self.checkpoints.save(self.state.step, self.state.state_dict())
         return self.state.step
@@ -281,20 +242,13 @@ class FastLoop:
         return Period(self.state, self.settings, self.round_size, self.total, self.replay)
 
     def _waiting(self):
-        """The abort test of a sync point's wait: whether a stop was asked.
-
-        Meanwhile the console goes on (its clock, and the ETA of the minibatches training).
-        """
+        """The abort test of a sync point's wait: keeps the console going; true on a stop."""
         step = self.state.step
         self.monitor.tick(step, float(self.settings.epsilon(step)))
         return self.phases.stop_requested()
 
     def _finishing(self):
-        """The abort test of the last wait: never aborts (returns False).
-
-        It keeps the console going while the last minibatches train, and says why a stop
-        waits.
-        """
+        """The abort test of the last wait: never aborts, and says why a stop waits."""
         if self._waiting() and not self.told_finishing:
             self.monitor.message("stopping: the run's last steps are played and their "
                                  "minibatches are still training; the final checkpoint is "

@@ -1,23 +1,13 @@
 """A run group's fast loop: G runs of one protocol in lockstep, one compiled call each time.
 
-Each run is a FastLoop lane (fast_dqn.loops.fast_loop) with its own state, period, games,
-replay, monitor, evaluator and checkpoints; the group plays the paper's period for all of
-them at once, step by step as FastLoop.run does:
-
-    1. at the consistent point: each run evaluates if due, then checkpoints if due, asked
-       (one stop read for all) or at the end;
-    2. one trainer thread trains every run's period in calls of K minibatches for all G
-       (fast_dqn.agent.run_group: the pure update mapped over the run axis);
-    3. each round, every run draws its epsilon-greedy numbers, all runs' greedy states go
-       through their own target networks in one call, and every run's games step;
-    4. wait for the trainer; 5. flush each run's held transitions to its replay (at the end,
-       train what only that flush makes trainable); 6. copy main -> target in every run.
-
-The runs share one schedule: the same W, C, K, budget and warm-up, so their periods hand out
-the same number of minibatches at the same steps, and one call trains K of each. Every draw
-a run makes comes from its own streams (its actions, its replay), in an ordinary run's order:
-so run r trains, acts and logs as the ordinary run with its settings, within the rounding of
-a vmapped program.
+Each run is a FastLoop lane with its own state, period, games, replay, monitor, evaluator and
+checkpoints. The group plays the period of fast_dqn.loops.fast_loop for all of them at once,
+except that one stop read serves every run, one trainer thread trains every run's period in
+calls of K minibatches for all G (fast_dqn.agent.run_group: the pure update mapped over the
+run axis), and each round all runs' greedy states go through their own target networks in
+one call. The runs share one schedule (the same W, C, K, budget and warm-up), and every draw
+a run makes comes from its own streams in an ordinary run's order: so run r trains, acts and
+logs as the ordinary run with its settings, within the rounding of a vmapped program.
 
 A run whose training diverges leaves the group: the trainer thread records it, the loop reads
 it after each round, its run ends as an ordinary diverged run ends (its last good checkpoint
@@ -53,11 +43,10 @@ class GroupTrainCalls:
     """The BackgroundTrainer's draw and train for a run group, and each run's losses.
 
     Args:
-        group: the RunGroup.
+        group: the RunGroup whose members are the lanes' learners.
         lanes: the G lanes, in the group's order.
         batch_size: the transitions in one minibatch.
-        on_device: whether the runs' replays are mirrored on the device, so that only the
-            indices travel (--replay-device device); else the host gathers the minibatches.
+        on_device: whether replays are mirrored on the device, so only indices travel.
     """
 
     def __init__(self, group, lanes, batch_size, on_device=True):
@@ -86,12 +75,10 @@ class GroupTrainCalls:
         return np.stack([d[0] for d in drawn]), np.stack([d[1] for d in drawn])
 
     def train(self, drawn):
-        """Train the drawn minibatches of every run in one call.
-
-        A run whose values are not finite is kept in `failed`; the loop reads it.
+        """Train the drawn minibatches of every run in one call; a diverged run is kept in `failed`.
 
         Args:
-            drawn: what draw returned.
+            drawn: what draw returned, indices or a gathered Batch.
 
         Returns:
             One result per minibatch: (G losses, G mean Qs).
@@ -119,7 +106,7 @@ class GroupTrainCalls:
         """Hand each live run its minibatch's loss and mean Q, in order.
 
         Args:
-            result: one of train's results.
+            result: one of train's results, (G losses, G mean Qs).
         """
         losses, mean_qs = result
         failed = self.failed()
@@ -132,13 +119,11 @@ class GroupFastLoop:
     """The module docstring's loop over G FastLoop lanes.
 
     Args:
-        lanes: the runs' FastLoops, built over their own parts; their learners are the
-            group's members.
+        lanes: the runs' FastLoops; their learners are the group's members.
         group: the RunGroup that trains them.
         calls: the GroupTrainCalls of the group's trainer.
         trainer: a BackgroundTrainer over calls.draw and calls.train.
-        stop: a function of no arguments, true once a stop is asked (read once per decision,
-            for all runs).
+        stop: a function of no arguments, true once a stop is asked (read once for all runs).
         on_failed: on_failed(run, error): a run left the group (its training diverged).
     """
 
@@ -160,7 +145,7 @@ class GroupFastLoop:
         return [self.lanes[r] for r in self.live]
 
     def run(self, states=None):
-        """Train every run to the budget, or until a stop; the runs' states as FastLoop's.
+        """Train every run to the budget, or until a stop.
 
         Args:
             states: G FastLoopStates to continue from (resumed checkpoints', all at one
@@ -219,8 +204,7 @@ class GroupFastLoop:
         return self._lead.state.sync_pending or not self.stop()
 
     def _evaluate_and_checkpoint(self):
-        """Step 1 for every run: each evaluates if due; then one stop read for all, and each
-        checkpoints; True when the runs end (their last step, or a stop)."""
+        """Step 1 for every run; True when the runs end (their last step, or a stop)."""
         step = self._lead.state.step
         last = step >= self._lead.total
         due = [r for r in self.live if self.lanes[r].state.eval_pending]
@@ -267,14 +251,7 @@ class GroupFastLoop:
         self._check_trainer()
 
     def _acting_q(self, greedy):
-        """Every live run's greedy states through its own target network, in one call.
-
-        A run whose Q-values are not finite leaves the group, as its ordinary run would
-        end; the others act on.
-
-        Returns:
-            {run: its greedy states' Q-values}.
-        """
+        """{run: Q-values} of every live run's greedy states; a non-finite run leaves the group."""
         rows = next(iter(greedy.values()))
         states = [np.zeros((0, *rows.shape[1:]), rows.dtype)] * self.group.runs
         for r, those in greedy.items():
@@ -314,8 +291,7 @@ class GroupFastLoop:
         return self.stop()
 
     def _finishing(self):
-        """The last wait's: never aborts (a run resumed without replay could not train
-        what it owes), and says why a stop waits, as FastLoop's."""
+        """The last wait's abort test: never aborts, and says why a stop waits, as FastLoop's."""
         if self._waiting() and not self.told_finishing:
             for lane in self._each():
                 lane.monitor.message("stopping: the run's last steps are played and their "
@@ -337,11 +313,7 @@ class GroupFastLoop:
                 assert trained, "the run's last minibatches were not trained"
 
     def _stop_mid_period(self):
-        """Stop the trainer after its current call; every run saves what its period owes.
-
-        Returns:
-            The agent step reached; None where no run is left.
-        """
+        """Stop the trainer; each run saves what its period owes. The step; None: no run left."""
         trained = self.trainer.interrupt() if self.live and self._owed() else 0
         self._check_trainer()
         for lane in self._each():

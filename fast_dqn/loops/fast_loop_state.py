@@ -1,6 +1,5 @@
-"""What the fast loop carries from round to round: the transitions held until the next sync
-point, and FastLoopState, all of the loop that a checkpoint saves and a resume restores; and
-cut_to_budget, which fits a saved loop state to a resume's smaller --timesteps."""
+"""What the fast loop carries from round to round, all of it that a checkpoint saves: the held
+transitions and FastLoopState; and cut_to_budget, for a resume with a smaller --timesteps."""
 
 from dataclasses import dataclass
 
@@ -28,18 +27,15 @@ class HeldTransitions:
     def check_saved(chunks, num_shards, frame_shape, frame_dtype):
         """Check, before anything is loaded, that a checkpoint's held chunks fit the replay.
 
-        A chunk of another form would fail in the flush, after the logs are cut back, or
-        write wrong frames.
-
         Args:
             chunks: the checkpoint's held chunks, as HeldTransitions keeps them.
             num_shards: the replay's shards, one per game.
             frame_shape: the shape of one stored frame (the observation's, less the stack).
-            frame_dtype: the frames' numpy dtype.
+            frame_dtype: the numpy dtype of the stored frames.
 
         Raises:
-            StateMismatch: a chunk names a shard outside the replay, or holds arrays of
-                other shapes or dtype.
+            StateMismatch: a chunk names a shard outside the replay, or holds arrays of other
+                shapes or dtype (which the flush would fail on, or store as wrong frames).
         """
         for i, (frames, *steps, shards) in enumerate(chunks):
             where = f"/loop/held/{i}"
@@ -77,12 +73,10 @@ class HeldTransitions:
                 self.cut_in_replay.add(int(shard))
 
     def flush(self, replay):
-        """Write everything held into replay: shard 0's steps first, each shard in time order.
-
-        Episodes cut by a restarted stream are ended in replay first; nothing is held after.
+        """Write everything held into replay, shard 0's steps first, each shard in time order.
 
         Args:
-            replay: the ReplayMemory written.
+            replay: the ReplayMemory written, one shard per game.
         """
         if self.cut_in_replay:
             replay.cut_episodes(sorted(self.cut_in_replay))
@@ -104,10 +98,7 @@ class HeldTransitions:
 
 @dataclass
 class FastLoopState:
-    """Everything of the fast loop that a checkpoint saves and a resume restores.
-
-    The loop reads and moves it, and nothing else of the loop outlives a stop.
-    """
+    """Everything of the fast loop that a checkpoint saves; nothing else of it outlives a stop."""
     schedule: MinibatchSchedule   # which minibatches are due when, and those deferred
     held: HeldTransitions         # chunks received since the last sync point
     step: int = 0                 # agent steps taken, over all samplers
@@ -120,15 +111,14 @@ class FastLoopState:
 
     @classmethod
     def fresh(cls, settings, warn=None):
-        """The state of a run that starts at agent step 0.
+        """The state of a run that starts at agent step 0, at a consistent point.
 
         Args:
             settings: the loop's LoopSettings (its warm-up and train_freq, in agent steps).
-            warn: a callable told, as a sentence, of deferred minibatches a run ended without
-                training; None to tell no one.
+            warn: a callable told of deferred minibatches left untrained, or None.
 
         Returns:
-            The FastLoopState, at a consistent point with nothing held.
+            The FastLoopState, nothing held.
         """
         return cls(MinibatchSchedule(settings.prepopulate, settings.train_freq, warn=warn),
                    HeldTransitions())
@@ -140,8 +130,7 @@ class FastLoopState:
         Args:
             state: the loop state of a checkpoint, a dict as state_dict() writes it.
             settings: the loop's LoopSettings (its train_freq, in agent steps).
-            warn: a callable told, as a sentence, of deferred minibatches a run ended without
-                training; None to tell no one.
+            warn: a callable told of deferred minibatches left untrained, or None.
 
         Returns:
             The FastLoopState.
@@ -169,15 +158,10 @@ class FastLoopState:
 def take_back(loop, end, train_freq):
     """Take back, in place, the minibatches handed out for agent steps after `end`.
 
-    None of them was trained: the trainer never leads the steps played. They are taken from
-    what the period owes first, then from those deferred (a refill defers the ones of its
-    steps as it hands them out), so that the trained, owed and deferred minibatches add up to
-    the Nature loop's count at `end`, which becomes `trained_through`.
-
-    Args:
-        loop: the loop state of a checkpoint, a dict as FastLoopState.state_dict() writes it.
-        end: the agent step to take back to, at least the loop's step.
-        train_freq: one minibatch per this many agent steps after warm-up.
+    None of them was trained: the trainer never leads the steps played. They come off what the
+    period owes first, then off those deferred (a refill defers its steps' minibatches as it
+    hands them out), so that the trained, owed and deferred ones add up to the Nature loop's
+    count at `end`, which becomes `trained_through`. `loop` is as cut_to_budget's.
     """
     if loop["trained_through"] <= end:
         return
@@ -193,13 +177,10 @@ def take_back(loop, end, train_freq):
 def cut_to_budget(loop, total, train_freq, evaluates=True):
     """Fit a checkpoint's loop state to the resumed run's budget, which may be smaller.
 
-    The minibatches handed out for agent steps past `total` are taken back, and a run
-    already at its end plays no further.
-
     Args:
-        loop: the loop state of a checkpoint, a dict as FastLoopState.state_dict() writes it;
-            changed in place.
-        total: the resumed run's last agent step (budget_end of its --timesteps).
+        loop: a checkpoint's loop state (FastLoopState.state_dict()), changed in place.
+        total: the resumed run's last agent step (budget_end of its --timesteps); the
+            minibatches handed out for steps past it are taken back.
         train_freq: one minibatch per this many agent steps after warm-up.
         evaluates: whether the resumed run evaluates; if so, a run cut to a sync point that
             did not evaluate evaluates there.

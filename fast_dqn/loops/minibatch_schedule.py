@@ -2,15 +2,15 @@
 
 The Nature loop trains one minibatch every train_freq agent steps once warm-up is over
 (agent step > train_start). Both loops train exactly those minibatches over a run, also when
-the run is split by resumes.
+resumes split it.
 
 A run resumed from a checkpoint without replay (--save-replay off) starts with an empty
 replay. Training on a few fresh transitions would overfit them, so it pauses for a *refill* of
---prepopulate steps. The minibatches the Nature loop trains meanwhile, and those the
-checkpoint still owed, are *deferred*: after the refill each minibatch due brings at most one
-deferred one with it (so training runs at most at twice the Nature rate until they are
-repaid), and whatever is left is trained at the run's last step. Only a run that ends before
-replay holds a single complete transition drops any, and says so.
+--prepopulate steps. The minibatches due meanwhile, and those the checkpoint still owed, are
+*deferred*: after the refill each minibatch due brings at most one deferred one with it (at
+most twice the Nature rate until they are repaid), and whatever is left trains at the run's
+last step. Only a run that ends before replay holds a single complete transition drops any,
+and says so.
 """
 
 
@@ -38,8 +38,7 @@ class MinibatchSchedule:
         train_freq: one minibatch per this many agent steps after warm-up.
         refill_until: no training at agent steps up to this one (a refill of replay).
         deferred: the minibatches owed, to be repaid after the refill.
-        warn: a callable told, as a sentence, of deferred minibatches a run ended without
-            training; or None.
+        warn: a callable told of deferred minibatches left untrained, or None.
     """
 
     def __init__(self, train_start, train_freq, refill_until=0, deferred=0, warn=None):
@@ -91,14 +90,12 @@ class MinibatchSchedule:
         Args:
             start: the agent step before the first one counted.
             end: the last agent step counted.
-            final: whether `end` is the run's last agent step; every deferred minibatch is
-                due there.
-            replay_ready: a callable that says whether replay can be sampled at all; asked
-                only when something is due.
+            final: whether `end` is the run's last step, where all deferred ones are due.
+            replay_ready: says whether replay can be sampled; asked only when something is due.
 
         Returns:
-            The minibatches to train now, due and repaid ones together; 0 when replay is
-            not ready (they stay deferred, or are dropped with a warning when final).
+            The minibatches to train now, due and repaid ones together; 0 when replay is not
+            ready (they stay deferred, or are dropped with a warning when final).
         """
         due = minibatches_due(start, end, self.train_start, self.train_freq)
         after_refill = minibatches_due(max(start, self.refill_until), end, self.train_start,

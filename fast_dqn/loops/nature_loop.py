@@ -1,9 +1,7 @@
 """The Nature DQN training loop (Mnih et al. 2015): act, store, and every 4 steps train.
 
 Single-threaded: acting, replay writes and training strictly alternate, so every step boundary
-is a consistent point for a checkpoint. Each pass of `NatureLoop.run` is one agent step in
-four phases: evaluate (if due) then checkpoint or stop (fast_dqn.loops.evaluate_then_checkpoint,
-shared with the fast loop), act, train.
+is a consistent point for a checkpoint (fast_dqn.loops.evaluate_then_checkpoint).
 """
 
 from fast_dqn.agent.policy import select_action
@@ -13,9 +11,7 @@ from fast_dqn.loops.minibatch_schedule import MinibatchSchedule
 
 def run_nature_loop(settings, env, learner, replay, monitor, rng, evaluator=None,
                     checkpoints=None, resume=None):
-    """Train with the Nature loop up to settings.timesteps agent steps.
-
-    It returns early, after a checkpoint, when checkpoints.stop_requested() turns true.
+    """Train with the Nature loop up to settings.timesteps agent steps, or until a stop.
 
     Args:
         settings: the run's LoopSettings (budget, warm-up, periods, all in agent steps).
@@ -24,11 +20,9 @@ def run_nature_loop(settings, env, learner, replay, monitor, rng, evaluator=None
         replay: the replay memory each agent step is stored in.
         monitor: the run's Monitor, told each step, game and minibatch trained.
         rng: the numpy Generator of the agent's epsilon-greedy draws.
-        evaluator: an Evaluator, called with the agent step to evaluate; None when
-            evaluation is off.
-        checkpoints: a Checkpointer, or None when the run writes no checkpoints.
-        resume: the loop state of a checkpoint to continue from (NatureLoop.state_dict), or
-            None for a new run.
+        evaluator: an Evaluator called with the agent step; None: evaluation is off.
+        checkpoints: a Checkpointer, whose stop ends the run after a checkpoint; or None.
+        resume: a checkpoint's loop state (NatureLoop.state_dict), or None for a new run.
 
     Returns:
         The agent step reached: settings.timesteps, or fewer after a stop.

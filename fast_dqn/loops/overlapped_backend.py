@@ -1,32 +1,27 @@
 """The fast loop's samplers in two groups that take turns: one group's games step in C++
 while the main thread acts for the other.
 
-With one group (fast_dqn.loops.experience.LocalBackend) a round is three steps in sequence:
-act (epsilon-greedy, one batched call of the target network), step every game, record the
-chunk; while the main thread acts and records, the emulators wait. Here the W games are
-two fixed groups of W/2, each its own ale-py vector env. Group A's step is sent to its C++
-threads, and the main thread returns to receive group B's last step and act for B while A
-plays. So the network's latency (a GPU call) and the emulators' time overlap instead of
-adding up; but each group pays its own call, so it pays only where a call costs less than
-the emulators' time (docs/fast-loop.md has the model and the measurements, and why one
-group stays the default).
+The W games are two fixed groups of W/2, each its own ale-py vector env. While one group's
+step runs in its C++ threads, the main thread receives the other's last step and acts for it,
+so the network's latency and the emulators' time overlap instead of adding up (with one
+group, fast_dqn.loops.experience.LocalBackend, the emulators wait meanwhile). Each group pays
+its own call, so this pays only where a call costs less than the emulators' time
+(docs/fast-loop.md: the model, the measurements, and why one group stays the default).
 
 The paper's rules hold:
 - Every action goes through the target network, in one batched call per group per round.
-- Each chunk is one group's step: W/2 agent steps. Chunks alternate A, B, A, ..., so the
-  chunk at agent step b belongs to group (b / (W/2)) mod 2, and sync points fall on chunk
-  ends as with any backend.
-- No action is sent through a target network that a sync point will replace before the step
-  is played: a group's next step is sent only when no sync point falls between the loop's
-  step and that step's start; otherwise it waits until the loop asks for the next chunk,
-  after the target is copied. So nothing is in flight at a sync point, and the target of
-  each period acts for exactly that period's steps.
+- Each chunk is one group's step, W/2 agent steps; chunks alternate A, B, A, ..., so the chunk
+  at agent step b belongs to group (b / (W/2)) mod 2, and sync points fall on chunk ends.
+- A group's next step is sent only when no sync point falls between the loop's step and that
+  step's start; otherwise it waits until the loop asks for the next chunk, after the target
+  is copied. So nothing is in flight at a sync point, and each period's target acts for
+  exactly that period's steps.
 - The random draws follow the order of the sends, which depends only on the steps and the
   period: a seeded run repeats itself.
 
-Threads: none is started here. The main thread calls every method; ale-py's C++ threads
-step a group between its `send` and its `recv`. A checkpoint keeps no game (the vector env
-cannot save one): on resume the games restart, as with the one-group vector backend.
+Threads: none is started here. The main thread calls every method; ale-py's C++ threads step
+a group between its `send` and its `recv`. A checkpoint keeps no game (the vector env cannot
+save one): on resume the games restart.
 """
 
 import numpy as np
@@ -41,9 +36,6 @@ class OverlappedBackend:
     Args:
         groups: the two VectorSamplers, games 0..W/2-1 and W/2..W-1.
         period: agent steps between target updates (--target-update-freq).
-
-    Raises:
-        ValueError: unless there are two groups of the same size.
     """
 
     def __init__(self, groups, period):
@@ -72,19 +64,16 @@ class OverlappedBackend:
                 self.obs[g] = group.reset()
 
     def act_through(self, q_values, weights):
-        """Act from now on through `q_values`.
+        """Act from now on through `q_values`, as LocalBackend.act_through.
 
         Args:
-            q_values: the network to act with (the fast loop gives the target network's
-                target_q_values), called here on a stack of states.
+            q_values: the network to act with, called here on a stack of states.
             weights: a weight source for remote copies; unused here, acting is local.
         """
         self.q_values = q_values
 
     def next_chunk(self, step, epsilon_at):
-        """The chunk of agent steps [step, step + W/2): its group's last step, received.
-
-        Then sends the next steps that no sync point holds back.
+        """Receive the chunk of steps [step, step + W/2); send the next ones no sync point holds.
 
         Args:
             step: the loop's agent step, where the chunk begins.
@@ -108,8 +97,7 @@ class OverlappedBackend:
                      result.game_lengths[None], eps[None], self.shards[g])
 
     def _send_due(self, step, next_base, epsilon_at):
-        """Send each idle group's next step, earliest first, unless a sync point falls
-        between `step` (the loop's: every sync point up to it is done) and its start."""
+        """Send each idle group's next step, earliest first, unless a sync point comes before it."""
         half = self.round_size
         for base in (next_base, next_base + half):
             g = (base // half) % 2
@@ -123,10 +111,7 @@ class OverlappedBackend:
             self.in_flight[g] = (base, obs[:, -1].copy(), actions, eps)
 
     def target_updated(self):
-        """Main was copied to target: nothing to do.
-
-        Acting calls the target network itself, and nothing is in flight at a sync point.
-        """
+        """Nothing to do: acting calls the target network, and nothing is in flight."""
 
     def state_dict(self):
         """The games' current states; the vector env cannot save the games themselves.

@@ -1,10 +1,10 @@
 """`--backend ray`: sampler actors on a Ray cluster feed the learner in this process.
 
 The learner, replay and the fast loop stay in the driver; each `SamplerActor` plays
-`--envs-per-sampler` games with its own copy of the target network, acting exactly as the local
-backend does (it runs a fast_dqn.loops.experience.LocalBackend inside). One request returns
-`--rollout-steps` steps of each of its games as one Chunk of single uint8 frames, never stacks:
-replay rebuilds the stacks, so the wire carries a quarter of the bytes.
+`--envs-per-sampler` games with its own copy of the target network, acting as the local
+backend does (it runs a LocalBackend inside). One request returns `--rollout-steps` steps of
+each of its games as one Chunk of single uint8 frames, never stacks: replay rebuilds the
+stacks, so the wire carries a quarter of the bytes.
 
 The rules, all kept in this module:
 - Only the driver's main thread talks to Ray; nothing here starts a Python thread.
@@ -15,18 +15,16 @@ The rules, all kept in this module:
   actor's oldest request finishes first (`ray.wait`), so a slow actor never stalls the learner
   (the backup workers of distributed BA3C), and each actor's chunks still arrive in order, so its
   games' trajectories stay contiguous in replay.
-- A request's actions follow the weights and epsilon current when it was sent: a chunk may act
-  with the target network of the period before (at most `--requests-in-flight` chunks per actor).
+- A request acts with the weights and epsilon current when it was sent: a chunk may act with
+  the target network of the period before (at most `--requests-in-flight` chunks per actor).
 - A lost actor (its process, or its machine, died) is replaced with a new one on fresh seeds.
   Its unfinished requests are dropped, never counted, and its first chunk tells the loop to end
-  the old games' episodes in replay. The run goes on with the others meanwhile, and says so.
-  An exception raised by the sampler code itself is a bug, not a lost machine: it ends the run.
+  the old games' episodes in replay; the others go on meanwhile. An exception raised by the
+  sampler code itself is a bug, not a lost machine: it ends the run.
 - Nothing waits forever: no chunk for `STALL_SECONDS` ends the run with an error, and so does an
   actor that dies `MAX_DEATHS` times in a row without delivering.
-- `close()` kills the actors, and stops the cluster when this process started it: no process is
-  left behind.
-The cluster is started or joined in fast_dqn.loops.ray_cluster, which the flags' checks and the
-suite use without importing this module.
+- `close()` kills the actors, and stops the cluster when this process started it.
+The cluster is started or joined in fast_dqn.loops.ray_cluster.
 """
 
 import collections
@@ -51,14 +49,7 @@ LOST = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
 
 @ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)
 class SamplerActor:
-    """Plays its games with a copy of the target network; one `rollout` call, one chunk.
-
-    Args:
-        make_samplers: a function of a seed that builds the actor's games (a Samplers).
-        make_network: a function of (observation shape, number of actions) that returns a
-            function building the Q-network.
-        seed: the seed of the actor's first game; game g adds g.
-    """
+    """Plays its games with a copy of the target network; one `rollout` call, one chunk."""
 
     def __init__(self, make_samplers, make_network, seed):
         from fast_dqn.agent.backend_setup import configure_backend
@@ -80,87 +71,44 @@ class SamplerActor:
         self.local.act_through(self._q, None)
 
     def spec(self):
-        """What the driver learns of the actor once it has started.
-
-        Returns:
-            {"num_actions", "observation_space", "node_id" (the Ray node it runs on),
-            "pid" (its process id)}.
-        """
+        """{"num_actions", "observation_space", "node_id", "pid"}: the actor, once started."""
         return {"num_actions": self.local.num_actions,
                 "observation_space": self.local.observation_space,
                 "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     def restart(self, seed):
-        """Start new games from a new seed (a resumed run does not replay its first games).
-
-        Args:
-            seed: the seed of the new first game; game g adds g.
-        """
+        """Start new games from a new seed (a resumed run does not replay its first games)."""
         self.local.close()
         self.local = LocalBackend(self.make_samplers(seed))
         self._start(seed)
 
     def load_weights(self, weights, version):
-        """Act with target weights `version` from now on, fetching them only if it is new.
-
-        Args:
-            weights: a one-element list holding the weights' ObjectRef, so that Ray does not
-                fetch them for every call.
-            version: the weights' version, one more at each target update.
-
-        Returns:
-            The version the actor now acts with.
-        """
+        """Act with target weights `version`, fetched only if new, from now on; return it."""
         if version != self.version:
             self.network.set_weights(ray.get(weights[0]))
             self.version = version
         return version
 
     def rollout(self, weights, version, epsilon, steps):
-        """Play `steps` rounds of every game with the given epsilon and weights version.
-
-        Args:
-            weights: a one-element list holding the target weights' ObjectRef.
-            version: the weights' version.
-            epsilon: the exploration rate of every action of the chunk.
-            steps: the rounds to play, each one agent step of every game.
-
-        Returns:
-            One Chunk of `steps` rows, the actor's games in its columns.
-        """
+        """Play `steps` rounds of every game; returns a Chunk of `steps` rows, a column a game."""
         self.load_weights(weights, version)
         return join_chunks([self.local.next_chunk(0, lambda s: np.full(len(s), epsilon))
                             for _ in range(steps)])
 
     def close(self):
-        """Close the actor's games."""
         self.local.close()
 
 
 class RayBackend:
-    """The fast loop's backend on Ray (see fast_dqn.loops.experience for the interface).
-
-    Connects to the cluster (or starts a private one) and starts the sampler actors, waiting
-    for the first to come up. make_samplers and make_network are pickled to the actors, so
-    they must be module-level functions or partials of them (fast_dqn.run.components has
-    them).
+    """The fast loop's backend on Ray: connects, starts the actors, and waits for the first.
 
     Args:
-        settings: a RaySettings (fast_dqn.loops.settings): the cluster, the actors, their
-            games and requests.
-        make_samplers: a function of a seed that builds one actor's games (a Samplers).
+        settings: a RaySettings: the cluster, the actors, their games and requests.
+        make_samplers: a function of a seed that builds one actor's games (a Samplers);
+            pickled to the actors, so module-level (fast_dqn.run.components has it).
         make_network: a function of (observation shape, number of actions) that returns a
-            function building the Q-network.
+            function building the Q-network; pickled as make_samplers.
         log: a function that prints one console line (a lost actor, a crowded machine).
-
-    Attributes:
-        num_actions: the games' number of actions.
-        observation_space: the space of one game's stacked observations.
-        num_shards: replay shards, one per game of every actor.
-        round_size: agent steps per chunk: games per actor times --rollout-steps.
-
-    Raises:
-        RuntimeError: no actor started within STALL_SECONDS.
     """
 
     def __init__(self, settings, make_samplers, make_network, log=print):
@@ -210,7 +158,7 @@ class RayBackend:
         return ray.get(ready[0])
 
     def node_ids(self):
-        """The node of every actor, by index; waits for them all to start.
+        """The Ray node id of every actor, by index; waits for them all to start.
 
         Returns:
             A list of Ray node ids, one per actor.
@@ -233,31 +181,23 @@ class RayBackend:
 
         Args:
             q_values: the local network's Q-values function, unused: the actors act.
-            weights: a function that returns the target network's weights, read at each
-                target update.
+            weights: returns the target network's weights; called at each target update.
         """
         self.weights = weights  # acting happens in the actors; they get the weights
 
     def target_updated(self):
-        """Mark the weights stale: the next request sends the new target weights."""
+        """The next request sends the new target weights."""
         self.stale = True  # put once, when the next request goes out
 
     def next_chunk(self, step, epsilon_at):
         """The chunk of whichever actor finished first, waiting POLL_SECONDS at most.
 
-        Tops up every actor's requests first. A lost actor is replaced, its requests dropped.
-
         Args:
             step: agent steps taken so far, over all games.
-            epsilon_at: a function of the agent step that returns the exploration rate; the
-                requests sent now act with its value at `step`.
+            epsilon_at: epsilon by agent step; the requests sent now act with it at `step`.
 
         Returns:
             A Chunk of `round_size` agent steps, or None when none arrived in time.
-
-        Raises:
-            RuntimeError: no actor delivered for STALL_SECONDS, or one was lost MAX_DEATHS
-                times in a row.
         """
         now = time.monotonic()
         if now - self.last_call > 10 * POLL_SECONDS:
@@ -335,10 +275,7 @@ class RayBackend:
         pass  # nothing of the saved games is loaded
 
     def load_state_dict(self, state, step):
-        """Restart the actors' games from seeds moved on by `step`; none are restored.
-
-        The actors' games are not saved: the backend does not ship their states back from
-        the actors (which may run Python samplers, whose games have a state).
+        """Restart the actors' games on seeds moved on by `step`: their states never come back.
 
         Args:
             state: the backend's state_dict from a checkpoint, unused.

@@ -1,10 +1,9 @@
 """The Ray cluster itself: start a private one, join one, check an address before joining.
 
-The Ray backend (fast_dqn.loops.ray_backend) connects through these, and so do the checks of
-the flags (fast_dqn.run.settings.validation) and the suite's Ray runs (fast_dqn.suite), which
-must not import the backend: it imports ray and defines its actors at import time. This module
-imports ray only inside the functions that talk to a cluster, so importing it costs nothing on
-a machine without Ray, and a run that never uses Ray never loads it.
+The Ray backend connects through these, and so do the flags' checks
+(fast_dqn.run.settings.validation) and the suite's Ray runs, which must not import the backend
+(it imports ray and defines its actors at import time). This module imports ray only inside
+the functions that talk to a cluster, so a run that never uses Ray never loads it.
 """
 
 import os
@@ -29,19 +28,11 @@ def package_dir():
 
 
 def connect(settings, log):
-    """Start or join the cluster, unless this process is already connected to one.
+    """Start or join the cluster unless already connected; True when this process connected.
 
-    Ray's driver set-up replaces the SIGTERM handler with one that exits at once; the run's own
+    Such a process must disconnect at the end, which also stops a cluster it started. Ray's
+    driver set-up replaces the SIGTERM handler with one that exits at once; the run's own
     handler (checkpoint, then exit) is put back.
-
-    Args:
-        settings: the run's RaySettings: the cluster's address (None starts a private one),
-            the private cluster's object store in MiB, the number of sampler actors.
-        log: a function that prints one console line.
-
-    Returns:
-        Whether this process connected, and so must disconnect at the end (which also stops
-        a cluster it started).
     """
     import ray
     if ray.is_initialized():  # a caller (a test, a notebook) already chose the cluster
@@ -80,23 +71,12 @@ SETTINGS_FRAME = 0x04
 
 
 def probe_grpc(host, port, seconds=5.0):
-    """Whether a gRPC server (HTTP/2 with prior knowledge) answers at host:port in time.
+    """None when a gRPC server answers at host:port within `seconds`, else what answered instead.
 
-    Checked here (2026-11-23) against Ray 2.60's GCS, the gcs_address of a private cluster
-    with token auth and the port of `ray start --head --port=6391`: both answered with a
-    SETTINGS frame within 25 ms. Any gRPC server passes, a raylet's port too: the point is to
-    refuse what is surely no Ray.
-
-    Args:
-        host: the host name or IP address to connect to.
-        port: the TCP port.
-        seconds: how long to wait for the answer, connecting included, in seconds.
-
-    Returns:
-        None when a gRPC server answered; otherwise what answered instead, in a few words.
-
-    Raises:
-        OSError: nothing accepts the connection.
+    It raises OSError when nothing accepts the connection. Checked (2026-11-23) against Ray
+    2.60: the GCS of a private cluster with token auth and that of `ray start --head
+    --port=6391` both answered with a SETTINGS frame within 25 ms. Any gRPC server passes, a
+    raylet's port too: the point is to refuse what is surely no Ray.
     """
     import socket
     deadline = time.monotonic() + seconds
@@ -129,14 +109,12 @@ def probe_grpc(host, port, seconds=5.0):
 def check_reachable(address, seconds=5.0):
     """A clear error for a cluster that is not there: ray.init would retry for many minutes.
 
-    Checks the address Ray will really use: it replaces 127.0.0.1 and localhost by this
-    machine's routable IP, which a head started with --node-ip-address=127.0.0.1 does not
-    listen on. A port that accepts connections is not enough: ray.init retries anything for
-    minutes, so the GCS must also answer as a gRPC server does.
+    It checks the address Ray will really use (Ray replaces 127.0.0.1 and localhost by this
+    machine's routable IP, where a head started with --node-ip-address=127.0.0.1 does not
+    listen), and that the GCS answers as a gRPC server does, not only accepts connections.
 
     Args:
-        address: the cluster's address as the user gave it (--ray-address), host:port or
-            'local'.
+        address: the cluster's address as given (--ray-address), host:port or 'local'.
         seconds: how long to wait for the cluster's answer, in seconds.
 
     Raises:
@@ -180,8 +158,8 @@ def private_auth_token():
 
     Left alone, a new local cluster writes a token to ~/.ray/auth_token, and that file then
     switches token auth on for every later `ray start` on the machine. A token kept in the
-    environment protects the cluster just as well and leaves nothing behind. A user's own
-    RAY_AUTH_* settings win.
+    environment protects the cluster as well and leaves nothing behind. A user's own RAY_AUTH_*
+    settings win.
     """
     if not any(name in os.environ for name in AUTH_VARIABLES):
         # With the mode unset, ray.init switches token auth on itself, and refreshes the

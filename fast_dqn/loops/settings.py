@@ -17,8 +17,7 @@ class LoopSettings:
         timesteps: the run's budget, in agent steps.
         prepopulate: the warm-up, in agent steps: uniform actions, no training.
         train_freq: one minibatch per this many agent steps after warm-up.
-        target_update_freq: the target network's period C: main is copied to target every C
-            agent steps.
+        target_update_freq: the target network's period C, in agent steps.
         batch_size: the transitions of each minibatch.
         eval_freq: evaluate every this many agent steps; 0 never.
         exploration: the LinearSchedule of epsilon over agent steps, after warm-up.

@@ -1,11 +1,9 @@
 """Command-line front end shared by run_dqn.py and run_fast_dqn.py: the run's life from the
 typed flags to its exit status.
 
-Flags come from fast_dqn.run.settings.flags, their values' precedence from
-fast_dqn.run.settings.precedence,
-the checks from fast_dqn.run.settings.validation and --resume's reconciliation from
-fast_dqn.run.resume. Everything the user typed is validated before anything is created; a
-problem ends the run with one line naming the flag and the fix, and exit status 2.
+Everything the user typed is validated (fast_dqn.run.settings, fast_dqn.run.resume) before
+anything is created; a problem ends the run with one line naming the flag and the fix, and
+exit status 2.
 """
 
 import dataclasses
@@ -34,21 +32,11 @@ from fast_dqn.run.storage.run_directory import (
 
 
 def validate_and_resolve(config):
-    """A new run's settings resolved (see `resolve`), its run directory chosen and checked.
+    """A new run's settings resolved, its run directory chosen and checked; creates nothing.
 
-    Creates nothing: the caller makes the run directory afterwards. The directory is chosen
-    first, so that the config train_* receives is the very one resolved, and is not resolved
-    again (see `resolve`).
-
-    Args:
-        config: the Config or FastConfig the command line built.
-
-    Returns:
-        A ResolvedConfig whose logdir is set.
-
-    Raises:
-        ConfigError: a setting breaks a rule, the run would not train, or the run directory
-            cannot be used.
+    The directory is chosen first, so that the config train_* receives is the very one
+    resolved, and is not resolved again. Raises ConfigError where a setting breaks a rule, the
+    run would not train, or the run directory cannot be used.
     """
     return resolve(check_new_run(config))
 
@@ -56,17 +44,8 @@ def validate_and_resolve(config):
 def check_new_run(config):
     """Every check of `validate_and_resolve` that needs no Keras backend; its run directory chosen.
 
-    `prepare` runs it before loading Keras, which takes seconds, so that a typo is refused
-    at once.
-
-    Args:
-        config: the Config or FastConfig the command line built.
-
-    Returns:
-        A CheckedConfig (check_without_backend) whose logdir is set.
-
-    Raises:
-        ConfigError: as `validate_and_resolve`, except what only the backend tells.
+    `prepare` runs it before loading Keras, which takes seconds, so that a typo is refused at
+    once. Returns a CheckedConfig whose logdir is set.
     """
     if not config.logdir:
         from fast_dqn.envs.games import resolve_game
@@ -83,7 +62,7 @@ def check_trains(config):
     """Check a new run trains: its budget must reach past the warm-up and its first minibatch.
 
     Args:
-        config: the new run's Config or FastConfig.
+        config: the new run's Config or FastConfig, with its budget and warm-up in agent steps.
 
     Raises:
         ConfigError: on "timesteps", the budget ends before the first minibatch.
@@ -103,14 +82,7 @@ def check_trains(config):
 
 
 def check_applies(explicit):
-    """Refuse a setting of the Atari protocol typed beside --env, which would be ignored.
-
-    Args:
-        explicit: the settings the user typed, {setting: value}.
-
-    Raises:
-        ConfigError: naming the Atari setting.
-    """
+    """Refuse a setting of the Atari protocol typed beside --env, which would be ignored."""
     if explicit.get("env") is None:
         return
     for name in hp.ATARI_ONLY:
@@ -120,29 +92,16 @@ def check_applies(explicit):
 
 
 def resume_command(prog, run_dir):
-    """The command that resumes a run, as the user can paste it.
+    """The command that resumes a run, as the user can paste it (run_dir quoted for the shell).
 
-    Args:
-        prog: a script (run_dqn.py) or an installed command (fast-dqn fast).
-        run_dir: the run directory.
-
-    Returns:
-        The command line, its run directory quoted for the shell.
+    `prog` is a script (run_dqn.py) or an installed command (fast-dqn fast).
     """
     command = f"python {prog}" if prog.endswith(".py") else prog
     return f"{command} --resume {shlex.quote(run_dir)}"
 
 
 def tool_command(prog, tool):
-    """The command of a tool (evaluate, plot) as the user would type it beside `prog`.
-
-    Args:
-        prog: the training command's name: a script or an installed command.
-        tool: the tool's name, a module of fast_dqn.tools.
-
-    Returns:
-        The tool's command, without its arguments.
-    """
+    """The command of a tool (evaluate, plot) as the user would type it beside `prog`."""
     words = prog.split()
     if len(words) > 1:  # fast-dqn fast, python -m fast_dqn fast: the same command's tool
         return " ".join(words[:-1] + [tool])
@@ -158,16 +117,7 @@ def _count(n):
 
 
 def next_commands(prog, config, best):
-    """What a finished run's owner does next, as commands to paste.
-
-    Args:
-        prog: the training command's name: a script or an installed command.
-        config: the run's config, whose logdir and timesteps the commands name.
-        best: whether the run saved a best evaluation's weights.
-
-    Returns:
-        Lines: "next:", then one command a line, each with a comment.
-    """
+    """What a finished run's owner does next: "next:", then one command to paste a line."""
     run_dir = shlex.quote(config.logdir)
     which = " --best" if best else ""
     return "\n".join([
@@ -190,20 +140,12 @@ def last_checkpoint(prog, run_dir):
 
 
 def last_good_checkpoint(prog, run_dir, resumed=None):
-    """What a diverged run leaves to go on from.
+    """What a diverged run leaves to go on from, and the fix, in one sentence.
 
     Its newest checkpoint is a good one: the learner checks every weight and optimizer slot
     finite before a checkpoint is written, and before a resume loads one; nothing after the
-    divergence was saved. Only the one it resumed from, if still the newest, may hold an edit
-    that no check can see (a learning rate), so it is not called good.
-
-    Args:
-        prog: the training command's name.
-        run_dir: the run's directory.
-        resumed: the Checkpoint this process resumed from, or None.
-
-    Returns:
-        One sentence: the checkpoint to go on from, and the fix.
+    divergence was saved. Only the one it resumed from (`resumed`), if still the newest, may
+    hold an edit that no check can see (a learning rate), so it is not called good.
     """
     from fast_dqn.run.storage.checkpoint import CheckpointStore
     fix = "a new run with a lower --lr (or, for --env, smaller rewards) is the fix"
@@ -234,8 +176,7 @@ def main(kind, argv=None, train=None, script=False, prog=None):
             None for the kind's own.
         script: true when main is the whole process, whose last moments then ignore Ctrl-C
             and SIGTERM (see StopSignals); false in-process, which gets its own handlers back.
-        prog: the command's name in its messages (`fast-dqn fast`); None for the kind's
-            script.
+        prog: the command's name in its messages (`fast-dqn fast`); None for the kind's script.
 
     Returns:
         The process exit status: 0 when the budget is done, 2 for bad input or a run
@@ -268,19 +209,11 @@ def _trainer(kind):
 def prepare(kind, argv, prog, make=True):
     """A run's command line up to training: parsed, validated, its run directory made or held.
 
-    Args:
-        kind: the RunKind to train.
-        argv: the command line's arguments, without the program's name; None for sys.argv's.
-        prog: the command's name in its messages.
-        make: make a new run's directory; False leaves it to make_run (a run group checks
-            its runs together first).
-
-    Returns:
-        (config, checkpoint, lock): the resolved config, the Checkpoint it resumes from (or
-        None), and the run directory's lock, held (None for a new run not made); or, where
-        there is nothing to train, the
-        exit status, its line printed (0: the games listed, or the run finished already; 2:
-        bad input; 130: Ctrl-C).
+    With `make` False a new run's directory is left to make_run (a run group checks its runs
+    together first). Returns (config, checkpoint, lock): the resolved config, the Checkpoint it
+    resumes from (or None), and the run directory's lock, held (None for a new run not made);
+    or, where there is nothing to train, the exit status, its line printed (0: the games
+    listed, or the run finished already; 2: bad input; 130: Ctrl-C).
     """
     config_class = kind.config_class
     parser = build_parser(prog, kind.description, config_class)
@@ -349,11 +282,7 @@ def prepare(kind, argv, prog, make=True):
 
 
 def make_run(kind, config):
-    """Make a new run's directory with its config.json, and hold it.
-
-    Returns:
-        The directory's lock, held.
-    """
+    """Make a new run's directory with its config.json, and hold it: the lock returned."""
     return create_run_directory(config.logdir, {"loop": kind.loop, **hp.recorded(config),
                                                 "code": code_record()})
 

@@ -1,4 +1,5 @@
-"""The parts of a run, each built from a Config: the Q-network, the learner, replay and the
+"""The parts of a run, each built from the run's ResolvedConfig
+(fast_dqn.run.settings.validation.resolve): the Q-network, the learner, replay and the
 samplers, each seeded from its stream (fast_dqn.rng_streams); and the settings the layers
 below run/ are given instead of the Config (EnvSettings, LoopSettings, RaySettings).
 
@@ -25,8 +26,7 @@ def env_settings(config, evaluation=False):
 
     Args:
         config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
-        evaluation: whether the games are an evaluation's, cut after the evaluation's own
-            limit in agent steps rather than training's.
+        evaluation: whether the games are an evaluation's, cut at its own limit in agent steps.
 
     Returns:
         The EnvSettings of one game.
@@ -41,15 +41,7 @@ def env_settings(config, evaluation=False):
 
 
 def loop_settings(config):
-    """The schedule both loops follow, in agent steps.
-
-    Args:
-        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
-
-    Returns:
-        The LoopSettings: budget, prepopulation, periods and epsilon's schedule, in agent
-        steps; the minibatch size, in transitions.
-    """
+    """The LoopSettings both loops follow, in agent steps; the minibatch in transitions."""
     return LoopSettings(config.timesteps, config.prepopulate, config.train_freq,
                         config.target_update_freq, config.batch_size, config.evaluate,
                         LinearSchedule(config.eps_start, config.eps_end,
@@ -57,14 +49,7 @@ def loop_settings(config):
 
 
 def ray_settings(config):
-    """The Ray backend's cluster and actors.
-
-    Args:
-        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
-
-    Returns:
-        The RaySettings of fast_dqn.loops.ray_backend.RayBackend.
-    """
+    """The Ray backend's cluster and actors (RaySettings)."""
     return RaySettings(address=config.ray_address, object_store_mb=config.ray_object_store_mb,
                        num_samplers=config.num_samplers,
                        envs_per_sampler=config.envs_per_sampler,
@@ -73,21 +58,10 @@ def ray_settings(config):
 
 
 def network_builder(config, observation_shape, num_actions):
-    """A function that builds one fresh Q-network for this config.
+    """A function of no arguments that builds one fresh Q-network for this config.
 
     A Nature CNN for Atari, an MLP for --env; with a dueling head if asked, in the asked
-    compute type.
-
-    Args:
-        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
-        observation_shape: the shape of one stacked observation.
-        num_actions: the game's number of actions.
-
-    Returns:
-        A function of no arguments that returns a new Keras model, freshly initialised.
-
-    Raises:
-        TypeError: `config` is not a ResolvedConfig.
+    compute type. Raises TypeError when `config` is not a ResolvedConfig.
     """
     from fast_dqn.agent.q_network import mlp, nature_cnn
     if not isinstance(config, ResolvedConfig):  # its open settings would be guessed here
@@ -103,16 +77,7 @@ def network_builder(config, observation_shape, num_actions):
 
 
 def build_learner(config, observation_shape, num_actions):
-    """The DQN learner: its Q-network and target, and the optimizer the config asks for.
-
-    Args:
-        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
-        observation_shape: the shape of one stacked observation.
-        num_actions: the game's number of actions.
-
-    Returns:
-        A DQNLearner.
-    """
+    """The DQNLearner: its Q-network and target, and the optimizer the config asks for."""
     from fast_dqn.agent.learner import DQNLearner, make_optimizer
     return DQNLearner(network_builder(config, observation_shape, num_actions),
                       # float16 needs loss scaling; bfloat16 has float32's range and does not.
@@ -123,14 +88,7 @@ def build_learner(config, observation_shape, num_actions):
 
 
 def compile_options(config):
-    """The learner's CompileOptions, from the settings that choose how its calls compile.
-
-    Args:
-        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
-
-    Returns:
-        A CompileOptions.
-    """
+    """The learner's CompileOptions, from the settings that choose how its calls compile."""
     from fast_dqn.agent.compile_options import CompileOptions
     return CompileOptions(xla=config.xla, scan_unroll=config.scan_unroll,
                           fused_optimizer=config.fused_optimizer,
@@ -139,16 +97,9 @@ def compile_options(config):
 
 
 def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
-    """Replay, its sampling RNG seeded from the run's replay stream.
+    """An empty ReplayMemory of --replay-capacity transitions, seeded from the replay stream.
 
-    Args:
-        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
-        frame_shape: the shape of one frame (not the stack).
-        num_shards: replay shards, one per game played at once.
-        frame_dtype: the frames' dtype.
-
-    Returns:
-        An empty ReplayMemory of --replay-capacity transitions over all shards.
+    One shard per game played at once; `frame_shape` is one frame's, not the stack's.
     """
     return ReplayMemory(config.replay_capacity, frame_shape, config.history_length,
                         frame_dtype=frame_dtype,
@@ -158,18 +109,10 @@ def build_replay(config, frame_shape, num_shards=1, frame_dtype=np.uint8):
 
 
 def build_samplers(config, count=None, seed=None):
-    """`count` training games stepped together, game i seeded with seed + i.
+    """`count` training games (None: --workers) stepped together, game i seeded with seed + i.
 
-    The seed is folded so that all of them are valid ALE seeds, as the vector env folds it.
-
-    Args:
-        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
-        count: the number of games; None for --workers.
-        seed: the first game's seed; None for --seed.
-
-    Returns:
-        VectorSamplers (Atari on ale-py's vector env, --env-backend vector), else
-        PythonSamplers.
+    The seed (None: --seed) is folded so that all of them are valid ALE seeds, as the vector env
+    folds it. VectorSamplers for Atari on ale-py's vector env, else PythonSamplers.
     """
     from fast_dqn.envs.samplers import PythonSamplers, VectorSamplers
     count = config.workers if count is None else count
@@ -186,12 +129,6 @@ def build_local_backend(config):
 
     In two groups that take turns with --sampler-groups 2 (fast_dqn.loops.overlapped_backend),
     else all W in each round (fast_dqn.loops.experience.LocalBackend).
-
-    Args:
-        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
-
-    Returns:
-        An OverlappedBackend or a LocalBackend.
     """
     from fast_dqn.loops.experience import LocalBackend
     if config.sampler_groups != 2:
@@ -230,9 +167,6 @@ def build_evaluation_games(config):
 
 def ray_sampler_builders(config):
     """The two builders a Ray sampler actor runs, pickled to it.
-
-    Args:
-        config: the run's ResolvedConfig (fast_dqn.run.settings.validation.resolve).
 
     Returns:
         (make_samplers, make_network): a function of a seed that builds the actor's

@@ -10,12 +10,12 @@ lockstep, one compiled call for all their updates and one for all their acting
 (fast_dqn.run.group_training); it needs JAX. Each run's console goes to RUN_DIR.log beside
 its directory; this command prints the group's start-up lines and each run's end.
 
-A --run that argparse cannot read (an unknown flag, a value of the wrong type) refuses the
-group in one line, before anything is made. A run refused otherwise (a value out of range, a
-damaged config.json or checkpoint) is named in one line and left out, and the others go on;
-one finished already is left out too. Exit status: 0 when every run trained to its budget, 1 when one failed (training
-diverged; its last good checkpoint is kept) or the group did, 2 when a run was refused, 128 +
-the signal after Ctrl-C or SIGTERM (every run checkpointed), 130 after a second Ctrl-C.
+A --run that argparse cannot read (an unknown flag, a value of the wrong type) refuses the group
+in one line, before anything is made. A run refused otherwise (a value out of range, a damaged
+config.json or checkpoint) is named in one line and left out, and the others go on; one finished
+already is left out too. Exit status: 0 when every run trained to its budget, 1 when one failed
+(training diverged; its last good checkpoint is kept) or the group did, 2 when a run was refused,
+128 + the signal after Ctrl-C or SIGTERM (every run checkpointed), 130 after a second Ctrl-C.
 """
 
 import argparse

@@ -28,12 +28,7 @@ PER_RUN = ("game", "env", "seed", "logdir")
 def check_group(configs):
     """Refuse runs that cannot train as one group, in one line naming the setting.
 
-    Args:
-        configs: the runs' resolved configs.
-
-    Raises:
-        ConfigError: a setting differs between runs, or the runs use a mode a group does
-            not train in (check_group_mode).
+    A setting may not differ between runs, nor be a mode a group does not train in.
     """
     first = configs[0]
     for config in configs[1:]:
@@ -51,15 +46,8 @@ def check_group(configs):
 def check_group_fits(configs, frame_shape=(84, 84), dtype="uint8"):
     """Refuse a group whose replays, mirrored on the accelerator, would not fit its memory.
 
-    Each run's own check saw its replay alone; the group stacks G of them there.
-
-    Args:
-        configs: the runs' resolved configs.
-        frame_shape: one stored frame's shape.
-        dtype: the frames' dtype.
-
-    Raises:
-        ConfigError: ("replay_device") with the largest group that fits, and the fix.
+    Each run's own check saw its replay alone; the group stacks G of them there. The
+    ConfigError ("replay_device") names the largest group that fits, and the fix.
     """
     from fast_dqn.agent.backend_setup import accelerator_memory
     from fast_dqn.agent.replay_memory import estimate_bytes
@@ -80,11 +68,10 @@ def check_group_mode(config):
     """Refuse a run of a mode a group does not train in, in one line naming the flag.
 
     Args:
-        config: a run's resolved config.
+        config: a run's resolved config, one of a group's.
 
     Raises:
-        ConfigError: lockstep, Ray, two sampler groups, unsynchronized acting or acting
-            on the CPU.
+        ConfigError: lockstep, Ray, two sampler groups, unsynchronized acting or acting on the CPU.
     """
     modes = {"concurrent": (True, "lockstep (--no-concurrent)"),
              "backend": ("threads", "--backend ray"),
@@ -110,8 +97,7 @@ def train_fast_group(configs, resumes=None, stop=None, on_failed=None, consoles=
             None: only its console says so.
         consoles: each run's console stream; None: all on standard output.
         on_refused: on_refused(run, error): run `run`'s checkpoint does not fit it (a
-            ConfigError that names it); the run is left out and the others go on. None:
-            the error is raised.
+            ConfigError naming it); the others go on without it. None: the error is raised.
 
     Returns:
         The agent step reached by the runs still in the group (None where none was left).

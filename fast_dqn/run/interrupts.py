@@ -23,14 +23,10 @@ SAME_REQUEST_SECONDS = 1.0
 class StopSignals:
     """A context that turns Ctrl-C and SIGTERM into a stop request; calling it asks if one came.
 
-    `then_ignore` is for a script whose run is over and saved: a signal in its last moments
+    With `then_ignore`, leaving it ignores SIGINT and SIGTERM instead of putting the previous
+    handlers back: for a script whose run is over and saved, where a signal in its last moments
     (TensorFlow's teardown takes a while) must not turn a finished run into a traceback.
-
-    Args:
-        then_ignore: on leaving, ignore SIGINT and SIGTERM instead of putting the previous
-            handlers back.
-        clock: a function that returns seconds, to tell a repeated signal from a second
-            Ctrl-C (a test gives a fake).
+    `clock` (seconds) tells a repeated signal from a second Ctrl-C.
     """
 
     def __init__(self, then_ignore=False, clock=time.monotonic):

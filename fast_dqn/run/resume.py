@@ -25,18 +25,9 @@ from fast_dqn.run.storage.run_directory import (
 
 
 def hold_run(run_dir):
-    """Lock a run directory for --resume, once it is known to be a run.
+    """Lock a run directory for --resume (its RunLock), once load_run_config finds it a run.
 
     Nothing is written into a directory that is not one.
-
-    Args:
-        run_dir: the run's directory.
-
-    Returns:
-        The RunLock held on it.
-
-    Raises:
-        ConfigError: where run_dir is no run (load_run_config says why).
     """
     load_run_config(run_dir, "resume")
     return RunLock(run_dir, "resume")
@@ -45,18 +36,11 @@ def hold_run(run_dir):
 def resume_config(run_dir, explicit, kind):
     """The saved config of RUN_DIR with the allowed overrides, and its latest checkpoint.
 
-    Args:
-        run_dir: the run's directory.
-        explicit: the flags typed with --resume, {setting: value}.
-        kind: the RunKind of the script resuming it.
-
-    Returns:
-        (config, checkpoint, kept): the resolved config; the latest checkpoint, None when the
-        run stopped before writing its first one (it then starts again at step 0); and the
-        RUN_PLAN settings taken from that checkpoint rather than config.json (kept_plan).
-
-    Raises:
-        ConfigError: for anything that would make the resumed run not the same run.
+    `explicit` is the flags typed with --resume, {setting: value}; `kind` the RunKind of the
+    script resuming it. Raises ConfigError for anything that would make the resumed run not
+    the same run. Returns (config, checkpoint, kept): the resolved config; the latest
+    checkpoint, None when the run stopped before writing its first one (it then starts again
+    at step 0); and the RUN_PLAN settings taken from that checkpoint rather than config.json.
     """
     return check_resume(run_dir, explicit, kind).resolve()
 
@@ -65,20 +49,7 @@ def check_resume(run_dir, explicit, kind):
     """Every check of `resume_config` that needs no Keras backend, which imports in seconds.
 
     The command line runs it before loading Keras, so that a bad --resume is refused at once;
-    the CheckedResume's `resolve` does the rest. The checkpoint is read and verified here,
-    once.
-
-    Args:
-        run_dir: the run's directory.
-        explicit: the flags typed with --resume, {setting: value}.
-        kind: the RunKind of the script resuming it.
-
-    Returns:
-        A CheckedResume.
-
-    Raises:
-        ConfigError: as `resume_config`, except what only the backend tells (the compute
-            type, replay's place).
+    the CheckedResume's `resolve` does the rest. The checkpoint is read and verified here, once.
     """
     from fast_dqn.run.storage.checkpoint import latest_checkpoint
     saved = load_run_config(run_dir, "resume")
@@ -114,13 +85,8 @@ def check_resume(run_dir, explicit, kind):
 class CheckedResume:
     """A resume that passed `check_resume`: what `resolve` needs to finish it.
 
-    Attributes:
-        run_dir: the run's directory.
-        explicit: the flags typed with --resume, {setting: value}.
-        saved: config.json's settings, as loaded.
-        config: the resumed settings, a CheckedConfig.
-        checkpoint: the latest Checkpoint, or None.
-        kept: the RUN_PLAN settings taken from the checkpoint (kept_plan).
+    `config` is a CheckedConfig; `kept` the RUN_PLAN settings taken from the checkpoint
+    (kept_plan).
     """
 
     run_dir: str
@@ -133,12 +99,7 @@ class CheckedResume:
     def resolve(self):
         """The checks that need the Keras backend, then what `resume_config` returns.
 
-        Returns:
-            (config, checkpoint, kept), as `resume_config`.
-
-        Raises:
-            ConfigError: the hardware cannot run the saved settings (a compute type, replay's
-                room), named as `check_resume` names its refusals.
+        A refusal (a compute type, replay's room) is named as `check_resume` names its own.
         """
         try:
             return resolve(self.config), self.checkpoint, self.kept
@@ -149,7 +110,8 @@ class CheckedResume:
 
 def _named(error, saved, run_dir, explicit, checkpoint, kept):
     """A check's ConfigError, reworded to name where its value came from: config.json, or
-    the manifest that recorded a kept setting; one on a flag typed now stays as it is."""
+    the manifest that recorded a kept setting; one on a flag typed now stays as it is.
+    """
     if error.setting not in kept:
         return saved_value_error(error, saved, run_dir, typed=explicit)
     # Nobody typed it: the checkpoint's manifest recorded it from an earlier --resume.
@@ -165,17 +127,9 @@ def check_dead_start(run_dir, values):
 
     A run without a checkpoint is started again from step 0, its logs discarded
     (run_directory.discard_dead_start): right only for a run that stopped before its first
-    checkpoint.
-
-    Args:
-        run_dir: the run's directory.
-        values: its saved settings, {setting: value} (saved_values).
-
-    Raises:
-        ConfigError: changing nothing, where its files say it got further: something in
-            checkpoints/ that is no checkpoint (renamed folders), first-checkpoint.txt, or,
-            for a run made before that file, logs that reach the step its first checkpoint
-            was due by.
+    checkpoint. The ConfigError changes nothing, where its files say it got further: something
+    in checkpoints/ that is no checkpoint (renamed folders), first-checkpoint.txt, or, for a run
+    made before that file, logs that reach the step its first checkpoint was due by.
     """
     folder = os.path.join(run_dir, "checkpoints")
     fix = (f"nothing was changed: put its checkpoints back in '{folder}' to resume it, or "
@@ -267,14 +221,7 @@ def _last_logged_step(run_dir):
 
 
 def describe_kept(kept):
-    """The line that says which settings an earlier --resume gave are kept.
-
-    Args:
-        kept: the settings kept, {setting: value} (kept_plan).
-
-    Returns:
-        One line.
-    """
+    """The line that says which settings an earlier --resume gave are kept (kept_plan's)."""
     return "keeping what an earlier --resume gave: " + ", ".join(
         f"{flag_name(name)} {'on' if value else 'off'}" if isinstance(value, bool)
         else f"{flag_name(name)} {value:,}" for name, value in kept.items()) + \
@@ -285,13 +232,8 @@ def plan_given_on_resume(config):
     """The RUN_PLAN settings of `config` that differ from config.json: what a resume changed.
 
     Its checkpoints record them. A run as started records nothing, so a later hand edit of
-    config.json is not overridden by a value nobody gave on a resume.
-
-    Args:
-        config: the run's resolved config.
-
-    Returns:
-        {setting: value}; empty where the run has no config.json (a run driven in process).
+    config.json is not overridden by a value nobody gave on a resume. Empty where the run has
+    no config.json (a run driven in process).
     """
     try:
         saved = load_run_config(config.logdir, "resume")
@@ -305,15 +247,6 @@ def kept_plan(checkpoint, values, explicit, config_class):
     """The RUN_PLAN settings the checkpoint recorded apart from config.json, not typed now.
 
     A recorded value of the wrong type (a hand-edited manifest) is ignored.
-
-    Args:
-        checkpoint: the checkpoint resumed from, or None.
-        values: config.json's settings, {setting: value} (saved_values).
-        explicit: the flags typed with --resume, {setting: value}.
-        config_class: the run's Config class, for the types of its settings.
-
-    Returns:
-        {setting: value}.
     """
     if checkpoint is None:
         return {}
@@ -352,15 +285,8 @@ def saved_values(saved, config_class):
 def apply_flags(values, explicit, run_dir):
     """Apply the flags typed with --resume to the saved values, in place.
 
-    Those that may change replace the saved values; any other must equal its saved value.
-
-    Args:
-        values: the saved settings, {setting: value}; updated in place.
-        explicit: the flags typed with --resume, {setting: value}.
-        run_dir: the run's directory, which stays its --logdir.
-
-    Raises:
-        ConfigError: for a flag that conflicts with the saved run.
+    Those that may change replace the saved values; any other must equal its saved value, or
+    ConfigError. The run stays in `run_dir`, its --logdir.
     """
     if "logdir" in explicit and os.path.abspath(explicit["logdir"]) != os.path.abspath(run_dir):
         raise ConfigError("logdir", "a resumed run stays in its own directory; drop --logdir")

@@ -29,26 +29,10 @@ RUN_KINDS = {kind.loop: kind for kind in (NATURE, FAST)}
 
 
 def kind_of(config):
-    """The kind of run a Config, or a resolved one, describes.
-
-    A FastConfig is the fast loop's.
-
-    Args:
-        config: a Config, FastConfig or ResolvedConfig.
-
-    Returns:
-        Its RunKind, from RUN_KINDS.
-    """
+    """The RunKind (from RUN_KINDS) a Config, FastConfig or resolved one describes."""
     return RUN_KINDS[config.LOOP]
 
 
 def kind_of_saved(saved):
-    """The kind of run a config.json records.
-
-    Args:
-        saved: config.json's settings, as a dict.
-
-    Returns:
-        Its RunKind, or None where its "loop" names no loop this package has.
-    """
+    """The RunKind a config.json's settings record, or None where its "loop" names no loop here."""
     return RUN_KINDS.get(saved.get("loop"))

@@ -70,13 +70,12 @@ def start_backend(config):
 def diverged_checkpoint(path, error):
     """Why a checkpoint holding a NaN or an infinity is refused, and what to do.
 
-    Nothing can go on from it: played or trained on, it would fail at its first use. How the
-    value got there the checkpoint does not say (an edit, damage, or a diverged network
-    saved by a fast-dqn that checked only the losses), so the line names each, and the fix
-    for each.
+    Nothing can go on from it. The checkpoint does not say how the value got there (an edit,
+    damage, or a diverged network saved by a fast-dqn that checked only the losses), so the
+    message names each, and the fix for each.
 
     Args:
-        path: the checkpoint's folder.
+        path: the checkpoint's folder, which the message names.
         error: the TrainingDiverged that names what is not finite.
 
     Returns:
@@ -93,16 +92,8 @@ def diverged_checkpoint(path, error):
 def unfit_networks(checkpoint, error, unrecorded):
     """Why a checkpoint's networks that do not fit this run's are refused, naming both edits.
 
-    Either config.json or the checkpoint may be the one edited.
-
-    Args:
-        checkpoint: the Checkpoint resumed from.
-        error: the learner's NetworkMismatch, which names the first part that does not fit.
-        unrecorded: the settings this run has that the checkpoint does not record (a
-            checkpoint of an earlier release): check_settings could not compare them.
-
-    Returns:
-        One message, the checkpoint first.
+    Either config.json or the checkpoint may be the one edited. `unrecorded`: the settings the
+    checkpoint does not record (an earlier release's), which check_settings could not compare.
     """
     names = ", ".join(json.dumps(name) for name in unrecorded)
     return (f"{checkpoint.path}: its networks do not fit the ones this run's settings build "
@@ -114,17 +105,10 @@ def unfit_networks(checkpoint, error, unrecorded):
 def check_settings(config, recorded, step):
     """Refuse a config.json that differs from the settings the checkpoint was trained with.
 
-    A hand edit of one that shapes the networks or replay would load it wrongly, or not at
-    all.
-
-    Args:
-        config: the run's resolved config.
-        recorded: the checkpoint's settings, {setting: value} (learning_settings).
-        step: the checkpoint's agent step, for the message.
-
-    Raises:
-        StateMismatch: for a recorded value of no kind the setting takes.
-        ConfigError: for a setting config.json now gives another value.
+    A hand edit of one that shapes the networks or replay would load it wrongly, or not at all.
+    `recorded` is the checkpoint's {setting: value} (learning_settings). Raises StateMismatch
+    for a recorded value of no kind the setting takes, ConfigError for a setting config.json now
+    gives another value.
     """
     current = learning_settings(config)
     # Only the settings both know: a later release's new setting is not an edit.
@@ -164,9 +148,9 @@ def run_identity(config, observation_shape, num_actions):
     """What a checkpoint must match to be this run's: its game or env, and its network's ends.
 
     Args:
-        config: the run's config.
+        config: the run's config, whose game or env it names.
         observation_shape: one observation's shape, as the network takes it.
-        num_actions: the game's action count.
+        num_actions: the game's action count, the network's outputs.
 
     Returns:
         {"game", "env", "num_actions", "observation_shape"}, as a checkpoint's "identity".
@@ -179,8 +163,8 @@ def foreign_checkpoint(path, saved, identity):
     """Why a checkpoint trained on another game or network is not this run's, or None.
 
     Args:
-        path: the checkpoint's folder.
-        saved: the checkpoint's "identity".
+        path: the checkpoint's folder, which the sentence names.
+        saved: the checkpoint's "identity" (run_identity's shape).
         identity: this run's (run_identity).
 
     Returns:
@@ -211,19 +195,8 @@ def _fits(state, schema):
 def load_run_state(checkpoint, schema):
     """The checkpoint's state, checked against `schema` (the loop's).
 
-    The other loop's state means config.json's "loop" was edited, and is named as such, not
-    as a damaged file.
-
-    Args:
-        checkpoint: the Checkpoint resumed from.
-        schema: the loop's state schema (fast_dqn.state_schema).
-
-    Returns:
-        The checkpoint's state, as its parts' state_dicts.
-
-    Raises:
-        ConfigError: for the other loop's state.
-        StateMismatch: for a state that fits neither.
+    The other loop's state means config.json's "loop" was edited, and is refused as such
+    (ConfigError), not as a damaged file (StateMismatch).
     """
     state = checkpoint.load_state()
     mine, theirs = ("dqn", "fast") if schema is NATURE_RUN else ("fast", "dqn")
@@ -239,16 +212,9 @@ def load_run_state(checkpoint, schema):
 def unfit_state_refused(checkpoint):
     """Turn a checkpoint state that a part cannot load into one line naming the checkpoint.
 
-    The line also says what to do. Around the loading only: a bug elsewhere keeps its
-    traceback. A ConfigError already says more (settings edited in config.json) and passes
-    through.
-
-    Args:
-        checkpoint: the Checkpoint resumed from; None lets every error through.
-
-    Raises:
-        ConfigError: in place of the StateMismatch, TypeError, KeyError, IndexError or
-            ValueError of the loading.
+    Around the loading only: a bug elsewhere keeps its traceback. A ConfigError already says
+    more (settings edited in config.json) and passes through; with `checkpoint` None, every
+    error does.
     """
     try:
         yield
@@ -262,16 +228,9 @@ def unfit_state_refused(checkpoint):
 
 @contextlib.contextmanager
 def unfit_games_refused(checkpoint):
-    """Turn a saved game that does not fit this run's env into one line.
+    """Turn a saved game that does not fit this run's env into one ConfigError line.
 
-    The wrapper stack follows settings that check_settings compares, so only an edit gets
-    here.
-
-    Args:
-        checkpoint: the Checkpoint resumed from.
-
-    Raises:
-        ConfigError: in place of an EnvStateMismatch.
+    The wrapper stack follows settings that check_settings compares, so only an edit gets here.
     """
     try:
         yield
@@ -285,9 +244,6 @@ class NatureGamePart:
     """The Nature loop's own part of a checkpoint: its one game, and the observation it acts on.
 
     The game is saved mid-episode; the observation is the one the loop acts on next.
-
-    Args:
-        env: the run's training env.
     """
 
     def __init__(self, env):
@@ -297,15 +253,7 @@ class NatureGamePart:
         return {"env": env_state(self.env)}
 
     def check_state_dict(self, state):
-        """Raise, changing nothing, unless the game and observation of `state` fit this env.
-
-        Args:
-            state: the whole checkpoint's state.
-
-        Raises:
-            EnvStateMismatch: for the game.
-            StateMismatch: for the observation.
-        """
+        """Raise, changing nothing, unless the whole state's game and observation fit this env."""
         check_env_state(self.env, state["env"])
         obs, shape = state["loop"]["obs"], tuple(self.env.observation_space.shape)
         if obs.shape != shape:
@@ -320,11 +268,7 @@ class NatureGamePart:
 class SamplerGamesPart:
     """The fast loop's own part of a checkpoint: its samplers' games and the held transitions.
 
-    The games as the backend saves them; the held transitions are those played since the
-    last sync point (the loop state's "held").
-
-    Args:
-        backend: the fast loop's experience backend.
+    The held transitions are those played since the last sync point (the loop state's "held").
     """
 
     def __init__(self, backend):
@@ -334,15 +278,7 @@ class SamplerGamesPart:
         return {"samplers": self.backend.state_dict()}
 
     def check_state_dict(self, state):
-        """Raise, changing nothing, unless the games and held transitions of `state` fit.
-
-        Args:
-            state: the whole checkpoint's state.
-
-        Raises:
-            EnvStateMismatch: for a game.
-            StateMismatch: for the rest.
-        """
+        """Raise, changing nothing, unless the games and held transitions of the whole state fit."""
         from fast_dqn.loops.fast_loop_state import HeldTransitions
         self.backend.check_state_dict(state["samplers"])
         space = self.backend.observation_space
@@ -350,15 +286,7 @@ class SamplerGamesPart:
                                     space.shape[1:], space.dtype)
 
     def load_state_dict(self, state, step):
-        """Continue the saved games.
-
-        Args:
-            state: the whole checkpoint's state.
-            step: the agent step the run resumes at.
-
-        Returns:
-            Whether they could be continued; False: they restart.
-        """
+        """Continue the saved games at agent step `step`; False where they restart instead."""
         return self.backend.load_state_dict(state["samplers"], step)
 
 
@@ -378,26 +306,13 @@ class RunParts:
     `collect` gathers their state for a checkpoint; `restore` puts a checkpoint back, and
     returns the loop's own state. Each part says itself whether its share of a checkpoint
     fits it (check_state_dict); this only orders the calls: every part is checked before any
-    is loaded, and before any file is changed. The loop's own part (NatureGamePart or
-    SamplerGamesPart) is saved and checked with the rest; the train_* functions load it.
+    is loaded, and before any file is changed. A checkpoint that does not fit is refused with
+    a ConfigError, every part left unloaded. The loop's own part `own` (None: NoGamesPart) is
+    saved and checked with the rest; the train_* functions load it.
 
-    Args:
-        config: the run's resolved config.
-        observation_shape: the shape of one stacked state, (k, H, W) for Atari.
-        frame_dtype: the dtype replay stores frames in.
-        num_actions: the game's actions.
-        num_shards: replay's shards, one per game played at once.
-        acts_with: "main" or "target", the network the loop acts and evaluates with.
-        resume: the Checkpoint to continue from, or None.
-        stop: a function of no arguments, true when the run is asked to stop.
-        schema: what the loop's checkpoints hold (fast_dqn.state_schema).
-        own: the loop's own part, whose check_state_dict(state) raises, changing nothing,
-            where it could not be loaded; None: NoGamesPart.
-        console_out: the stream of the run's console; None: standard output (a run group
-            gives each run its own log).
-
-    Raises:
-        ConfigError: for a checkpoint that does not fit this run, every part left unloaded.
+    `observation_shape` is one stacked state's, (k, H, W) for Atari; `acts_with` ("main" or
+    "target") is the network the loop acts and evaluates with; `console_out` None is standard
+    output (a run group gives each run its own log).
     """
 
     def __init__(self, config, observation_shape, frame_dtype, num_actions, num_shards,
@@ -496,12 +411,9 @@ class RunParts:
     def restore(self, adapt=None):
         """Load the checkpoint into the parts.
 
-        Args:
-            adapt: adapt(loop) -> loop: the loop's own changes to its state (a smaller
-                budget), made before a refill defers what the state owes; None: none.
-
-        Returns:
-            The loop's state, or None where the run does not resume.
+        Returns the loop's state, or None where the run does not resume. `adapt(loop) -> loop`
+        makes the loop's own changes to its state (a smaller budget) before a refill defers what
+        the state owes.
         """
         if not self.resume:
             return None
@@ -512,8 +424,7 @@ class RunParts:
         """Each part's word on its share of the checkpoint, before any is loaded or any log cut.
 
         The monitor cuts the logs back to the checkpoint only after: a refused resume leaves
-        every part and every file as it was. best: the BestWeights, built even where the run
-        does not evaluate.
+        every part and every file as it was. `best` is built even where the run does not evaluate.
         """
         from fast_dqn.agent.learner import NetworkMismatch  # Keras is imported by now
         state = self.state
@@ -589,16 +500,9 @@ def build_backend(config):
 
 
 def restore_fast_loop(config, parts, backend, resume):
-    """Put a fast-loop run's checkpoint back into its parts and games.
+    """Put a fast-loop run's checkpoint back into its parts and games (the backend not started).
 
-    Args:
-        config: the run's resolved config.
-        parts: its RunParts, built with `resume`.
-        backend: its experience backend, not started yet.
-        resume: the Checkpoint to continue from, or None.
-
-    Returns:
-        The FastLoopState to continue from, or None for a fresh run.
+    Returns the FastLoopState to continue from, or None for a fresh run.
     """
     from fast_dqn.loops.fast_loop import budget_end
     from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions, cut_to_budget
@@ -622,11 +526,8 @@ def restore_fast_loop(config, parts, backend, resume):
 def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
     """Train with the fast loop: assemble the run, restore it, and run the loop.
 
-    The config is validated and resolved as the command line's is
-    (fast_dqn.run.settings.validation).
-
     Args:
-        config: the run's FastConfig.
+        config: the run's FastConfig, validated and resolved here as the command line's is.
         backend_factory: backend_factory(config) -> the experience backend.
         resume: the Checkpoint to continue from, or None.
         stop: a function of no arguments; true asks the run to stop.
@@ -677,11 +578,8 @@ def train_fast(config, backend_factory=build_backend, resume=None, stop=None):
 def train_nature(config, resume=None, stop=None):
     """Train with the Nature loop: assemble the run, restore it, and run the loop.
 
-    The config is validated and resolved as the command line's is
-    (fast_dqn.run.settings.validation).
-
     Args:
-        config: the run's Config.
+        config: the run's Config, validated and resolved here as the command line's is.
         resume: the Checkpoint to continue from, or None.
         stop: a function of no arguments; true asks the run to stop.
 

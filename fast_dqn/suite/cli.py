@@ -46,14 +46,7 @@ MOST_SEEDS = 1_000
 
 
 def build_parser(prog):
-    """The suite's argument parser, which refuses bad flags in one line, with exit status 2.
-
-    Args:
-        prog: the command's name, for its usage line and messages.
-
-    Returns:
-        The argparse.ArgumentParser.
-    """
+    """The suite's argument parser, named `prog`, which refuses bad flags in one line (status 2)."""
     parser = argparse.ArgumentParser(
         prog=prog, usage=f"{prog} --games GAMES --timesteps T --logdir DIR [options] "
         "[-- RUN FLAGS...]", description="Run games × seeds of one protocol, each an "

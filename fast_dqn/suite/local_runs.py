@@ -32,7 +32,7 @@ class Outcome:
     """How a run's last attempt ended: finished, stopped, refused or failed.
 
     Args:
-        run: the suite's Run.
+        run: the suite's Run that was attempted.
         state: "finished", "stopped" (by the suite, checkpointed), "refused" or "failed".
         status: the training command's exit status, or None where it has none.
         last_line: the last line of the run's log, for a refusal or failure; or None.
@@ -43,17 +43,10 @@ class Outcome:
 
 
 def classify(run, suite, status, finished=None):
-    """The Outcome of a run's attempt, from its exit status and its files.
+    """The Outcome of a run's attempt, from its exit `status` and its files.
 
-    Args:
-        run: the suite's Run.
-        suite: the Suite, whose budget says whether the run finished.
-        status: the training command's exit status.
-        finished: whether the run's files say it finished, read where it ran; None reads
-            them here.
-
-    Returns:
-        The Outcome.
+    `finished` says whether the run's files say it finished, read where it ran; None reads
+    them here, against the suite's budget.
     """
     if status == 0:
         if finished is None:
@@ -90,7 +83,7 @@ class Lanes:
     A run that fails is started once more (from its checkpoint), then left for the user.
 
     Args:
-        suite: the Suite.
+        suite: the Suite whose runs are played.
         runs: the Runs to play, in order.
         parallel: the most runs at a time (K), one lane each.
         threads: the --threads (and --env-threads) each run is given, or None.

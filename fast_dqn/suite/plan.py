@@ -66,12 +66,7 @@ class Run:
 def log_tail(path, size=16384):
     """The lines a run printed last, the progress bar's carriage returns read as line ends.
 
-    Args:
-        path: the run's log file.
-        size: how much of the log's end to read, in bytes.
-
-    Returns:
-        [line], or None where there is no log.
+    Only the log's last `size` bytes are read; a missing log gives None.
     """
     try:
         with open(path, "rb") as f:
@@ -86,11 +81,7 @@ NEW, UNFINISHED, FINISHED, DAMAGED = "new", "unfinished", "finished", "damaged"
 
 
 def run_state(run, timesteps):
-    """Where a run stands, from its files: new, damaged, finished or unfinished.
-
-    Args:
-        run: the suite's Run.
-        timesteps: the suite's budget, in agent steps.
+    """Where a run stands, from its files, in a suite of `timesteps` agent steps.
 
     Returns:
         NEW (nothing to resume: no directory, or one left while it was being made),
@@ -118,7 +109,7 @@ def config_damage(run_dir):
     training command's to check.
 
     Args:
-        run_dir: the run's directory.
+        run_dir: the run's directory, which holds its config.json.
 
     Returns:
         One sentence, or None where config.json is a JSON object or is missing.
@@ -154,20 +145,13 @@ def _newest_is_finished(run_dir):
 
 
 def group_command(suite, runs, threads=None):
-    """The command that trains `runs` as one run group (`fast-dqn group`), each as `command`.
-
-    Returns:
-        argv, a list of str.
-    """
+    """The argv that trains `runs` as one run group (`fast-dqn group`), each as `command`."""
     flags = [shlex.join(command(suite, run, threads)[4:]) for run in runs]
     return [sys.executable, "-m", "fast_dqn", "group"] + [f"--run={f}" for f in flags]
 
 
 def group_log(runs):
-    """Where a group's own lines go: RUN_DIR.group.log, beside the group's first run.
-
-    Each run's console goes to its own log, RUN_DIR.log.
-    """
+    """Where a group's own lines go: RUN_DIR.group.log, beside the group's first run."""
     return f"{runs[0].run_dir}.group.log"
 
 
@@ -182,9 +166,6 @@ def form_groups(runs, size, timesteps):
     """The runs in groups of at most `size`, each of runs that go on from one agent step.
 
     Runs keep their order within a step; steps go from the lowest.
-
-    Returns:
-        A list of lists of Runs.
     """
     by_step = {}
     for run in runs:
@@ -194,16 +175,9 @@ def form_groups(runs, size, timesteps):
 
 
 def command(suite, run, threads=None):
-    """The training command that starts `run`, or continues it from its checkpoint.
+    """The argv of the training command that starts `run`, or continues it from its checkpoint.
 
-    Args:
-        suite: the Suite.
-        run: the Run, one of suite.runs().
-        threads: the --threads (and --env-threads) to give where the run flags give none;
-            or None.
-
-    Returns:
-        argv, a list of str.
+    `threads` is the --threads (and --env-threads) to give where the run flags give none.
     """
     base = [sys.executable, "-m", "fast_dqn", suite.loop]
     given = _flag_names(suite.run_flags)
@@ -240,13 +214,8 @@ def _flag_names(flags):
 def check_run_flags(suite):
     """Check the flags after `--` as the training command would take them in the suite's runs.
 
-    They are checked with the game, seed and budget of the suite's first run.
-
-    Args:
-        suite: the Suite, whose run_flags are checked.
-
-    Returns:
-        The resolved config of the suite's first run (its replay size, for the RAM check).
+    They are checked with the game, seed and budget of the suite's first run, whose resolved
+    config is returned (its replay size, for the RAM check).
 
     Raises:
         ConfigError: ("run_flags", or "timesteps" for the suite's own budget) in one line.
@@ -302,9 +271,6 @@ def check_logdir(suite):
 
     It is refused if it holds a run, another suite, or files of anything else; each run
     directory in it must be of its game and seed.
-
-    Args:
-        suite: the Suite, whose logdir is DIR.
 
     Raises:
         ConfigError: ("logdir") in one line that says what to do.
@@ -416,14 +382,9 @@ def _run_words(values, saved, other):
 
 
 def read_suite_file(path, runs=()):
-    """The settings a suite's DIR/suite.json records.
+    """The settings the suite.json in `path`, a suite's DIR, records; None where there is none.
 
-    Args:
-        path: the suite's DIR.
-        runs: the run directories in it (suite_runs_in), which a refusal says how to keep.
-
-    Returns:
-        suite.json as a dict, or None where there is none.
+    `runs` are the run directories in DIR (suite_runs_in), which a refusal says how to keep.
 
     Raises:
         ConfigError: ("logdir") in one line, where suite.json is damaged, edited or of
@@ -499,7 +460,8 @@ def check_parallel(parallel, runs, cores, replay_bytes, available_bytes, runs_pe
         runs_per_process: the runs of a process (G, --runs-per-process).
 
     Raises:
-        ConfigError: ("parallel") in one line that says what to give.
+        ConfigError: ("parallel", or "runs_per_process" for a group's replays) in one line
+            that says what to give.
     """
     if runs_per_process > 1:
         group = min(runs_per_process, runs)

@@ -25,15 +25,7 @@ LOCK_WAIT_SECONDS = 300
 
 
 def counted_share(n, noun):
-    """`n nouns` in good grammar, n a share as Ray counts them: 0.5 GPUs, 1 GPU, 2 GPUs.
-
-    Args:
-        n: the count, whole or a fraction.
-        noun: the singular noun ("GPU").
-
-    Returns:
-        The words, "n noun" or "n nouns".
-    """
+    """`n nouns` in good grammar, n a share as Ray counts them: 0.5 GPUs, 1 GPU, 2 GPUs."""
     return counted(int(n), noun) if float(n).is_integer() else f"{n:g} {noun}s"
 
 
@@ -182,11 +174,7 @@ class RayTasks:
         self.cancelled = self.connected = False
 
     def running(self):
-        """The runs whose task started: it writes the run's log first.
-
-        Returns:
-            Their names.
-        """
+        """The names of the runs whose task started: it writes the run's log first."""
         started = []
         for runs, _, since in list(self.pending.values()):
             for run in runs:

@@ -28,7 +28,7 @@ class RunRow:
     """One run's row of the table.
 
     Args:
-        run: the suite's Run.
+        run: the suite's Run that the row shows.
         state: "queued", "running", "to resume", "finished" or LEFT_OUT.
         step: the last agent step the run showed.
         mean_100: the mean score of its last 100 games, or None before it has played one.
@@ -43,16 +43,9 @@ class RunRow:
 
 
 def read_row(run, timesteps, running):
-    """The run's row of the table, read from its files.
+    """The run's RunRow, read from its files, in a suite of `timesteps` agent steps.
 
-    Args:
-        run: the suite's Run.
-        timesteps: the suite's budget, in agent steps.
-        running: the names of the runs whose process is running now.
-
-    Returns:
-        The RunRow: the run's state, the last agent step and ETA its progress line gave, and
-        the mean of its last 100 games.
+    `running` holds the names of the runs whose process is running now.
     """
     state = run_state(run, timesteps)
     row = RunRow(run, "finished" if state == FINISHED else
@@ -183,16 +176,7 @@ def suite_rate(rows):
 
 
 def render(rows, timesteps, parallel):
-    """The table's lines, then the suite's summary line.
-
-    Args:
-        rows: the RunRow of every run of the suite.
-        timesteps: the suite's budget, in agent steps.
-        parallel: the most runs at a time (K).
-
-    Returns:
-        [line], without line ends.
-    """
+    """The table's lines, without line ends, then the summary line; arguments as suite_eta's."""
     lines = [f"{'game':<18} {'seed':>4}  {'agent step':>23}  {'steps/s':>7}  {'mean 100':>9}  "
              f"{'state':<22} {'ETA':>7}"]
     for row in rows:

@@ -17,16 +17,10 @@ import numpy as np
 
 
 def iqm(scores):
-    """The interquartile mean: the mean of the middle 50% of the scores.
+    """The interquartile mean of `scores`, of any shape: the mean of their middle 50%.
 
     The lowest and highest int(n / 4) are cut off, as rliable's
     scipy.stats.trim_mean(x, 0.25) does.
-
-    Args:
-        scores: the scores of all runs of all games, any shape; they are flattened.
-
-    Returns:
-        The IQM, a float.
     """
     values = np.sort(np.asarray(scores, np.float64).ravel())
     cut = int(0.25 * len(values))
@@ -34,14 +28,9 @@ def iqm(scores):
 
 
 def optimality_gap(scores, target=1.0):
-    """The mean shortfall of the scores below `target`; scores above it count as `target`.
+    """The mean shortfall of `scores`, of any shape, below `target`; those above count as it.
 
-    Args:
-        scores: the scores of all runs of all games, any shape; they are flattened.
-        target: the level to reach: 1, human level, for human-normalized scores.
-
-    Returns:
-        The gap, a float, 0 where every score reaches `target`.
+    A `target` of 1 is human level, for human-normalized scores.
     """
     values = np.asarray(scores, np.float64).ravel()
     return float(np.mean(target - np.minimum(values, target)))
@@ -91,15 +80,10 @@ def of_games(statistic, games):
 def stratified_bootstrap(scores_by_game, statistic, reps=2000, seed=0, level=0.95):
     """A statistic of all scores, with its stratified-bootstrap percentile interval.
 
-    Each resample draws, for each game separately, as many runs as it has, with
-    replacement.
-
     Args:
-        scores_by_game: {game: [score of each run]}; games may have different numbers of
-            runs.
-        statistic: one of AGGREGATES or SUITE_AGGREGATES (a per_game one takes each game's
-            scores apart).
-        reps: the resamples.
+        scores_by_game: {game: [score of each run]}; games may have different numbers of runs.
+        statistic: one of AGGREGATES or SUITE_AGGREGATES.
+        reps: how many resamples to draw (each game's runs apart, with replacement).
         seed: the seed of the resamples' numpy Generator.
         level: the interval's coverage, 0.95 for a 95% interval.
 
@@ -140,18 +124,10 @@ def bootstrap_band(curves, reps=2000, seed=0, level=0.95):
 
 
 def on_grid(xs, ys, grid):
-    """A run's curve at the grid's x values, linear between its points.
+    """A run's curve (`xs` increasing) at the `grid` x values, linear between its points.
 
     Runs log at different steps (each game ends when it ends), so curves are compared on
     one grid.
-
-    Args:
-        xs: the run's x values (agent steps, say), increasing.
-        ys: the run's values at them.
-        grid: the x values to read the curve at.
-
-    Returns:
-        An array of the curve's values on `grid`.
     """
     return np.interp(grid, xs, ys)
 
@@ -159,14 +135,8 @@ def on_grid(xs, ys, grid):
 def common_grid(runs_xs, points=100):
     """`points` x values that every run covers, so that no curve is extrapolated.
 
-    They run from the latest first x to the earliest last one.
-
-    Args:
-        runs_xs: each run's x values (agent steps, say), increasing.
-        points: how many x values.
-
-    Returns:
-        An array of `points` x values; one where the runs share a single x.
+    They run from the latest first x of `runs_xs` (each run's, increasing) to the earliest
+    last one; where the runs share a single x, it alone.
     """
     start = max(xs[0] for xs in runs_xs)
     end = min(xs[-1] for xs in runs_xs)

@@ -96,12 +96,9 @@ class FirstGameRecorder:
         self.done = True
 
     def publish(self):
-        """Link the finished video to its path, or to the first free `<stem>-N<ext>`.
+        """Link the finished video to its path, or the first free `<stem>-N<ext>`; return that.
 
         A numbered path is taken where another process took the path meanwhile.
-
-        Returns:
-            The path the video was published at.
 
         Raises:
             ConfigError: ("video") the path and its numbered variants are all taken.
@@ -130,12 +127,9 @@ class FirstGameRecorder:
 
 
 class RecordFrames(gymnasium.Wrapper):
-    """Hands each raw RGB frame of `env` to a FirstGameRecorder.
+    """Hands each raw frame of `env`, below every other wrapper, to a FirstGameRecorder.
 
-    Args:
-        env: the raw env, below every other wrapper.
-        recorder: the FirstGameRecorder.
-        use_render: whether the frame is render()'s (non-Atari envs), not the observation.
+    The frame is render()'s (RGB) where `use_render`, else the observation.
     """
 
     def __init__(self, env, recorder, use_render):
@@ -159,15 +153,7 @@ class RecordFrames(gymnasium.Wrapper):
 
 
 def build_eval_env(config, seed, recorder):
-    """The run's evaluation env, with the recorder on its raw frames.
-
-    Args:
-        config: the run's resolved config.
-        seed: the emulator seed of the env's first reset.
-        recorder: the FirstGameRecorder the raw frames go to.
-
-    Returns:
-        The env, of the run's evaluation preprocessing.
+    """The run's evaluation env, seeded `seed` at its first reset, `recorder` on its raw frames.
 
     Raises:
         ConfigError: ("video") a --env game cannot render here.
@@ -229,10 +215,9 @@ def build_parser(prog=PROG):
 def _computable(config):
     """The run's config with its compute type resolved again for this machine.
 
-    config.json holds the run's resolved settings; only its compute type may need resolving
-    again here. A run trained in bfloat16 or float16 elsewhere (a GPU) is evaluated in what
-    this machine computes fastest: its weights are float32 whatever the compute type, and
-    evaluate has no --precision to give.
+    A run trained in bfloat16 or float16 elsewhere (a GPU) is evaluated in what this machine
+    computes fastest: its weights are float32 whatever the compute type, and evaluate has no
+    --precision to give.
     """
     from fast_dqn.agent.backend_setup import computes_bfloat16, computes_float16
     from fast_dqn.run.settings.validation import resolve_precision
@@ -331,17 +316,10 @@ def _check_shapes(weights, expected, run_dir):
 
 
 def evaluation_epsilon(given, config):
-    """The epsilon to evaluate with, and where it comes from.
+    """(epsilon, where it comes from, as the console says it) to evaluate with.
 
-    The one given, else the run's own --eval-epsilon, so that evaluate replays what the
-    run's evaluations logged.
-
-    Args:
-        given: --epsilon, or None.
-        config: the run's config.
-
-    Returns:
-        (epsilon, where it comes from, as the console says it).
+    The one given (--epsilon), else the run's own --eval-epsilon, so that evaluate replays
+    what the run's evaluations logged.
     """
     if given is not None:
         return given, "--epsilon"
@@ -462,16 +440,9 @@ def _warn(message):
 def evaluate_run(run_dir, episodes, epsilon, seed, video=None, out=None, best=False):
     """Play full games with a run's latest checkpoint, or its best weights, and score them.
 
-    Args:
-        run_dir: the run's directory.
-        episodes: the games to play.
-        epsilon: the probability of a uniform action; None takes the run's own
-            (evaluation_epsilon).
-        seed: the seed of the games and the epsilon draws.
-        video: an MP4 file to write the first game to, or None.
-        out: the text stream the console lines go to; None prints to stdout.
-        best: whether to play the weights of the run's best evaluation rather than its
-            latest checkpoint.
+    The arguments are the tool's flags (build_parser): `episodes` games at `epsilon` (None:
+    the run's own, evaluation_epsilon), seeded `seed`, the first written to the MP4 file
+    `video` where given, with best/'s weights where `best`.
 
     Returns:
         {"step" (agent steps of the weights), "returns" (each game's unclipped score),
@@ -550,21 +521,11 @@ def _write_error(error, path):
 
 
 def export_run(run_dir, path, best=False, out=None):
-    """Write the run's main network to `path` as a .keras file of built-in layers.
+    """Write the run's main network to `path`, a new .keras file, of built-in layers.
 
-    The network is the latest checkpoint's, or best/'s; fast_dqn.agent.export makes the
-    portable copy.
-
-    Args:
-        run_dir: the run's directory.
-        path: the new file to write, ending in .keras.
-        best: whether to export the weights of the run's best evaluation rather than its
-            latest checkpoint.
-        out: the text stream the console line goes to; None prints to stdout.
-
-    Returns:
-        The names of the network's actions, in output order, or None where the env has
-        none.
+    The network is the latest checkpoint's, or best/'s where `best`; fast_dqn.agent.export
+    makes the portable copy. It returns the names of the network's actions, in output order,
+    or None where the env has none.
 
     Raises:
         ConfigError: ("RUN_DIR", "best" or "export") in one line.

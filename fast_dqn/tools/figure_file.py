@@ -9,17 +9,11 @@ from fast_dqn.errors import ConfigError
 
 
 def check_output(output):
-    """Refuse, before a log is read, an -o that cannot be the image written.
+    """Refuse, before a log is read, an -o that cannot be the image written (ConfigError "-o").
 
     Its extension picks the format, so one matplotlib cannot write (a run's config.json or
     episodes.csv among them) or none (which matplotlib would write as NAME.png) is refused,
     and so are a directory and a path in a directory that does not exist.
-
-    Args:
-        output: the path given with -o.
-
-    Raises:
-        ConfigError: ("-o") in one line that says what to give.
     """
     from matplotlib.backend_bases import FigureCanvasBase
     formats = ", ".join(sorted(FigureCanvasBase.get_supported_filetypes()))
@@ -46,10 +40,7 @@ def missing_glyphs_said(prog):
 
     matplotlib warns once per missing glyph per layout and draw, each warning with a source
     line: a run named in a script the font lacks got a screenful. Inside, those warnings are
-    caught and said in one line when the figure is done.
-
-    Args:
-        prog: the tool's name, which starts the line.
+    caught and said when the figure is done, in one line that starts with `prog`.
     """
     import re
     import warnings
@@ -80,20 +71,12 @@ def missing_glyphs_said(prog):
 
 
 def save_figure(fig, plt, output):
-    """Write the figure to `output` whole, through a hidden file beside it, then close it.
+    """Write `fig` to `output` (returned) whole, through a hidden file beside it, then close it.
 
     The hidden file is renamed over `output` once written, so an interrupted plot leaves the
     last image as it was and no partial file. An existing image there is replaced: a run's
     figure is drawn again as the run goes on (the `next:` line the training scripts print),
     to the path plot wrote before.
-
-    Args:
-        fig: the matplotlib Figure.
-        plt: matplotlib.pyplot, which closes the figure.
-        output: the image's path; its extension picks the format.
-
-    Returns:
-        `output`.
 
     Raises:
         ConfigError: ("-o") where `output` cannot be written, but for a full, over-quota or

@@ -10,12 +10,8 @@ import secrets
 def writing(path):
     """A block that writes `path`, whole or not at all; a stop inside it is marked with `path`.
 
-    A Ctrl-C or SIGTERM that stops it is marked with the path (`stopped_writing`), so that
-    the tool's last line (fast_dqn.tools.tool_exits) says no partial file of it is left only
-    where one was being written.
-
-    Args:
-        path: the file the block writes.
+    The mark (`stopped_writing`) lets the tool's last line (fast_dqn.tools.tool_exits) say
+    that no partial file of it is left only where one was being written.
     """
     try:
         yield
@@ -26,11 +22,7 @@ def writing(path):
 
 
 def stopped_writing(stop):
-    """The path a Ctrl-C or SIGTERM stopped the writing of, or None.
-
-    Args:
-        stop: the KeyboardInterrupt (or Terminated) that stopped the tool.
-    """
+    """The path a Ctrl-C or SIGTERM, `stop`, stopped the writing of, or None."""
     return getattr(stop, "fast_dqn_writing", None)
 
 
@@ -40,12 +32,6 @@ def new_partial(path):
     The extension picks the format Keras or matplotlib writes. The file is created
     exclusively, so it is no one else's (another tool's, one a killed tool of a reused PID
     left, or a link's target), with the usual permissions.
-
-    Args:
-        path: the file the partial one stands in for until it is whole.
-
-    Returns:
-        The partial file's path.
     """
     directory, name = os.path.split(os.path.abspath(path))
     extension = os.path.splitext(name)[1]

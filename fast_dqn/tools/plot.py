@@ -65,12 +65,8 @@ _NOT_THE_SETTING = ("seed", "logdir", "code") + RESUME_OVERRIDES
 def groups(run_dirs, also_ignore=()):
     """The runs grouped by setting: those whose config.json differ only in their seed.
 
-    Args:
-        run_dirs: the run directories, in the order given.
-        also_ignore: more settings (config.json keys) in which a group's runs may differ.
-
-    Returns:
-        {label: [run_dir]}, the groups in the order their first run was given.
+    `also_ignore` names more config.json keys in which a group's runs may differ. It returns
+    {label: [run_dir]}, the groups in the order their first run was given.
     """
     from fast_dqn.run.resume import saved_values
     from fast_dqn.run.settings.hyperparameters import FastConfig
@@ -99,20 +95,13 @@ def groups(run_dirs, also_ignore=()):
 def scores_at_common_step(members, window=100, notes=None):
     """(step, {run_dir: score}): each run's score at the last step every run reached.
 
-    Runs of one setting stop at different steps (a benchmark stops each seed at its own
-    threshold or time), and a score taken at each run's own end would compare a seed's
-    400k steps with another's 200k. The score is the last evaluation at or before that
+    Runs of one setting (`members`) stop at different steps (a benchmark stops each seed at
+    its own threshold or time), and a score taken at each run's own end would compare a
+    seed's 400k steps with another's 200k. The score is the last evaluation at or before that
     step, or where any run has no evaluation, the last mean of `window` games at or before
-    it. A run with neither is left out. Each choice that is not the plain one (a run left
-    out, the training mean used for runs that evaluated) is said in `notes`.
-
-    Args:
-        members: the run directories of one setting.
-        window: the training games each mean is over, where runs are scored by those.
-        notes: a list the sentences are appended to, or None.
-
-    Returns:
-        (agent step, {run_dir: score}); (None, {}) where no run has a score.
+    it. A run with neither is left out; with no run left, it returns (None, {}). Each choice
+    that is not the plain one (a run left out, the training mean used for runs that
+    evaluated) is said in a sentence appended to `notes`.
 
     Raises:
         ConfigError: ("RUN_DIR") a run's first score comes after another run's last.
@@ -143,14 +132,7 @@ def aggregate_rows(run_dirs, reps=2000, seed=0, window=100, notes=None):
 
     Each run is scored at the last agent step all of the setting's runs reached,
     human-normalized when every game of the setting has reference scores, raw otherwise.
-
-    Args:
-        run_dirs: the run directories, of one or more settings.
-        reps: the stratified-bootstrap resamples.
-        seed: the seed of the resamples' numpy Generator.
-        window: the training games each mean is over, where runs are scored by those.
-        notes: a list each run left out, and the like, is appended to as a sentence; or
-            None.
+    Each run left out, and the like, is said in a sentence appended to `notes`.
 
     Returns:
         [(setting, runs, games, normalized, agent step, {aggregate: (point, low, high)})].
@@ -253,17 +235,8 @@ def make_figure(run_dirs, title=None, aggregate=False, window=100):
     """Draw the runs' panels as a matplotlib figure, which the caller closes.
 
     Runs that never evaluated (`--evaluate 0`) get only the training row: two empty panels
-    would read as a plot that failed.
-
-    Args:
-        run_dirs: the run directories to draw.
-        title: the figure's title; None names the runs' games.
-        aggregate: whether to draw one mean line and band per group of seeds, not a line
-            per run.
-        window: the training games the training return is the mean of.
-
-    Returns:
-        (figure, matplotlib.pyplot).
+    would read as a plot that failed. `aggregate` and `window` are the tool's --aggregate and
+    --window. It returns (figure, matplotlib.pyplot).
 
     Raises:
         ConfigError: ("RUN_DIR") a run has no episodes.csv, or none has anything to draw.
@@ -310,16 +283,8 @@ def reference_figure(run_dirs, name, title=None):
     """Draw each setting's runs per iteration beside a published curve's band, a panel a game.
 
     What cannot be compared (a game the reference lacks, a run without a finished game) is
-    left out with a note on stderr.
-
-    Args:
-        run_dirs: the run directories, of Atari games.
-        name: the reference's name ("dopamine").
-        title: the figure's title, or None.
-
-    Returns:
-        (figure, matplotlib.pyplot, [(label, runs, rows)]): the rows are the setting's
-        comparison per iteration (reference.compare).
+    left out with a note on stderr. It returns (figure, matplotlib.pyplot, [(label, runs,
+    rows)]), the rows being a setting's comparison per iteration (reference.compare).
 
     Raises:
         ConfigError: the reference is unknown, a run is no Atari run's directory, or none

@@ -28,13 +28,7 @@ REFERENCE_PACKAGE = "fast_dqn.reference_data"
 
 @dataclass(frozen=True)
 class ReferenceIteration:
-    """One iteration of a published curve.
-
-    Attributes:
-        iteration: the iteration's number, from 0.
-        agent_steps_end: the agent steps at the iteration's end.
-        returns: the published runs' values, one mean return per run.
-    """
+    """One iteration, numbered from 0, of a published curve: each published run's mean return."""
 
     iteration: int
     agent_steps_end: int
@@ -76,14 +70,7 @@ def check_reference(name):
 
 
 def load_reference(name, game):
-    """The published curve of `game` in the reference `name`.
-
-    Args:
-        name: the reference's name ("dopamine").
-        game: the game, snake_case.
-
-    Returns:
-        [ReferenceIteration], in iteration order.
+    """The published curve of `game` (snake_case) in reference `name`: [ReferenceIteration].
 
     Raises:
         ConfigError: ("--reference") the reference is unknown, has no data for `game`, or
@@ -114,19 +101,10 @@ def iteration_length(reference):
 
 
 def read_games(run_dir):
-    """The run's training games from episodes.csv, in step order.
+    """The run's training games from episodes.csv: [(agent step at the game's end, return)].
 
     Rows that are not numbers are skipped with a warning (fast_dqn.tools.run_logs), and so
-    are rows without both values.
-
-    Args:
-        run_dir: the run's directory.
-
-    Returns:
-        [(agent step at the game's end, return)].
-
-    Raises:
-        ConfigError: ("RUN_DIR") the run has no episodes.csv.
+    are rows without both values. A run without episodes.csv raises ConfigError ("RUN_DIR").
     """
     path = os.path.join(run_dir, "episodes.csv")
     if not os.path.isfile(path):
@@ -152,7 +130,7 @@ def steps_reached(run_dir, games, length):
 
 
 def run_iterations(run_dir, length):
-    """The run's iterations, as Dopamine's Runner cuts them.
+    """The run's iterations of `length` agent steps, as Dopamine's Runner cuts them.
 
     An iteration plays whole games until it has played `length` agent steps, so the game
     that reaches its length is its last, and the next one starts where that game ended.
@@ -161,10 +139,6 @@ def run_iterations(run_dir, length):
     the iteration's nominal end ((k + 1) x length) having played at least nine tenths of it:
     a run stopped at 1M has finished four iterations, the last short only of the overshoot
     of the games that closed the three before it.
-
-    Args:
-        run_dir: the run's directory.
-        length: the agent steps of an iteration.
 
     Returns:
         {iteration: (mean return, games, finished)}, the iterations from 0.
@@ -187,14 +161,10 @@ def run_iterations(run_dir, length):
 
 @dataclass(frozen=True)
 class Comparison:
-    """Our runs against a published curve in one iteration.
+    """Our runs against a published curve in one iteration, numbered from 0.
 
-    Attributes:
-        iteration: the iteration's number, from 0.
-        agent_steps_end: the agent steps at the published iteration's end.
-        ours: one mean return per run that has games in this iteration.
-        finished: whether every one of those runs finished the iteration.
-        reference: the published iteration.
+    `ours` holds one mean return per run that has games in the iteration; `finished` says
+    whether every one of those runs finished it.
     """
 
     iteration: int
@@ -217,10 +187,7 @@ class Comparison:
 def compare(run_dirs, name, game):
     """Our runs against the published curve, per iteration in which any of them ended a game.
 
-    Args:
-        run_dirs: the run directories, all of `game`.
-        name: the reference's name ("dopamine").
-        game: the game, snake_case.
+    All of `run_dirs` are runs of `game` (snake_case); `name` is the reference's.
 
     Returns:
         [Comparison], in iteration order.
@@ -241,14 +208,7 @@ def compare(run_dirs, name, game):
 
 
 def print_comparison(rows, label, runs, out=None):
-    """Print a setting's comparison as a Markdown table, an iteration a row.
-
-    Args:
-        rows: the setting's [Comparison] (compare).
-        label: the setting's name.
-        runs: how many runs the setting has.
-        out: the text stream to print to; None prints to stdout.
-    """
+    """Print a setting's [Comparison] of `runs` runs as a Markdown table, an iteration a row."""
     out = out or sys.stdout
     many = runs > 1
     ours = "ours: mean [range] of the runs" if many else "ours"
@@ -279,13 +239,6 @@ def runs_label(label, rows):
 
     Runs of different lengths give fewer at the end ("2 runs to 500,000 agent steps,
     then 1").
-
-    Args:
-        label: the setting's name.
-        rows: the setting's [Comparison].
-
-    Returns:
-        The legend's text.
     """
     counts = [len(row.ours) for row in rows]
     if not counts or min(counts) == max(counts):
@@ -316,19 +269,11 @@ def _draw_band(ax, x, ref, reference):
 
 
 def draw_comparison(ax, rows, label, color=None, reference="Dopamine DQN", band=True):
-    """Draw our runs' curve over the published band.
+    """Draw our runs' curve over the published band, against agent steps.
 
-    Args:
-        ax: the matplotlib Axes, against agent steps.
-        rows: the setting's [Comparison].
-        label: our curve's legend.
-        color: our curve's color, or None for the next one.
-        reference: the published curve's name in the legend.
-        band: whether to draw the published band and mean; once per panel, however many of
-            our settings share it.
-
-    Returns:
-        Our mean's line; the runs' range is shaded around it where there are several.
+    `band` draws the published band and mean: set it once per panel, however many of our
+    settings share it. The mean's line is returned; the runs' range is shaded around it where
+    there are several.
     """
     import numpy as np
     x = np.array([row.agent_steps_end for row in rows], np.float64)

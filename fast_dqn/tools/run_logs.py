@@ -43,18 +43,11 @@ def _number(text):
 
 
 def read_rows(path, names, warn=_warn):
-    """The CSV's rows, each with the same names: those of `names` that the header has.
+    """The CSV's rows, [{name: float}], each with those of `names` that the header has.
 
     A missing file gives []; a row with one of those cells blank or not a finite number is
-    skipped whole and named in one warning, so values of one row stay together.
-
-    Args:
-        path: the CSV log (episodes.csv, eval.csv).
-        names: the columns to read.
-        warn: a callable told each warning line; by default printed once, to stderr.
-
-    Returns:
-        [{name: float}], one dict per row kept.
+    skipped whole and named in one warning, so values of one row stay together. `warn` is
+    told each warning line; by default it is printed once, to stderr.
     """
     if not os.path.isfile(path):
         return []
@@ -83,18 +76,10 @@ def read_rows(path, names, warn=_warn):
 
 
 def read_columns(path, names, warn=_warn):
-    """The named CSV columns, each column's i-th value from the same row.
+    """The named CSV columns, {name: [float, ...]}, each column's i-th value from one row.
 
     A missing file or a column the header lacks (an older log's) gives []; a row with a
-    blank cell is skipped in every column (read_rows).
-
-    Args:
-        path: the CSV log (episodes.csv, eval.csv).
-        names: the columns to read.
-        warn: a callable told each warning line; by default printed once, to stderr.
-
-    Returns:
-        {name: [float, ...]}, one list per name.
+    blank cell is skipped in every column (read_rows, which takes the same `warn`).
     """
     columns = {name: [] for name in names}
     for row in read_rows(path, names, warn):

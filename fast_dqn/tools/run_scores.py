@@ -19,10 +19,6 @@ def training_curve(run_dir, window=100):
     A window of 100 reads the logged mean_100. A shorter window follows the agent's current
     play where games are long: in Pong, a hundred games of a learning agent span 500k steps.
 
-    Args:
-        run_dir: the run's directory.
-        window: the games each mean is over.
-
     Returns:
         {"agent_step": [...], "hours": [...], "mean": [...]}, one value per game ended.
     """
@@ -39,17 +35,10 @@ def training_curve(run_dir, window=100):
 
 
 def points(curve, x):
-    """The (xs, means) of a curve against the column `x`.
+    """The (xs, means) of a curve, {column: [values]}, against its column `x`.
 
-    Both are read from the same rows (run_logs); there are none where the log has no such
-    column (older eval.csv files have no hours).
-
-    Args:
-        curve: {column: [values]} with a "mean" column.
-        x: the column to plot against: "agent_step" or "hours".
-
-    Returns:
-        (xs, means), two lists of the same length, empty where the log lacks `x`.
+    Both are read from the same rows (run_logs), so they have one length; both are empty
+    where the log has no such column (older eval.csv files have no hours).
     """
     xs, means = curve[x], curve["mean"]
     return (xs, means) if len(xs) == len(means) else ([], [])
@@ -73,11 +62,9 @@ _SCORED_COLUMNS = {"episodes.csv": ("agent_step", "return", "mean_100"),
 def log_damage(run_dir, name):
     """Why the run's log `name` (episodes.csv, eval.csv) holds bytes but no score, or None.
 
-    A missing log, one with only its header, or one with a row that reads, is no damage:
-    a run that has not logged yet, or whose bad rows are skipped with a warning.
-
-    Returns:
-        One sentence naming the file, or None.
+    The reason is one sentence that names the file. A missing log, one with only its header, or one
+    with a row that reads, is no damage: a run that has not logged yet, or whose bad rows are
+    skipped with a warning.
     """
     path = os.path.join(run_dir, name)
     if not os.path.isfile(path):
@@ -103,16 +90,10 @@ def log_damage(run_dir, name):
 
 
 def scores(run_dir, evaluations, window=100):
-    """The run's scores over agent steps: its evaluations', or its training games' means.
+    """The run's scores, [(agent step, score)]: its evaluations', or its training games' means.
 
-    Args:
-        run_dir: the run's directory.
-        evaluations: whether to read the evaluation means (eval.csv), else the mean of the
-            last `window` games at each game's end.
-        window: the training games each mean is over.
-
-    Returns:
-        [(agent step, score)].
+    `evaluations` picks eval.csv's means; else each score is the mean of the last `window`
+    training games at a game's end.
     """
     found = (read_columns(os.path.join(run_dir, "eval.csv"), EVAL_COLUMNS)
              if evaluations else training_curve(run_dir, window))
@@ -120,17 +101,10 @@ def scores(run_dir, evaluations, window=100):
 
 
 def scorable(members, window, notes):
-    """The runs that have a score, and whether all of them are scored by evaluations.
+    """([the runs of `members` that have a score], whether all are scored by evaluations).
 
-    Each run left out, and a switch to training means, is said in `notes`.
-
-    Args:
-        members: the run directories of one setting.
-        window: the training games each mean is over, where runs are scored by those.
-        notes: a list the sentences are appended to.
-
-    Returns:
-        ([run directory], whether every one of them is scored by its evaluations).
+    `members` are the run directories of one setting. Each run left out, and a switch to the
+    means of the last `window` training games, is said in a sentence appended to `notes`.
     """
     empty = [run_dir for run_dir in members
              if not scores(run_dir, True) and not scores(run_dir, False, window)]

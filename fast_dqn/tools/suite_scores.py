@@ -58,13 +58,10 @@ _REPAIR = "put back the file the run wrote, or move the run out of the suite"
 
 
 def run_damage(run_dir):
-    """Why a suite's run cannot be scored from its files, or None where it can be read.
+    """Why a suite's run cannot be scored (one sentence naming the file), or None.
 
     Damage is a config.json that is no JSON object or names no game, or a log that holds
     bytes but no row (run_scores.log_damage); a run with nothing logged yet is no damage.
-
-    Returns:
-        One sentence naming the file, or None.
     """
     from fast_dqn.suite.plan import config_damage
     from fast_dqn.tools.run_scores import log_damage, saved_config
@@ -108,15 +105,10 @@ def suite_label(path):
 def suite_scores(run_dirs, window=100, notes=None):
     """Each run's latest score, by game, and the agent steps the runs were scored at.
 
-    A run's latest score is its last evaluation or, where any run has none, the mean of its
-    last `window` games. A suite's runs end at one budget, so finished they are scored
-    alike; runs still going are scored where they are, which a note says.
-
-    Args:
-        run_dirs: the suite's run directories (suite_runs).
-        window: the training games each mean is over, where runs are scored by those.
-        notes: a list each run left out, and the like, is appended to as a sentence; or
-            None.
+    The score is as the module's docstring says; where it is a training mean, it is over the
+    last `window` games. A suite's runs end at one budget, so finished they are scored alike; runs
+    still going are scored where they are. A sentence appended to `notes` says so, and names
+    each run left out.
 
     Returns:
         ((first, last) agent step scored, {game: [raw score of each run]}); (None, {})
@@ -150,14 +142,9 @@ def suite_scores(run_dirs, window=100, notes=None):
 
 
 def normalized(by_game, notes):
-    """{game: [human-normalized score]} of the games that have human scores.
+    """{game: [human-normalized score of each run]}, of the games that have human scores.
 
-    Args:
-        by_game: {game: [raw score of each run]}.
-        notes: a list each game left out is appended to, as a sentence.
-
-    Returns:
-        {game: [human-normalized score of each run]}.
+    Each game left out is said in a sentence appended to `notes`.
     """
     from fast_dqn.tools.atari_scores import human_normalized
     kept = {}
@@ -170,15 +157,10 @@ def normalized(by_game, notes):
 
 
 def aggregates(by_game, reps=2000, seed=0):
-    """{name: (point, low, high)} of IQM, median, mean and optimality gap.
+    """{name: (point, low, high)} of IQM, median, mean and optimality gap, 95% intervals.
 
-    Args:
-        by_game: {game: [human-normalized score of each run]}.
-        reps: the stratified-bootstrap resamples.
-        seed: the seed of the resamples' numpy Generator.
-
-    Returns:
-        {name: (point, low, high)}, each with its 95% interval.
+    `by_game` is {game: [human-normalized score of each run]}; `reps` and `seed` are as
+    fast_dqn.tools.aggregate.stratified_bootstrap's.
     """
     from fast_dqn.tools.aggregate import SUITE_AGGREGATES, stratified_bootstrap
     return {name: stratified_bootstrap(by_game, statistic, reps, seed)
@@ -188,18 +170,10 @@ def aggregates(by_game, reps=2000, seed=0):
 def performance_profile(by_game, thresholds, reps=2000, seed=0, level=0.95):
     """The performance profile over `thresholds`, with its stratified-bootstrap band.
 
-    The profile at a threshold is the fraction of runs scoring above it, averaged over
-    games.
-
-    Args:
-        by_game: {game: [human-normalized score of each run]}.
-        thresholds: the scores τ to read the profile at.
-        reps: the stratified-bootstrap resamples.
-        seed: the seed of the resamples' numpy Generator.
-        level: the band's coverage, 0.95 for a 95% band.
-
-    Returns:
-        (profile, low, high), arrays of one value per threshold.
+    The profile at a threshold τ is the fraction of runs scoring above it, averaged over
+    games. `by_game` is {game: [human-normalized score of each run]}; `reps`, `seed` and
+    `level` are as stratified_bootstrap's. It returns (profile, low, high), arrays of one
+    value per threshold.
     """
     import numpy as np
     games = [np.asarray(values, np.float64) for values in by_game.values()]
@@ -221,9 +195,6 @@ def profile_of(games, thresholds):
 
 def dopamine_rows(run_dirs):
     """Each game's runs against Dopamine's DQN, at the last iteration all of them finished.
-
-    Args:
-        run_dirs: the suite's run directories.
 
     Returns:
         [(game, runs, iteration or None, our mean, Dopamine mean, (low, high), inside)],
@@ -258,14 +229,7 @@ def dopamine_rows(run_dirs):
 def score(paths, output, window=100, out=None):
     """Print each suite's aggregates and per-game table, and draw their performance profiles.
 
-    Args:
-        paths: the suites' directories.
-        output: the image to draw the profiles of all of them in.
-        window: the training games each mean is over, where runs are scored by those.
-        out: the text stream the tables are printed to; None prints to stdout.
-
-    Returns:
-        The image's path.
+    The profiles of all the suites go into one image, `output`, whose path is returned.
 
     Raises:
         ConfigError: ("RUN_DIR") a suite has no run with a finished game yet; where it has

@@ -36,11 +36,7 @@ def _raise_terminated(signum, frame):
 
 
 def _after(stop):
-    """What a stop left on disk, as the end of the tool's last line.
-
-    No partial file is left where one was being written (its `finally` removed it), else
-    nothing was touched.
-    """
+    """What a stop left on disk, as the end of the tool's last line."""
     from fast_dqn.tools.partial_file import stopped_writing
     path = stopped_writing(stop)
     if path is None:
@@ -49,18 +45,12 @@ def _after(stop):
 
 
 def run_tool(prog, body, then_ignore=False):
-    """Call body() and turn how it ends into one line and an exit status.
+    """Call body(), which returns the tool's exit status, and turn how it ends into one line.
 
-    Args:
-        prog: the tool's name, which starts its last line.
-        body: a callable that does the tool's work and returns its exit status.
-        then_ignore: whether the tool is the whole process, whose last moments ignore
-            Ctrl-C and SIGTERM (a signal after its work is done must not turn it into a
-            traceback or exit -15).
-
-    Returns:
-        The exit status: body()'s, or 2 for bad input, 130 for Ctrl-C, 143 for SIGTERM, 1
-        for a full, over-quota or read-only disk.
+    The status returned is body()'s, or the one the module's table gives; `prog`, the tool's
+    name, starts the line. `then_ignore` is for a tool that is the whole process: its last
+    moments ignore Ctrl-C and SIGTERM, since a signal after its work is done must not turn it
+    into a traceback or exit -15.
     """
     if not isinstance(sys.stdout, OutlivesConsole):
         sys.stdout = OutlivesConsole(sys.stdout)

@@ -4,7 +4,7 @@ resume changes.
 A resume changes the run in ways a reader of its logs would not guess (a refill that moves
 the start of training, games that start again), so each is said once, in the user's words,
 beside the progress line. The sentences are built from plain values the assembly passes in
-(fast_dqn.run.training): this module reads no settings of its own.
+(fast_dqn.run.training): this module reads no settings of its own. Each returns one line.
 """
 
 from fast_dqn.agent.replay_memory import estimate_bytes
@@ -15,8 +15,8 @@ def resumed_line(path, step):
     """The line that names the checkpoint a run goes on from.
 
     Args:
-        path: the checkpoint's folder.
-        step: its agent step.
+        path: the checkpoint's folder, as the line shows it.
+        step: the checkpoint's step, in agent steps.
 
     Returns:
         One line.
@@ -109,7 +109,7 @@ def replay_line(replay, updates_per_call, replay_device, on_cpu=None):
     """The start-up line that says where replay is and how the trainer draws from it.
 
     Args:
-        replay: the run's ReplayMemory.
+        replay: the run's ReplayMemory, whose capacity and frames give the size shown.
         updates_per_call: minibatches the trainer trains per compiled call.
         replay_device: --replay-device as resolved ("device" or "host").
         on_cpu: the networks train on the CPU (asked of the backend when None).

@@ -28,15 +28,9 @@ class CsvLog:
     script, an `rm`. So the log keeps its own copy of every byte it wrote (a few MB for the
     longest runs): a file deleted, replaced or cut short while the run writes it is written
     again from that copy, and a checkpoint stores the copy up to its step, so a resume can
-    rebuild the file exactly. A file found damaged is never overwritten: it is kept aside as
-    NAME.damaged (or .damaged.1, ...), and the user is told in one line.
-
-    Args:
-        path: the log file's path.
-        columns: the header row's column names.
-        warn: a function that prints a warning line; None says nothing.
-        contents: the bytes the file must hold (a resume's); None starts a new log, or goes
-            on with the file as it is.
+    rebuild the file exactly (`contents`: those bytes; None starts a new log, or goes on with
+    the file). A file found damaged is never overwritten: it is kept aside as NAME.damaged
+    (or .damaged.1, ...), and the user is told in one line by `warn`.
     """
 
     def __init__(self, path, columns, warn=None, contents=None):
@@ -57,11 +51,7 @@ class CsvLog:
     def write(self, row):
         """Append one row, flushed, first putting the file back if another program changed it.
 
-        Args:
-            row: the row's values, in the columns' order.
-
-        Raises:
-            OSError: the file cannot be written, naming its path.
+        An OSError it raises names the file's path.
         """
         try:
             self.check()
@@ -73,20 +63,14 @@ class CsvLog:
         self.data += line
 
     def contents(self):
-        """Everything written so far, checked against the file: what a checkpoint keeps.
-
-        Returns:
-            The log's bytes, header included.
-        """
+        """The log's bytes, header included, checked against the file: what a checkpoint keeps."""
         self.check(compare=True)
         return bytes(self.data)
 
     def check(self, compare=False):
         """Put the file back if another program deleted, replaced or resized it.
 
-        Args:
-            compare: also if it changed in place, which reads it back: done at checkpoints
-                only.
+        With `compare`, also if it changed in place, which reads it back: done at checkpoints only.
         """
         try:
             found = os.stat(self.path)
@@ -107,7 +91,6 @@ class CsvLog:
                   "the run's own copy")
 
     def close(self):
-        """Close the file, put back first if another program changed it."""
         try:
             self.check(compare=True)
         except OSError:
@@ -120,12 +103,6 @@ def restore_log(path, columns, contents, step):
 
     The checkpoint's copy is kept in the file, or the file is rebuilt from it when missing
     or different (kept aside as NAME.damaged).
-
-    Args:
-        path: the log file's path.
-        columns: the header row's column names.
-        contents: the log's bytes as the checkpoint keeps them.
-        step: the checkpoint's agent step, which the message names.
 
     Returns:
         (the CsvLog, a console line saying what was cut or rebuilt, or None).
@@ -164,10 +141,7 @@ def _identity(stat):
 
 
 def _write_whole(path, data):
-    """Replace `path` by a file holding `data`, atomically.
-
-    A crash leaves the old or the new.
-    """
+    """Replace `path` by a file holding `data`, atomically: a crash leaves the old or the new."""
     temporary = f"{path}.writing"
     with open(temporary, "wb") as f:
         f.write(data)
@@ -205,8 +179,7 @@ class Monitor:
             the scalars are due; or None.
         progress: a RunProgress, for the console's phase and ETA (None: neither is shown).
         compiles: the process's CompileClock (fast_dqn.agent.compile_cache), whose seconds
-            steps/s leaves out and whose line the console shows once training has begun;
-            None where nothing is timed.
+            steps/s leaves out and whose line the console shows once training has begun; or None.
     """
 
     def __init__(self, run_dir, total_steps, interval=10.0, clock=time.monotonic, console=None,
@@ -255,10 +228,7 @@ class Monitor:
             self.console.message(note)
 
     def _open_log(self, run_dir, name, columns, resume, notes):
-        """A log, new, or (resumed) cut back to the checkpoint.
-
-        The rows after the checkpoint are of steps the resumed run does again.
-        """
+        """A log, new, or (resumed) cut back to the checkpoint: the run plays later rows again."""
         path = os.path.join(run_dir, name)
         if not resume:
             return CsvLog(path, columns, warn=self.message)
@@ -284,7 +254,7 @@ class Monitor:
         Args:
             step: the agent step it ended at.
             length: its length, in agent steps.
-            game_return: its unclipped score.
+            game_return: its score, unclipped (the game's own points).
             epsilon: the exploration epsilon at its end.
         """
         self.recent_returns.append(game_return)
@@ -299,7 +269,7 @@ class Monitor:
         """Add a minibatch's loss to the next TensorBoard point; the trainer's thread calls it.
 
         Args:
-            loss: the minibatch's loss.
+            loss: the minibatch's loss, a float (the learner's reduction).
             mean_q: its mean Q-value, or None.
         """
         with self._lock:
@@ -314,7 +284,7 @@ class Monitor:
         """Follow the loop's MinibatchSchedule, from which the console reads the run's phase.
 
         Args:
-            schedule: the loop's MinibatchSchedule.
+            schedule: the loop's MinibatchSchedule, passed on to the RunProgress.
         """
         if self.progress:
             self.progress.follow(schedule)
@@ -459,10 +429,7 @@ class Monitor:
         self.last_scalars, self.last_scalars_step = now, step
 
     def _show(self, step, epsilon, now):
-        """Show the console's status: the phase, steps/s, the agent's figures and the ETA.
-
-        No steps/s while evaluating: no step is played.
-        """
+        """Show the console's status: phase, steps/s (none while evaluating), figures and ETA."""
         fields = {}
         phase = eta = None
         untimed_games = 0

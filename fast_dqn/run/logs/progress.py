@@ -1,20 +1,15 @@
-"""What a run shows on the console: a live tqdm bar on a terminal, plain lines otherwise.
+"""What a run shows on the console: a live tqdm bar on a terminal, plain lines otherwise
+(logs and pipes: `tee`, nohup, CI, which a bar would fill with carriage returns).
 
-Lines suit logs and pipes (`tee`, nohup, CI); a bar would fill them with carriage returns.
-
-Both name the run's phase (RunProgress below) and give an ETA that adds up what remains of
-each phase at that phase's own measured rate: warm-up and refill steps act without training
-and run many times faster than training, so one overall steps/s would promise the end far
-too early during them, and say nothing while the run trains its last minibatches or plays an
+Both name the run's phase (RunProgress) and give an ETA that adds up what remains of each
+phase at that phase's own measured rate: warm-up and refill steps act without training and
+run many times faster than training, so one overall steps/s would promise the end far too
+early during them, and say nothing while the run trains its last minibatches or plays an
 evaluation.
 
 The steps/s shown is the rate over whole periods (PeriodRate): the fast loop's samplers play
 a period in a burst, then wait for the trainer at the sync point, so a rate over the last few
 seconds would read many times the run's rate in the burst and near zero in the wait.
-
-The bar lays out its own line (ProgressBar): the step, the ETA and steps/s come first, and
-what a narrow terminal has no room for is dropped whole from the end. tqdm cuts its line at
-the terminal's width, and there the ETA came last: on 80 columns it never showed.
 """
 
 import os
@@ -26,9 +21,9 @@ from fast_dqn.loops.minibatch_schedule import minibatches_due
 class OutlivesConsole:
     """A console stream that drops what it cannot write once its reader is gone.
 
-    The reader goes with `run | head`, a closed terminal or ssh session: the run goes on,
-    since its logs, not its console, are its record. The stream's descriptor then points at
-    /dev/null, so that Python's own flush at exit finds nothing to complain about.
+    The reader goes with `run | head`, a closed terminal or ssh session: the run goes on, since
+    its logs, not its console, are its record. The stream's descriptor then points at /dev/null,
+    so that Python's own flush at exit finds nothing to complain about.
 
     Args:
         stream: the console stream it wraps (sys.stdout).
@@ -56,7 +51,7 @@ class OutlivesConsole:
         """Write `text` to the stream, or drop it once the reader is gone.
 
         Args:
-            text: what to write.
+            text: the str to write, whole or not at all.
 
         Returns:
             len(text), as a stream's write returns, written or dropped.
@@ -76,11 +71,11 @@ def counted(n, noun):
     """`n noun` in good grammar: 1 game, 2 games, 1,000 minibatches.
 
     Args:
-        n: the count.
-        noun: the thing counted, singular.
+        n: the count, a whole number, written with thousands' commas.
+        noun: the thing counted, singular; plural unless n is 1.
 
     Returns:
-        The count with thousands' commas and the noun, plural unless n is 1.
+        The count and the noun, as one str.
     """
     plural = noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
     return f"{n:,} {noun if n == 1 else plural}"
@@ -90,9 +85,8 @@ class PhaseWords(str):
     """A phase's words for the console: the whole text, a str, and its `parts`.
 
     The parts, each with its own leading space or punctuation, add up to the text; the first
-    names the phase ("catching up"), the others say more, most telling first (the time left,
-    how many minibatches). Lines print the whole; a bar too narrow for it drops parts from
-    the end.
+    names the phase ("catching up"), the others say more, most telling first. A bar too narrow
+    for the whole drops parts from the end.
     """
 
     def __new__(cls, *parts):
@@ -149,18 +143,11 @@ class _Rate:
 class PeriodRate:
     """Agent steps per second over whole periods, measured apart in each phase.
 
-    The rate runs from the period end at least `window` seconds before the latest one (or
-    the oldest kept, or while there is one end or none, the first sample) to the latest
-    period end. Time spent evaluating is not counted (the caller's clock leaves it out).
-    Before the first period end, the rate since the first sample: the only one measured.
-
-    A loop without periods (the Nature loop's steps are even) marks each sample as one.
-
-    Each phase (warm-up, training, ...) is measured apart: `restart` at a phase's start
-    forgets the last one's ends, so the rate shown is always the rate of the phase named.
-
-    Args:
-        window: the seconds of period ends the rate spans, at least.
+    As _Rate, over period ends: from the end at least `window` seconds before the latest one
+    (before two ends, from the first sample) to the latest. Time spent evaluating is not
+    counted (the caller's clock leaves it out). A loop without periods (the Nature loop's steps
+    are even) marks each sample as one. `restart` at a phase's start forgets the last phase's
+    ends, so the rate shown is always the rate of the phase named.
     """
 
     def __init__(self, window=60.0):
@@ -170,14 +157,11 @@ class PeriodRate:
         self.await_end = False  # no rate before the phase's first period end
 
     def restart(self, seconds, step, await_end):
-        """Start measuring a new phase, which begins at (seconds, step).
+        """Start measuring a new phase, which begins at (seconds, step) on the caller's clock.
 
-        Args:
-            seconds: the caller's clock, in seconds.
-            step: agent steps taken so far.
-            await_end: the loop plays in bursts (the fast loop), so a rate before the
-                phase's first period end would be a burst's; its phases change at a period
-                end, which is where the new one's time starts.
+        `await_end`: the loop plays in bursts (the fast loop), so a rate before the phase's first
+        period end would be a burst's; its phases change at a period end, where the new one's time
+        starts.
         """
         start = self.ends[-1] if await_end and self.ends else (seconds, step)
         self.ends, self.first, self.await_end = [], start, await_end
@@ -198,15 +182,10 @@ class PeriodRate:
             self.first = (seconds, step)
 
     def rate(self, seconds, step):
-        """The phase's rate at `seconds` and agent step `step`.
+        """The phase's agent steps per second, or None while unmeasured.
 
-        Args:
-            seconds: the caller's clock, in seconds.
-            step: agent steps taken so far.
-
-        Returns:
-            Agent steps per second, or None before any time has passed (or, for a loop
-            that plays in bursts, before the phase's first period end).
+        Unmeasured: before any time has passed, or for a loop that plays in bursts, before the
+        phase's first period end.
         """
         if self.first is None or self.await_end and not self.ends:
             return None
@@ -224,11 +203,10 @@ class RunProgress:
     until replay is full again), training, catching up (deferred minibatches repaid, up to
     twice the Nature rate), last minibatches (those left at the last step: the fast loop's
     last period, or what a refill deferred), evaluating game k of N, and
-    finished (set by the monitor once the run's last checkpoint is written). The
-    ETA sums the warm-up and refill steps left at their own steps/s, the minibatches left at
-    the minibatches/s measured while training, and the evaluations left at the seconds per
-    game measured in evaluations; a part whose rate is not measured yet makes it unknown,
-    but for the evaluation games, which estimate() counts apart until one has been timed.
+    finished (set by the monitor once the run's last checkpoint is written). The ETA sums
+    each part left at its own measured rate (warm-up and refill steps/s, training's
+    minibatches/s, seconds per evaluation game); a part not measured yet makes it unknown, but
+    for the evaluation games, which estimate() counts apart until one has been timed.
 
     Args:
         total_steps: the run's budget, in agent steps.
@@ -256,7 +234,7 @@ class RunProgress:
         """Follow the loop's MinibatchSchedule for the warm-up, refill and deferred counts.
 
         Args:
-            schedule: the loop's MinibatchSchedule.
+            schedule: the loop's MinibatchSchedule, read at each call, never changed.
         """
         self.schedule = schedule
 
@@ -267,8 +245,7 @@ class RunProgress:
             step: agent steps taken so far.
 
         Returns:
-            "warm-up", "refill", "training", "catching up", "last minibatches",
-            "evaluating game k of N" or "finished".
+            One of the class's phases; "evaluating game k of N" with its numbers.
         """
         if self.finished:
             return "finished"
@@ -299,9 +276,8 @@ class RunProgress:
     def describe(self, step):
         """The phase as the console shows it, with what catching up and the last minibatches do.
 
-        Both say how many minibatches are left, and catching up gives its own ETA (a resume
-        without replay holds the steps and epsilon back while it makes up the minibatches
-        missed during its refill).
+        Both say how many minibatches are left; catching up (a resume without replay making up the
+        minibatches its refill missed) gives its own ETA.
 
         Args:
             step: agent steps taken so far.
@@ -408,16 +384,16 @@ class RunProgress:
     def estimate(self, step):
         """The time left at the rates measured so far, and the evaluation games not timed yet.
 
-        Split so that the console can give the training's ETA from the start: with the
-        default settings, the first evaluation game is timed only after 250k agent steps.
+        Split so that the console can give the training's ETA from the start: with the default
+        settings, the first evaluation game is timed only after 250k agent steps.
 
         Args:
             step: agent steps taken so far.
 
         Returns:
             (seconds, untimed games): the seconds left, None while a rate of the steps or
-            minibatches is unmeasured; and the evaluation games left while no game has been
-            timed yet, whose seconds are not in the first.
+            minibatches is unmeasured; and, while no evaluation game has been timed, the games
+            left, whose seconds are not in the first.
         """
         if self.finished:
             return 0.0, 0
@@ -480,14 +456,7 @@ def _status(phase, rate, fields, eta, separator, untimed_games=0):
 
 
 class ProgressLines:
-    """A full status line every `interval` seconds.
-
-    Args:
-        total: the run's budget, in agent steps.
-        initial: the step the run starts from (unused: each line is whole).
-        out: the stream written to; None for sys.stdout.
-        interval: the seconds between lines, which the monitor keeps.
-    """
+    """A full status line every `interval` seconds (`initial` unused: each line is whole)."""
 
     def __init__(self, total, initial=0, out=None, interval=10.0):
         self.total = total
@@ -497,14 +466,10 @@ class ProgressLines:
     def update(self, step, rate, fields, phase=None, eta=None, untimed_games=0):
         """Print the status line of agent step `step`.
 
-        Args:
-            step: agent steps taken so far.
-            rate: agent steps per second, or None while unmeasured.
-            fields: {name: formatted value} of the agent's figures.
-            phase: the phase's words, or None without a RunProgress: the ETA is then the
-                steps left at `rate`.
-            eta: seconds left, None when unknown.
-            untimed_games: evaluation games besides `eta` whose time is not measured yet.
+        `rate` is in agent steps per second, `eta` in seconds (each None while unmeasured);
+        `fields` is {name: formatted value} of the agent's figures; `untimed_games` are evaluation
+        games besides `eta` whose time is not measured yet. Without `phase` (no RunProgress) the ETA
+        is the steps left at `rate`.
         """
         if phase is None and rate:
             eta = (self.total - step) / rate
@@ -512,11 +477,9 @@ class ProgressLines:
                      + _status(phase, rate, fields, eta, " | ", untimed_games))
 
     def message(self, line):
-        """Print `line` on the console."""
         print(line, file=self.out, flush=True)
 
     def close(self, step=None):
-        """Nothing to close: each line is whole."""
         pass
 
 
@@ -552,16 +515,11 @@ def _fit(pieces, room):
 class ProgressBar:
     """A live line on a terminal: the step, ETA and steps/s, the phase, the agent's figures.
 
-    What does not fit the terminal is dropped whole from the end: the agent's figures, then
-    the phase's details; the step, the ETA, steps/s and the phase's name always show. A bar
-    drawn by tqdm fills the room left. tqdm's own ETA, from one overall rate, is left out
-    (see the top).
-
-    Args:
-        total: the run's budget, in agent steps.
-        initial: the step the run starts from, in agent steps.
-        out: the terminal's stream; None for sys.stdout.
-        interval: the seconds between updates, which the monitor keeps.
+    tqdm cuts its line at the terminal's width, where its ETA came last (on 80 columns it never
+    showed), so the bar lays out its own: what does not fit is dropped whole from the end (the
+    agent's figures, then the phase's details); the step, the ETA, steps/s and the phase's name
+    always show, and a bar drawn by tqdm fills the room left. tqdm's own ETA, from one overall
+    rate, is left out.
     """
 
     def __init__(self, total, initial=0, out=None, interval=0.5):
@@ -578,16 +536,7 @@ class ProgressBar:
                         bar_format=text)
 
     def text(self, step, room):
-        """The line's text at agent step `step`, without the drawn bar.
-
-        Args:
-            step: agent steps taken so far.
-            room: the columns it may take.
-
-        Returns:
-            The text: the step and its percentage, the ETA and steps/s (when measured),
-            then the phase and the agent's figures up to the first that does not fit.
-        """
+        """The line's text at agent step `step` within `room` columns, without the drawn bar."""
         rate, fields, phase, eta, untimed_games = self.shown
         # Rounded down: 100% is the last step.
         percent = f"{100 * step // self.total}% " if self.total else ""
@@ -613,7 +562,6 @@ class ProgressBar:
         return text.replace("{", "{{").replace("}", "}}") + bar, room
 
     def _relayout(self):
-        """Lay the line out again for the bar's step, the status shown and the width now."""
         self.bar.bar_format, self.bar.ncols = self._layout(self.bar.n)
 
     def update(self, step, rate, fields, phase=None, eta=None, untimed_games=0):
@@ -633,11 +581,9 @@ class ProgressBar:
         self.bar.write(line, file=self.out)
 
     def close(self, step=None):
-        """Close the bar, first moved to the run's last step.
+        """Close the bar, first moved to the run's last `step` (None: where it is).
 
-        Args:
-            step: the run's last step, in agent steps, shown before the bar closes (a run
-                that ends between two updates would otherwise stay at the last one); or None.
+        A run that ends between two updates would otherwise stay at the last one.
         """
         if step is not None:
             self.bar.n = step

@@ -14,9 +14,8 @@ A TensorBoard left running has already read what the cut removes. So each sessio
 opens with TensorBoard's restart marker, a SessionLog START at the first step the session
 plays (a new run's too: a run restarted before its first checkpoint plays from step 1 again).
 TensorBoard's Python loader (`--load_fast=false`) then drops every point it holds from that
-step on, of every tag; its default Rust loader ignores the marker and drops a tag's points
-only when that tag is written again at an earlier step, so a point past the checkpoint of a
-tag not written again stays on screen until TensorBoard restarts.
+step on; its default Rust loader ignores the marker, so a point past the checkpoint of a tag
+not written again stays on screen until TensorBoard restarts.
 """
 
 import os

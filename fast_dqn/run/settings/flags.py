@@ -50,7 +50,7 @@ def add_version_flag(parser):
     """Add --version, which prints the version (and git commit) and exits.
 
     Args:
-        parser: an argparse parser or argument group.
+        parser: an argparse parser or argument group, which gains the flag.
     """
     parser.add_argument("--version", action=_PrintVersion)
 
@@ -155,14 +155,7 @@ def flag_name(setting):
 
 
 def help_topics(config_class=hp.FastConfig):
-    """The settings under each --help topic, read from each field's declaration.
-
-    Args:
-        config_class: the Config class whose fields are read.
-
-    Returns:
-        {topic: its fields' names}, topics in --help order, fields in declaration order.
-    """
+    """{topic: its fields' names}, in --help's and the declaration's order."""
     topics = {title: [] for title in hp.TOPICS}
     for f in dataclasses.fields(config_class):
         topics[f.metadata["topic"]].append(f.name)
@@ -175,12 +168,7 @@ HELP_TOPICS = help_topics()
 def add_config_flags(parser, config_class=hp.Config):
     """Add one flag per Config field, grouped by topic, its help ending in the default and unit.
 
-    Args:
-        parser: the argparse parser.
-        config_class: the Config class whose fields become flags.
-
-    Returns:
-        {setting: the argument group its flag is in}.
+    Returns {setting: the argument group its flag is in}.
     """
     defaults = config_class()
     fields = {f.name: f for f in dataclasses.fields(config_class)}
@@ -216,16 +204,15 @@ BACKEND_HELP = ("Counts may be written 50_000_000, 5e7, 50M or 100k. "
 def build_parser(prog, description, config_class=hp.Config, help_flags=True):
     """The parser of a training command, whose parse_args returns only what the user typed.
 
-    Every default is SUPPRESS; the defaults are shown in each flag's help instead. Knowing the
-    explicit flags is what lets a preset sit between the defaults and the command line, and
-    --resume spot conflicts. help_flags=False is for the suite, which checks run flags with
-    this parser: --help and --version would print under a name that is no program, then exit 0.
+    Every default is SUPPRESS, shown in each flag's help instead: knowing the explicit flags lets
+    a preset sit between the defaults and the command line, and --resume spot conflicts.
 
     Args:
         prog: the program's name, as errors and --help show it.
         description: what --help says first.
         config_class: the Config class whose fields become flags.
-        help_flags: whether to add --help and --version.
+        help_flags: whether to add --help and --version; False for the suite, which checks run
+            flags with this parser (they would print under a name that is no program, then exit).
 
     Returns:
         A OneLineParser with every Config flag, --resume and --list-games.
@@ -251,7 +238,7 @@ def explicit_values(args, config_class=hp.Config):
     """The settings the user typed, from build_parser's parsed arguments.
 
     Args:
-        args: argparse's namespace.
+        args: the namespace build_parser's parse_args returned (typed flags only).
         config_class: the Config class whose fields count as settings.
 
     Returns:
@@ -266,7 +253,7 @@ def fail(prog, error):
 
     Args:
         prog: the program's name, which starts the line.
-        error: the ConfigError.
+        error: the ConfigError, its setting worded as its flag.
 
     Returns:
         2, the exit status of bad input.

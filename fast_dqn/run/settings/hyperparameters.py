@@ -49,8 +49,7 @@ _run = _Topic("run: directory, checkpoints, resources")
 class Config:
     """The Nature loop's settings, each declared with its default, help text, unit and limit.
 
-    Step counts are in agent steps unless a name says frames. Each field's metadata (see
-    dataclasses.fields) holds what --help and validation read.
+    Each field's metadata (see dataclasses.fields) holds what --help and validation read.
     """
 
     # --- what to play
@@ -228,14 +227,7 @@ ATARI_ONLY = ("episodic_life", "sticky_actions", "full_action_space", "interp",
 
 
 def recorded(config):
-    """The settings as config.json records them: those that do not apply are null.
-
-    Args:
-        config: a Config or FastConfig.
-
-    Returns:
-        {setting: value}, with the Atari settings None in an --env run.
-    """
+    """The settings as config.json records them: the Atari settings null in an --env run."""
     values = config.to_dict()
     if config.env is not None:
         values.update(dict.fromkeys(ATARI_ONLY))
@@ -249,14 +241,7 @@ RUN_PLAN = ("timesteps", "checkpoint_freq", "save_replay")
 
 
 def evaluation_cap(config):
-    """The agent steps an evaluation game may last: its own limit, or training's.
-
-    Args:
-        config: a Config or FastConfig.
-
-    Returns:
-        The time limit of one evaluation game, in agent steps.
-    """
+    """The agent steps an evaluation game may last: its own limit, or training's."""
     return config.eval_max_episode_steps or config.max_episode_steps
 
 
@@ -264,7 +249,7 @@ def learning_settings(config):
     """The settings a checkpoint's training depends on: all but RESUME_OVERRIDES and logdir.
 
     Args:
-        config: a Config or FastConfig.
+        config: the run's settings (a Config or FastConfig, resolved or not).
 
     Returns:
         {setting: value} of the settings a resume may not change.

@@ -51,15 +51,7 @@ def build_config(explicit, config_class=hp.Config):
 
 
 def config_from_args(args, config_class=hp.Config):
-    """The Config parsed command-line arguments ask for (see build_config).
-
-    Args:
-        args: argparse's namespace, from build_parser's parser.
-        config_class: the Config class to build, Config or FastConfig.
-
-    Returns:
-        A `config_class`.
-    """
+    """The Config parsed command-line arguments ask for (see build_config)."""
     return build_config(explicit_values(args, config_class), config_class)
 
 

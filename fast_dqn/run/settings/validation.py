@@ -3,10 +3,9 @@
 `validate(config)` is the one validation: the command line, --resume (on config.json) and the
 train_* entry points all call it, so a Python caller gets the same checks as a user. Each
 check raises ConfigError naming the setting; the command line words it as its flag.
-`resolve(config)` validates, then makes explicit what the run uses: the optimizer's epsilon
-and loss reduction, the compute type, the game's canonical name, where replay is gathered.
-`check_without_backend(config)` is its part that needs no Keras backend, which the command line
-runs before loading Keras (seconds of imports), so that a typo is refused at once.
+`resolve(config)` validates, then makes explicit what the run uses. `check_without_backend`
+is its part that needs no Keras backend, which the command line runs before loading Keras
+(seconds of imports), so that a typo is refused at once.
 """
 
 import dataclasses
@@ -30,11 +29,7 @@ from fast_dqn.run.settings import hyperparameters as hp
 def validate(config):
     """Check a Config against all its rules, and a FastConfig against the fast loop's too.
 
-    Args:
-        config: a Config or FastConfig.
-
-    Raises:
-        ConfigError: naming the first setting that breaks a rule.
+    Raises ConfigError naming the first setting that breaks a rule.
     """
     validate_numbers(config)
     if isinstance(config, hp.FastConfig):
@@ -67,11 +62,7 @@ class _HeldConfig:
         return f"{type(self).__name__}({self._config!r})"
 
     def as_config(self):
-        """A copy of the Config it holds, free to change (and to check again).
-
-        Returns:
-            A Config or FastConfig of its own.
-        """
+        """A copy of the Config it holds, free to change (and to check again)."""
         return dataclasses.replace(self._config)
 
 
@@ -84,8 +75,7 @@ class ResolvedConfig(_HeldConfig):
 
     Args:
         config: the resolved Config or FastConfig; a copy is held.
-        precision_chosen: --precision auto picked the compute type (the start-up line says
-            so).
+        precision_chosen: --precision auto picked the compute type (the start-up line says so).
     """
 
     __slots__ = ("precision_chosen",)
@@ -105,7 +95,7 @@ class ResolvedConfig(_HeldConfig):
         """The Config with `changes`, resolved.
 
         Args:
-            **changes: {setting: new value}.
+            **changes: {setting: new value}, each checked again.
 
         Returns:
             A new ResolvedConfig; this one is unchanged.
@@ -116,23 +106,22 @@ class ResolvedConfig(_HeldConfig):
 def resolve(config, replay=True):
     """The validated config with every setting the run uses made explicit.
 
-    Each setting is resolved here and nowhere else; the parts are built from the result. A
-    ResolvedConfig is returned as it is, and a CheckedConfig is finished without its checks
-    run again: the command line checks, then loads Keras, then resolves, before it creates
-    the run directory; the train_* entry points resolve what they are given; and the checks
-    that probe (a Ray address, a gymnasium env, the hardware's compute types) run once.
+    The optimizer's epsilon and loss reduction, the compute type, the game's canonical name and
+    where replay is gathered are resolved here and nowhere else. A ResolvedConfig is returned as
+    it is, and a CheckedConfig is finished without its checks run again, so that the checks that
+    probe (a Ray address, a gymnasium env, the hardware's compute types) run once.
 
     Args:
-        config: a Config, FastConfig, CheckedConfig or ResolvedConfig.
-        replay: False where no replay is built (evaluate), which need not fit this
-            machine's RAM.
+        config: the run's settings: a Config or FastConfig, or one already checked
+            (CheckedConfig) or resolved (ResolvedConfig).
+        replay: False where no replay is built (evaluate), which need not fit this RAM.
 
     Returns:
         A ResolvedConfig.
 
     Raises:
-        ConfigError: a setting breaks a rule, or the machine cannot run it (no such game
-            or env, a compute type the hardware lacks, a replay larger than RAM).
+        ConfigError: a setting breaks a rule, or the machine cannot run it (no such game or env,
+            a compute type the hardware lacks, a replay larger than RAM).
     """
     if isinstance(config, ResolvedConfig):
         return config
@@ -150,21 +139,17 @@ def resolve(config, replay=True):
 def check_without_backend(config, replay=True):
     """Every check of `resolve` that needs no Keras backend, which imports in seconds.
 
-    The command line runs it before loading Keras, so that a typo is refused at once;
-    `resolve` finishes what it returns, asking the hardware.
-
     Args:
-        config: a Config or FastConfig.
+        config: the run's settings (a Config or FastConfig), not yet checked.
         replay: False where no replay is built, as for `resolve`.
 
     Returns:
         A CheckedConfig, the optimizer's epsilon and loss reduction and the game's canonical
-        name made explicit.
+        name made explicit; `resolve` finishes it, asking the hardware.
 
     Raises:
-        ConfigError: as `resolve`, except what only the backend tells: a compute type the
-            hardware lacks, an accelerator without room for replay, a replay beyond
-            `ulimit -v`.
+        ConfigError: as `resolve`, but for what only the backend tells (a compute type, an
+            accelerator's room for replay, a replay beyond `ulimit -v`).
     """
     from fast_dqn.envs.environment import check_gym_env
     from fast_dqn.envs.games import resolve_game
@@ -188,9 +173,7 @@ def check_without_backend(config, replay=True):
 class CheckedConfig(_HeldConfig):
     """A Config that passed `check_without_backend`; `resolve` finishes it unchecked.
 
-    Args:
-        config: the checked Config or FastConfig; a copy is held.
-        observation: one stored observation's (shape, numpy dtype).
+    `observation` is one stored observation's (shape, numpy dtype).
     """
 
     __slots__ = ("observation",)
@@ -204,22 +187,12 @@ class CheckedConfig(_HeldConfig):
 def resolve_replay_device(config, shape, dtype):
     """Make --replay-device auto, --updates-per-call 0 and --sampler-groups 0 explicit.
 
-    The two zeros become what the device measured fastest.
-
-    See fast_dqn.agent.replay_mirror. Only the fast loop's background trainer gathers on the
-    device: lockstep training and the Nature loop keep replay on the host.
-
-    Args:
-        config: a validated Config or FastConfig.
-        shape: one stored frame's shape, (84, 84) for Atari (not a stacked state's).
-        dtype: the observations' numpy dtype.
+    The two zeros become what the device measured fastest. Only the fast loop's background
+    trainer gathers on the device (fast_dqn.agent.replay_mirror): lockstep training and the
+    Nature loop keep replay on the host. `shape` is one stored frame's, (84, 84) for Atari.
 
     Returns:
-        (the config with all three made explicit, the copies of replay that RAM holds: 1 or
-        2).
-
-    Raises:
-        ConfigError: --replay-device device, and the accelerator has no room for replay.
+        (the config with all three made explicit, the copies of replay that RAM holds: 1 or 2).
     """
     from fast_dqn.agent.backend_setup import accelerator_memory
     from fast_dqn.agent.replay_memory import estimate_bytes
@@ -259,7 +232,7 @@ def check_seed(seed):
     """Refuse a seed that numpy or ALE cannot take, in one line on --seed.
 
     Args:
-        seed: the seed given, a whole number.
+        seed: the seed given, a whole number; 0 up to 2^31 passes.
 
     Raises:
         ConfigError: on --seed, below 0 or from 2^31 on.
@@ -273,7 +246,6 @@ def check_seed(seed):
 
 
 def validate_fast(config):
-    """The fast loop's own rules, on top of validate_numbers."""
     if config.act_on_cpu and config.backend == "ray":
         raise ConfigError("act_on_cpu", "Ray's samplers act on their own CPUs already; drop it")
     vector = config.backend == "ray" or config.env_backend == "vector"
@@ -322,16 +294,10 @@ def validate_fast(config):
 def groups_can_play(config):
     """Whether the local samplers can play in two groups that take turns.
 
-    See fast_dqn.loops.overlapped_backend: the groups need the vector env, batched acting and
-    an even --workers. --sampler-groups 0 picks two on a GPU where they can play: there one
-    H200 measured 1.27 times one (docs/gpu.md), where 2 CPU cores measured 0.83 to 1.03
-    (docs/benchmarks.md).
-
-    Args:
-        config: a FastConfig.
-
-    Returns:
-        True where --sampler-groups 2 can play.
+    The groups need the vector env, batched acting and an even --workers
+    (fast_dqn.loops.overlapped_backend). --sampler-groups 0 picks two on a GPU where they can
+    play: there one H200 measured 1.27 times one (docs/gpu.md), where 2 CPU cores measured 0.83
+    to 1.03 (docs/benchmarks.md).
     """
     return (config.backend == "threads" and config.env_backend == "vector"
             and config.env is None and config.synchronize and config.workers % 2 == 0)
@@ -362,7 +328,6 @@ MAX_THREADS = 1024
 
 
 def check_ranges(config):
-    """Every field against the limit its declaration gives, in declaration order."""
     for f in dataclasses.fields(config):
         limit = f.metadata.get("limit")
         if limit and not LIMITS[limit][0](getattr(config, f.name)):
@@ -409,12 +374,6 @@ def resolve_optimizer(config):
     """The config with an unset optimizer epsilon and loss reduction made explicit.
 
     So config.json records the values the run really used.
-
-    Args:
-        config: a Config or FastConfig.
-
-    Returns:
-        A copy with optimizer_epsilon and loss_reduction set.
     """
     defaults = OPTIMIZER_DEFAULTS[config.optimizer]
     return dataclasses.replace(
@@ -427,14 +386,7 @@ def resolve_optimizer(config):
 def precision_asked(config):
     """The compute type the settings ask for: --mixed-precision is --precision float16.
 
-    Args:
-        config: a Config or FastConfig.
-
-    Returns:
-        "float32", "bfloat16", "float16" or "auto".
-
-    Raises:
-        ConfigError: --mixed-precision contradicts --precision.
+    Raises ConfigError where --mixed-precision contradicts --precision.
     """
     if not config.mixed_precision:
         return config.precision
@@ -447,15 +399,9 @@ def precision_asked(config):
 def check_compile_choices(config, precision):
     """Refuse compile choices this backend or compute type cannot take.
 
-    Args:
-        config: a Config or FastConfig.
-        precision: the compute type asked for (precision_asked).
-
-    Raises:
-        ConfigError: --scan-unroll, --fused-optimizer or --act-on-cpu where TensorFlow is
-            the backend (its loop has no unroll, its optimizer steps weight by weight, its
-            acting calls are its own), or --fused-optimizer with float16's loss scaling
-            (Keras's own step).
+    --scan-unroll, --fused-optimizer and --act-on-cpu are JAX's alone (TensorFlow's loop has no
+    unroll, its optimizer steps weight by weight, its acting calls are its own); --fused-optimizer
+    cannot take float16's loss scaling (Keras's own step).
     """
     from fast_dqn.agent.backend_setup import configured_backend
     jax_only = [name for name in ("scan_unroll", "fused_optimizer", "act_on_cpu")
@@ -471,13 +417,12 @@ def check_compile_choices(config, precision):
 def resolve_precision(config):
     """The config with the compute type the run uses, checked against the hardware.
 
-    --mixed-precision is the older name of --precision float16, and wins over a preset's
-    auto; auto becomes the type the hardware computes fastest, and config.json records that;
-    bfloat16 and float16 only where the hardware computes them (elsewhere they are emulated,
-    slower than float32).
+    --mixed-precision (precision_asked) wins over a preset's auto; auto becomes the type the
+    hardware computes fastest, which config.json records; bfloat16 and float16 pass only where
+    the hardware computes them (elsewhere they are emulated, slower than float32).
 
     Args:
-        config: a Config or FastConfig.
+        config: the run's settings (a Config or FastConfig), precision auto or not.
 
     Returns:
         A config whose precision is float32, bfloat16 or float16, and not auto.
@@ -534,8 +479,8 @@ def has_type(value, kind):
 def check_saved_types(saved, run_dir, config_class=hp.Config):
     """Check each setting config.json saved has its field's type, and a choice its choices.
 
-    config.json is edited by hand at times. A setting may be null where its default is. Its
-    numbers are then checked by the same validation as the command line's.
+    config.json is edited by hand at times. A setting may be null where its default is; its
+    numbers are checked by the command line's validation after.
 
     Args:
         saved: config.json's settings, as a dict.
@@ -593,14 +538,7 @@ def saved_value_error(error, saved, run_dir, typed=(), setting="resume"):
 
 
 def chunk_size(config):
-    """The agent steps a loop plays at once; a run ends at --timesteps rounded up to them.
-
-    Args:
-        config: a Config or FastConfig.
-
-    Returns:
-        The round's size, in agent steps: 1 for the Nature loop.
-    """
+    """Agent steps a loop plays at once (1 for Nature's); a run's budget is rounded up to them."""
     if config.LOOP != "fast":
         return 1
     if config.backend == "ray":

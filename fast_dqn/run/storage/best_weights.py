@@ -28,7 +28,7 @@ def best_store(run_dir, warn=None):
     """The one-deep CheckpointStore of a run's best/.
 
     Args:
-        run_dir: the run's directory.
+        run_dir: the run's directory, which holds best/.
         warn: where to report what the store passes over; None: nowhere.
 
     Returns:
@@ -44,7 +44,7 @@ class BestWeights:
     """The best evaluation so far and its weights, exported to RUN_DIR/best/ as it improves.
 
     Args:
-        run_dir: the run's directory.
+        run_dir: the run's directory, which holds best/.
         weights: a function of no arguments: the weights the evaluation just played with,
             as numpy arrays.
         message: where to say a rollback of best/ on resume.
@@ -65,7 +65,7 @@ class BestWeights:
 
         Args:
             step: the agent step of the evaluation.
-            returns: its games' returns.
+            returns: its games' unclipped scores, whose mean is compared.
         """
         mean = float(np.mean(returns))
         if self.best is not None and mean <= self.best["mean"]:

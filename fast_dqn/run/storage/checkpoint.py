@@ -79,14 +79,10 @@ def _fsync_dir(path):
 
 
 class Checkpoint:
-    """One complete, verified checkpoint on disk.
+    """One complete, verified checkpoint on disk (its directory checkpoints/step-*).
 
-    Args:
-        path: its directory, checkpoints/step-*.
-        step: the agent step it was written at.
-        manifest: its manifest.json, verified.
-        unfit_fix: what to do where its state cannot be read (unfit_state); None: fall back
-            on the one before it (fall_back).
+    `unfit_fix` is what to do where its state cannot be read (unfit_state); None: fall back on
+    the one before it (fall_back).
     """
 
     def __init__(self, path, step, manifest, unfit_fix=None):
@@ -107,25 +103,14 @@ class Checkpoint:
 
     @property
     def plan(self):
-        """The RUN_PLAN settings the run had when it wrote this checkpoint, as a dict.
-
-        {} for a checkpoint written before they were recorded.
-        """
+        """The run's RUN_PLAN settings when it wrote this, a dict; {} where not recorded."""
         plan = self.manifest.get("plan")
         return plan if isinstance(plan, dict) else {}
 
     def load_state(self, schema=None):
-        """The state tree state.json and arrays.zst hold, checked against `schema`.
+        """The state tree (dicts, lists, numbers, strings, numpy arrays) its files hold.
 
-        Args:
-            schema: what the state must hold (fast_dqn.state_schema), or None to check
-                nothing but that its arrays are there.
-
-        Returns:
-            The state tree: dicts, lists, numbers, strings and numpy arrays.
-
-        Raises:
-            StateMismatch: the state refers to arrays it lacks, or does not fit `schema`.
+        Checked against `schema` (None: only that its arrays are there); StateMismatch where not.
         """
         with open(os.path.join(self.path, STATE_FILE)) as f:
             document = json.load(f)
@@ -140,15 +125,7 @@ class Checkpoint:
         return state
 
     def unfit_state(self, error):
-        """The line that says this checkpoint's state cannot be read, and what to do.
-
-        Args:
-            error: the exception the schema or the component that loaded the state raised.
-
-        Returns:
-            One line naming state.json, what is wrong, and the earlier checkpoint to fall
-            back on, if any.
-        """
+        """The line saying this checkpoint's state cannot be read (`error`), and what to do."""
         if isinstance(error, StateMismatch):
             detail = str(error)
         elif isinstance(error, KeyError):
@@ -160,11 +137,7 @@ class Checkpoint:
                 f"it was edited, or written by another program; {fix}")
 
     def load_replay(self, arrays):
-        """Fill the given arrays in place from replay.zst.
-
-        Args:
-            arrays: {name: ndarray} of replay, each of the saved shape and dtype.
-        """
+        """Fill `arrays`, {name: ndarray} of the saved shapes and dtypes, from replay.zst."""
         with open(os.path.join(self.path, REPLAY_FILE), "rb") as f:
             read_arrays(f, into=arrays)
 
@@ -195,13 +168,12 @@ class CheckpointStore:
     """A run's checkpoints folder: writes checkpoints atomically, keeps the newest, reads them.
 
     Args:
-        run_dir: the run directory.
+        run_dir: the run directory, which holds the folder.
         keep: how many checkpoints to keep, the newest.
         warn: a function that prints a warning line; None prints it on stderr.
         folder: the folder's name inside `run_dir`.
-        on_saved: a function called with the step, in agent steps, as each checkpoint takes
-            its final name; or None.
-        unfit_fix: what to do about a checkpoint of the folder whose state cannot be read
+        on_saved: a function of the agent step, called as each checkpoint takes its final name.
+        unfit_fix: what to do about a checkpoint whose state cannot be read
             (Checkpoint.unfit_state); None: fall back on the one before it.
     """
 
@@ -222,10 +194,9 @@ class CheckpointStore:
             step: the agent step the state is of.
             state: a tree of data (see fast_dqn.run.storage.state_tree).
             replay_arrays: replay's {name: ndarray}, or None to save no replay.
-            finished: the run ended at this checkpoint (kept in the manifest, so that a
-                resume can tell without loading the state).
-            plan: the run's RUN_PLAN settings, kept in the manifest too, for --resume to
-                read before it loads anything; or None.
+            finished: the run ended at this checkpoint; the manifest says so, for a resume to
+                tell without loading the state.
+            plan: the run's RUN_PLAN settings, kept in the manifest for --resume too; or None.
 
         Returns:
             The checkpoint's path.
@@ -459,21 +430,18 @@ def _manifest_files(manifest, path):
 class Checkpointer:
     """When a loop checkpoints, and what goes in a checkpoint.
 
-    The loop calls due(), save() and stop_requested(); `collect` gathers the state of every
-    part but the loop. Periodic checkpoints come at the first opportunity at or after each
-    multiple of `freq` agent steps (0: none); the loops also save at the end and when a stop
-    is requested.
+    The loop calls due(), save() and stop_requested(). Periodic checkpoints come at the first
+    opportunity at or after each multiple of `freq` agent steps; the loops also save at the end
+    and when a stop is requested.
 
     Args:
         store: the CheckpointStore that writes them.
         freq: the checkpoint period, in agent steps; 0 for none but the last and a stop's.
-        collect: a function of the step that returns the state of every part but the loop,
-            a dict.
+        collect: a function of the step: the state of every part but the loop, a dict.
         replay: the replay memory, whose arrays() are saved; None to save no replay.
         stop: a function that returns true once a stop is asked for; or None.
         message: a function that prints a console line; None for print.
-        last_saved: the agent step of the checkpoint the run resumed from; None for a new
-            run.
+        last_saved: the agent step of the checkpoint the run resumed from; None for a new run.
         clock: a function that returns seconds, to time each save.
         plan: the run's RUN_PLAN settings, kept in each manifest; or None.
     """
@@ -514,13 +482,12 @@ class Checkpointer:
     def save(self, step, loop_state, final=False, finished=False):
         """Write the checkpoint of `step`: every part's state, the loop's, and replay's.
 
-        A save at the step the run resumed from is skipped unless `final`.
-
         Args:
             step: agent steps taken so far.
             loop_state: the loop's own state, a tree of data.
-            final: the run's last checkpoint, written even at the step it resumed from, since
-                the resumed run may have finished work there (a sync point, an evaluation).
+            final: the run's last checkpoint, written even at the step it resumed from (where any
+                other save is skipped), since the resumed run may have finished work there (a
+                sync point, an evaluation).
             finished: the run is done (final, and no evaluation left pending by a stop).
 
         Raises:
@@ -545,7 +512,7 @@ def latest_checkpoint(run_dir, setting, warn=None, missing_ok=False):
     """The newest usable checkpoint of a run, or a ConfigError about `setting` saying why not.
 
     Args:
-        run_dir: the run directory.
+        run_dir: the run directory, whose checkpoints/ is read.
         setting: the setting an error names ("resume", or a tool's "RUN_DIR").
         warn: a function that prints a warning line (a damaged checkpoint skipped); None
             prints it on stderr.
@@ -555,8 +522,7 @@ def latest_checkpoint(run_dir, setting, warn=None, missing_ok=False):
         A verified Checkpoint, or None (only with `missing_ok`).
 
     Raises:
-        ConfigError: on `setting`: no checkpoint is usable, or the newest is of another
-            format.
+        ConfigError: on `setting`: no checkpoint is usable, or the newest is of another format.
     """
     from fast_dqn.errors import ConfigError
     try:

@@ -21,9 +21,8 @@ _NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL}
 def run_name(game, loop, preset):
     """What a run directory is named after: the game and the loop, or a preset of its own.
 
-    Under a preset other than the defaults, the name is the preset's (with the game first
-    where the preset does not name it), so that `runs/pong-fastest-*` finds the runs of
-    --preset pong-fastest.
+    Under a preset other than the defaults, the name is the preset's (the game first where the
+    preset does not name it), so that `runs/pong-fastest-*` finds the runs of that preset.
 
     Args:
         game: the game's snake_case name, or a gymnasium env id.
@@ -42,7 +41,7 @@ def default_logdir(name, now=None):
     """runs/<name>-<YYYYmmdd-HHMMSS>, with a numeric suffix if that name is taken.
 
     Args:
-        name: run_name's answer.
+        name: the name's first part, as run_name gives it.
         now: the time to stamp, in seconds since the epoch; None for now.
 
     Returns:
@@ -91,11 +90,10 @@ def is_unborn_run(path):
     """Whether a directory holds nothing but what a run stopped while being created leaves.
 
     That is a run.lock, a config.json being written, or an empty config.json that older
-    versions could leave. It has no settings and no checkpoint, so nothing in it is lost
-    when a run is started there.
+    versions could leave: nothing in it is lost when a run is started there.
 
     Args:
-        path: an existing directory.
+        path: a directory, which must exist.
 
     Returns:
         True where a run may be started in it.
@@ -116,7 +114,7 @@ def check_writable(directory, setting):
     A real write, not os.access: root passes access checks on read-only mounts and /proc.
 
     Args:
-        directory: an existing directory.
+        directory: a directory, which must exist.
         setting: the setting the error names ("logdir", "resume").
 
     Raises:
@@ -241,8 +239,8 @@ def create_run_directory(path, config_dict):
         The held RunLock, which the caller releases when the run ends.
 
     Raises:
-        ConfigError: on "logdir": the directory cannot be made or written, or another run
-            took it in the meantime.
+        ConfigError: on "logdir": the directory cannot be made or written, or another run took
+            it meanwhile.
     """
     try:
         os.makedirs(path, exist_ok=True)
@@ -300,7 +298,7 @@ def load_run_config(run_dir, setting):
     """The saved config.json of a run, as a dict.
 
     Args:
-        run_dir: the run directory.
+        run_dir: the run directory, whose config.json is read.
         setting: the setting an error names ("resume", or a tool's "RUN_DIR").
 
     Returns:
@@ -359,7 +357,7 @@ def mark_checkpointed(run_dir, step):
     """Record, once, that the run has had a checkpoint; a disk's error is let pass.
 
     Args:
-        run_dir: the run directory.
+        run_dir: the run directory, where first-checkpoint.txt is written.
         step: the checkpoint's step, in agent steps.
     """
     if checkpoint_record(run_dir)[0] == "written":
@@ -379,7 +377,7 @@ def checkpoint_record(run_dir):
     """What first-checkpoint.txt says of the run's first checkpoint, and the step it names.
 
     Args:
-        run_dir: the run directory.
+        run_dir: the run directory, where first-checkpoint.txt is read.
 
     Returns:
         ("written", the step in agent steps, or None where the file was edited past
