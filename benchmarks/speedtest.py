@@ -9,7 +9,8 @@ steps/s, CPU% (of one core) and peak RSS:
 - run_fast_dqn.py's loop for W in {1, 2, 4, 8} x concurrent {off, on} x synchronize {off, on};
 - two ceilings: the learner alone (updates/s x train_freq, no env, the fast loop's trainer
   in calls of --updates-per-call) and the samplers alone at each W (acting through the
-  target network at epsilon 0.1 or --epsilon, no training).
+  target network at epsilon 0.1 or --epsilon, no training; replay written at each sync
+  point, as in the loop: before 2026-11-28 it was written every round).
 
 Epsilon follows the Nature schedule unless --epsilon holds it fixed. Both loops query the
 network only for greedy steps, so the schedule's ~0.98 in this window spares them most
@@ -173,7 +174,10 @@ def measure(case, args):
         learner = components.build_learner(config, shape, samplers.num_actions)
         replay = components.build_replay(config, shape[1:], num_shards=config.workers)
         trainer = None
-        if config.concurrent and not samplers_only:
+        if config.concurrent:
+            # Alone, the samplers' trainer has nothing to train: it is there so that replay
+            # is written at sync points, as in the loop (without one, the loop trains in
+            # lockstep and writes replay every round).
             calls = TrainCalls(learner, replay, config.batch_size,
                                on_device=config.replay_device == "device")
             trainer = BackgroundTrainer(calls.train, calls.draw,
