@@ -159,10 +159,9 @@ def _tell_xla():
 def _source_names_xla_can_take():
     """Have JAX drop source file names that are not UTF-8 before they reach XLA.
 
-    JAX hands XLA the name of each op's Python source file, and a name that is not UTF-8 (a
-    checkout under such a path: its bytes come back as lone surrogates, which the pattern
-    matches) cannot cross into C++: every compile fails there with a bad cast. A pattern the
-    user set stays. (TensorFlow's counterpart: train_step_tf.)
+    JAX hands XLA each op's source file name, and one that is not UTF-8 (its bytes come back as
+    lone surrogates, which the pattern matches) cannot cross into C++: every compile fails with a
+    bad cast. A pattern the user set stays (TensorFlow's counterpart: train_step_tf).
     """
     import jax
 
@@ -196,9 +195,8 @@ def configure_backend(seed, threads=0, deterministic=True, matmul_precision="def
 def _configure_tensorflow(seed, threads, deterministic, matmul_precision):
     """configure_backend under TensorFlow.
 
-    Memory growth lets two runs (or a run and a notebook) share one GPU. `threads` bounds
-    intra-op threads: the learner shares the CPU with the env samplers, and TF's default of one
-    thread per core oversubscribes it.
+    Memory growth lets two runs (or a run and a notebook) share one GPU. `threads` is bounded:
+    the learner shares the CPU with the samplers, which TF's thread per core oversubscribes.
     """
     with without_start_up_noise():
         import keras
@@ -284,10 +282,7 @@ def cpu_computes_bfloat16(cpuinfo="/proc/cpuinfo"):
 
 
 def cpu_computes_float16(cpuinfo="/proc/cpuinfo"):
-    """Whether this CPU has float16 arithmetic (AVX512-FP16 or AMX-FP16).
-
-    Elsewhere float16 is converted to float32 and back around every operation.
-    """
+    """Whether this CPU has float16 arithmetic (AVX512-FP16 or AMX-FP16)."""
     return bool(_cpu_flags(cpuinfo) & {"avx512_fp16", "amx_fp16"})
 
 

@@ -145,10 +145,7 @@ class TrainingDiverged(FloatingPointError):
 
 
 class NetworkMismatch(StateMismatch, ValueError):
-    """A saved learner's weights or optimizer slots are another network's.
-
-    Changed settings or an edited checkpoint cause it. A ValueError too, as Keras's refusal was.
-    """
+    """Saved weights or optimizer slots of another network; a ValueError, as Keras's refusal was."""
 
 
 class BadCount(StateMismatch, ValueError):
@@ -192,7 +189,6 @@ def check_state_finite(state):
 
 
 def _check_shapes(variables, values, where):
-    """Refuse saved `values` of other count or shapes than `variables`, naming the first."""
     if len(variables) != len(values):
         raise NetworkMismatch(f"{where} holds {len(values)} arrays, not the {len(variables)} "
                               "of this run's network")
@@ -203,7 +199,6 @@ def _check_shapes(variables, values, where):
 
 
 def _count(value):
-    """Whether a saved count is as the optimizer keeps it: a whole number, 0 or more."""
     value = np.asarray(value)
     return value.dtype.kind in "iu" and bool(np.all(value >= 0))
 
@@ -360,11 +355,7 @@ class DQNLearner:
         self._compiled.update_target()
 
     def check_weights(self):
-        """Raise TrainingDiverged, naming the first weight or optimizer slot that is not finite.
-
-        One reduction on the device, one bool to the host. Whatever hands the learner's state on
-        (a checkpoint, best/, an export, copies that act elsewhere) calls it first.
-        """
+        """Raise TrainingDiverged, naming the first weight or optimizer slot that is not finite."""
         if self._compiled.all_finite():
             return
         # Diverged: the search for which one may be slow.
@@ -418,8 +409,7 @@ class DQNLearner:
         """Both networks and the optimizer's slots: all a checkpoint needs.
 
         Returns:
-            {"main", "target", "optimizer"}: lists of numpy arrays, checked finite first
-            (check_weights).
+            {"main", "target", "optimizer"}: lists of numpy arrays, checked finite first.
         """
         self.check_weights()
         return {"main": self.main.get_weights(), "target": self.target.get_weights(),
@@ -452,8 +442,7 @@ class DQNLearner:
         """Load both networks and the optimizer's slots from `state`.
 
         Args:
-            state: a learner's state, as state_dict gives it; one that does not fit is
-                refused, changing nothing (check_state_dict).
+            state: a learner's state, as state_dict gives it; check_state_dict refuses a misfit.
         """
         self.check_state_dict(state)
         self.main.set_weights(state["main"])

@@ -61,10 +61,7 @@ _ADDRESS_SPACE_HEADROOM = 1 << 30
 
 
 def address_space_left():
-    """The bytes this process may still map under `ulimit -v`; None without a limit.
-
-    Not RAM: TensorFlow alone maps 2.3 GiB of addresses.
-    """
+    """The bytes of address space, not RAM, left under `ulimit -v`; None without a limit."""
     import resource
 
     import psutil
@@ -251,9 +248,6 @@ class ReplayMemory:
 
     def check_state_dict(self, state, where="/replay"):
         """Raise StateMismatch, changing nothing, unless `state` fits this replay.
-
-        It fits with, per shard, a write position below the shard's capacity and a fill up to it,
-        equal until the shard is full (writes start at 0 and wrap only then), and a PCG64 state.
 
         Args:
             state: a replay's state, as state_dict gives it.

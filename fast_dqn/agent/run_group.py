@@ -29,7 +29,6 @@ class GroupMismatch(ValueError):
 
 
 def num_actions(learner):
-    """How many Q-values a learner's network outputs."""
     return int(learner.main.output_shape[-1])
 
 
@@ -61,10 +60,8 @@ class RunGroup:
     r reads member r after `write_back`; until then the group's stacked state is the truth.
 
     Args:
-        members: the G runs' DQNLearners, each built as its ordinary run builds it (its
-            game's action count, its seed), all of one architecture and optimizer.
-        padded: a DQNLearner of the same settings whose network outputs the group's largest
-            action count; its networks and optimizer are what the group computes with.
+        members: the G runs' DQNLearners as their runs build them, of one network and optimizer.
+        padded: a DQNLearner like theirs but of the group's largest action count, to compute with.
     """
 
     def __init__(self, members, padded):
@@ -215,8 +212,7 @@ class RunGroup:
 
         Args:
             states_per_run: G stacks of states, run r's (N_r, ...); N_r may be 0.
-            strict: raise TrainingDiverged for a run's value that is not finite; False leaves
-                the check to the caller (one run's divergence ends that run alone).
+            strict: raise TrainingDiverged for a value that is not finite; False: the caller checks.
 
         Returns:
             G numpy arrays, run r's (N_r, its game's action count).

@@ -71,8 +71,7 @@ def wrap_atari(env, settings, training):
 class SeedOnFirstReset(gymnasium.Wrapper):
     """Pass `seed` to the first reset() only.
 
-    gymnasium seeds an env through reset(seed=...). Keeping the seed here lets the loops just
-    call reset(), and a seeded env costs no extra throw-away reset.
+    Held here, the seed lets the loops just call reset(), with no extra throw-away reset.
 
     Args:
         env: the env to seed.
@@ -149,10 +148,6 @@ def check_gym_env(name):
 
     Returns:
         (shape, dtype) of one observation.
-
-    Raises:
-        ConfigError: `name` is an Atari id, is not registered, cannot be built, or has no
-            discrete actions or no flat vector observations.
     """
     if name.startswith("ALE/"):
         raise ConfigError("env", f"'{name}' is an Atari game; use ${{game}} "
@@ -183,8 +178,7 @@ class EnvStateMismatch(ValueError):
 
 
 def _layers(env):
-    """The env's layers, outermost first, down to the first that is not ours: AleGame, or a
-    --env gymnasium env with gymnasium's own wrappers, which give no state as data."""
+    """The env's layers, outermost first, down to the first not ours (AleGame, or a --env env)."""
     layers = [env]
     while hasattr(env, "state_dict") and isinstance(env, gymnasium.Wrapper):
         env = env.env
@@ -260,7 +254,7 @@ def check_env_state(env, state, where="/env"):
 
 
 def load_env_state(env, state, where="/env"):
-    """Put `env` in a saved state, checked whole first: a refused one changes nothing.
+    """Put `env` in a saved state, checked first by check_env_state: a refused one changes nothing.
 
     Args:
         env: the env to load into, built as the saved one was.
@@ -268,11 +262,7 @@ def load_env_state(env, state, where="/env"):
         where: the path of `state` in the checkpoint, which the errors name.
 
     Returns:
-        The env to use: `env` itself, or a new one when the outermost layer itself was kept
-        pickled.
-
-    Raises:
-        EnvStateMismatch, StateMismatch: as `check_env_state`.
+        The env to use: `env` itself, or a new one where the outermost layer was kept pickled.
     """
     stateful = check_env_state(env, state, where)
     for layer, layer_state in zip(stateful, state["states"]):

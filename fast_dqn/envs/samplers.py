@@ -1,8 +1,7 @@
 """W Atari games stepped together: the sampler backends of the fast loop.
 
 Both backends take one action per sampler and return one `SamplerStep`. A finished episode is
-reset at once: the observation returned is the first state of the next one, zero-padded
-exactly as the replay rebuilds it.
+reset at once: its observation is the next one's first state, zero-padded as replay rebuilds it.
 
 - `VectorSamplers` (default): ale-py's AtariVectorEnv. The games step and preprocess in C++
   threads that run outside the GIL, so they really run in parallel, also with TensorFlow.
@@ -10,9 +9,9 @@ exactly as the replay rebuilds it.
   stepped one after another by the calling thread. Python threads would not help: ale-py's
   act() holds the GIL, so two threads stepping two games run no faster than one.
 
-Neither backend starts a Python thread; the fast loop calls `step` (or, on the vector
-backend, `send` then `recv`, fast_dqn.loops.overlapped_backend acting for another group
-between them) from its main thread.
+Neither backend starts a Python thread; the fast loop calls `step` (or, on the vector backend,
+`send` then `recv`, with fast_dqn.loops.overlapped_backend acting for another group between
+them) from its main thread.
 """
 
 from dataclasses import dataclass
@@ -115,8 +114,7 @@ class PythonSamplers:
             True where it would continue them.
 
         Raises:
-            StateMismatch, EnvStateMismatch: as check_env_state, changing nothing
-                (EnvStateMismatch is a ValueError, not a StateMismatch).
+            StateMismatch, EnvStateMismatch: as check_env_state, changing nothing.
         """
         from fast_dqn.envs.environment import check_env_state
         if state.get("backend") != "python" or not isinstance(state.get("envs"), list) \
@@ -135,12 +133,10 @@ class PythonSamplers:
 class VectorSamplers:
     """ale-py's AtariVectorEnv: the project's preprocessing, done in C++ threads.
 
-    fast_dqn.envs.atari_wrappers follows it step for step (see there and
-    tests/envs/test_frame_identity.py).
+    fast_dqn.envs.atari_wrappers follows it step for step (tests/envs/test_frame_identity.py).
 
     Args:
-        settings: an EnvSettings; its interp aside: this env resizes with area, and the flag
-            check refuses another --interp.
+        settings: an EnvSettings, but for its interp: this env resizes with area (validate_fast).
         num_samplers: the games, one per sampler (W).
         seed: the first game's seed; game i's is seed + i, as PythonSamplers seeds its envs.
         num_threads: the C++ threads that step them; 0: one per game, at most one per CPU.
@@ -274,8 +270,7 @@ class VectorSamplers:
 
         Args:
             state: the samplers' state, as a checkpoint holds it (unused).
-            step: the agent step the run resumes at; it shifts the seeds, so a resumed run
-                does not replay its first games.
+            step: the agent step resumed at; it shifts the seeds: the first games are not replayed.
 
         Returns:
             False: the saved games were not continued.

@@ -1,11 +1,10 @@
 """Evaluation: play full games with a fixed epsilon and report their unclipped scores.
 
-The games of an evaluation depend only on the run's seed and the evaluation's step: game i
-starts from its own emulator seed and draws its epsilon-greedy numbers from its own stream
-(`game_seeds`). So an evaluation a stop interrupts is played again, identically, on resume,
-and needs no checkpoint; and W games played at once on ale-py's vector env (`AtOnce`) are the
-games one Python env plays one after another (`OneAtATime`), returned in game order
-(tests/loops/test_evaluation.py plays both on a real ROM).
+The games of an evaluation depend only on the run's seed and the evaluation's step: game i starts
+from its own emulator seed and draws its epsilon-greedy numbers from its own stream (`game_seeds`).
+So an evaluation a stop interrupts is played again, identically, on resume, needing no checkpoint;
+and W games played at once on ale-py's vector env (`AtOnce`) are the games one Python env plays in
+turn (`OneAtATime`), in game order (tests/loops/test_evaluation.py plays both on a real ROM).
 """
 
 import numpy as np
@@ -183,10 +182,8 @@ def play(games, q_values_fn, seeds, epsilon, should_stop=None, on_game=None):
         q_values_fn: maps a batch of observations to their Q-values, (n, num_actions).
         seeds: [(emulator seed, numpy Generator)], one per game, as game_seeds gives them.
         epsilon: the probability of a uniform action, at every agent step.
-        should_stop: a callable polled every agent step, or None; when it returns true,
-            play raises EvaluationInterrupted.
-        on_game: a callable told k as the evaluation is at game k of len(seeds) (k - 1 of
-            them played), and k = len(seeds) + 1 when all are; or None.
+        should_stop: a callable polled every agent step, or None; true raises EvaluationInterrupted.
+        on_game: told k once k - 1 of the len(seeds) games are played (1 at the start); or None.
 
     Returns:
         The unclipped score of each game, in the order of `seeds`.
@@ -233,8 +230,7 @@ class Evaluator:
         monitor: the run's Monitor, told each finished evaluation's scores (record_eval).
         should_stop: a callable polled every agent step; true interrupts; or None.
         on_result: a callable told (step, scores) after the monitor; or None.
-        on_game: a callable told (k, num_games) as game k begins, k = num_games + 1 when the
-            evaluation is over, played or not; or None.
+        on_game: told (k, num_games) as game k begins, k = num_games + 1 once over (played or not).
     """
 
     def __init__(self, games, q_values_fn, num_games, epsilon, key, monitor, should_stop=None,

@@ -9,10 +9,9 @@ fall on chunk boundaries). A remote backend's next_chunk returns None when nothi
 yet: the loop then sees to its trainer and stop requests, and asks again.
 
 Backends: `LocalBackend` here (`--backend threads`, the samplers in this process, acting
-through the target network in one batched call per round),
-fast_dqn.loops.overlapped_backend (two groups that take turns) and
-fast_dqn.loops.ray_backend (`--backend ray`, sampler actors on a Ray cluster, each acting with
-its own copy of the target weights). Only the latter imports ray.
+through the target network in one batched call per round), fast_dqn.loops.overlapped_backend
+(two groups that take turns) and fast_dqn.loops.ray_backend (`--backend ray`, sampler actors
+on a Ray cluster, each acting with its own copy of the target weights), which alone imports ray.
 """
 
 from dataclasses import dataclass
@@ -65,8 +64,7 @@ class LocalBackend:
 
     Args:
         samplers: a PythonSamplers or VectorSamplers, one replay shard per game.
-        batched: whether a round's greedy samplers go through the network in one call
-            (synchronized sampling); else each calls it alone.
+        batched: whether a round's greedy samplers share one network call; else each calls alone.
     """
 
     def __init__(self, samplers, batched=True):
@@ -94,8 +92,7 @@ class LocalBackend:
         """Act from now on through `q_values`.
 
         Args:
-            q_values: the network to act with (the fast loop gives the target network's
-                target_q_values), called here on a stack of states.
+            q_values: called on a stack of states to act (the fast loop gives target_q_values).
             weights: a weight source for remote copies; unused here, acting is local.
         """
         self.q_values = q_values

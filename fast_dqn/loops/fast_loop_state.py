@@ -13,8 +13,7 @@ class HeldTransitions:
     """The chunks received since the last flush, in arrival order.
 
     Args:
-        chunks: a checkpoint's held chunks, each as (frames, actions, rewards, terminated,
-            episode_ends, shards); empty for none.
+        chunks: a checkpoint's held chunks, as `self.chunks` keeps them; empty for none.
     """
 
     def __init__(self, chunks=()):
@@ -34,8 +33,7 @@ class HeldTransitions:
             frame_dtype: the numpy dtype of the stored frames.
 
         Raises:
-            StateMismatch: a chunk names a shard outside the replay, or holds arrays of other
-                shapes or dtype (which the flush would fail on, or store as wrong frames).
+            StateMismatch: a chunk that the flush would fail on, or store as wrong frames.
         """
         for i, (frames, *steps, shards) in enumerate(chunks):
             where = f"/loop/held/{i}"
@@ -179,11 +177,9 @@ def cut_to_budget(loop, total, train_freq, evaluates=True):
 
     Args:
         loop: a checkpoint's loop state (FastLoopState.state_dict()), changed in place.
-        total: the resumed run's last agent step (budget_end of its --timesteps); the
-            minibatches handed out for steps past it are taken back.
+        total: the resumed run's last agent step (budget_end); later steps' minibatches go back.
         train_freq: one minibatch per this many agent steps after warm-up.
-        evaluates: whether the resumed run evaluates; if so, a run cut to a sync point that
-            did not evaluate evaluates there.
+        evaluates: whether the resumed run evaluates; then a cut to an unevaluated sync point does.
 
     Returns:
         `loop`, cut to the budget.

@@ -1,10 +1,9 @@
 """`--backend ray`: sampler actors on a Ray cluster feed the learner in this process.
 
-The learner, replay and the fast loop stay in the driver; each `SamplerActor` plays
-`--envs-per-sampler` games with its own copy of the target network, acting as the local
-backend does (it runs a LocalBackend inside). One request returns `--rollout-steps` steps of
-each of its games as one Chunk of single uint8 frames, never stacks: replay rebuilds the
-stacks, so the wire carries a quarter of the bytes.
+The learner, replay and the fast loop stay in the driver; each `SamplerActor` runs a LocalBackend
+of `--envs-per-sampler` games, acting with its own copy of the target network. One request returns
+`--rollout-steps` steps of each of its games as one Chunk of single uint8 frames, never stacks:
+replay rebuilds the stacks, so the wire carries a quarter of the bytes.
 
 The rules, all kept in this module:
 - Only the driver's main thread talks to Ray; nothing here starts a Python thread.
@@ -106,8 +105,7 @@ class RayBackend:
         settings: a RaySettings: the cluster, the actors, their games and requests.
         make_samplers: a function of a seed that builds one actor's games (a Samplers);
             pickled to the actors, so module-level (fast_dqn.run.components has it).
-        make_network: a function of (observation shape, number of actions) that returns a
-            function building the Q-network; pickled as make_samplers.
+        make_network: maps (observation shape, action count) to a Q-network builder; pickled too.
         log: a function that prints one console line (a lost actor, a crowded machine).
     """
 
@@ -241,7 +239,6 @@ class RayBackend:
                     [self.weights_ref], self.version, epsilon, self.settings.rollout_steps))
 
     def _replace(self, i, error):
-        """Start a new actor in place of a lost one; the others go on meanwhile."""
         self.deaths[i] += 1
         text = str(error).strip()
         reason = text.splitlines()[0] if text else type(error).__name__

@@ -2,14 +2,13 @@
 (logs and pipes: `tee`, nohup, CI, which a bar would fill with carriage returns).
 
 Both name the run's phase (RunProgress) and give an ETA that adds up what remains of each
-phase at that phase's own measured rate: warm-up and refill steps act without training and
-run many times faster than training, so one overall steps/s would promise the end far too
-early during them, and say nothing while the run trains its last minibatches or plays an
-evaluation.
+phase at its own measured rate: warm-up and refill steps act without training, many times
+faster than training, so one overall steps/s would promise the end far too early during them,
+and say nothing while the run trains its last minibatches or plays an evaluation.
 
-The steps/s shown is the rate over whole periods (PeriodRate): the fast loop's samplers play
-a period in a burst, then wait for the trainer at the sync point, so a rate over the last few
-seconds would read many times the run's rate in the burst and near zero in the wait.
+The steps/s shown is the rate over whole periods (PeriodRate): the fast loop's samplers play a
+period in a burst, then wait for the trainer at the sync point, so a rate over the last seconds
+would read many times the run's rate in the burst and near zero in the wait.
 """
 
 import os
@@ -21,9 +20,8 @@ from fast_dqn.loops.minibatch_schedule import minibatches_due
 class OutlivesConsole:
     """A console stream that drops what it cannot write once its reader is gone.
 
-    The reader goes with `run | head`, a closed terminal or ssh session: the run goes on, since
-    its logs, not its console, are its record. The stream's descriptor then points at /dev/null,
-    so that Python's own flush at exit finds nothing to complain about.
+    The reader goes with `run | head`, a closed terminal or ssh session; the run goes on (its
+    logs are its record), its descriptor pointed at /dev/null so Python's exit flush is quiet.
 
     Args:
         stream: the console stream it wraps (sys.stdout).
@@ -84,9 +82,8 @@ def counted(n, noun):
 class PhaseWords(str):
     """A phase's words for the console: the whole text, a str, and its `parts`.
 
-    The parts, each with its own leading space or punctuation, add up to the text; the first
-    names the phase ("catching up"), the others say more, most telling first. A bar too narrow
-    for the whole drops parts from the end.
+    The parts, each with its own leading space or punctuation, add up to the text: the phase's
+    name ("catching up"), then details, most telling first, which a narrow bar drops from the end.
     """
 
     def __new__(cls, *parts):
@@ -98,13 +95,10 @@ class PhaseWords(str):
 class _Rate:
     """An amount per second over whole arrivals (steps per second, minibatches per second).
 
-    Work arrives in lumps: the trainer's compiled calls add 16 or 64 minibatches at once, the
-    fast loop's samplers a period's steps. A sample is taken every half second on a terminal,
-    and most hold no lump; a rate per sample, even smoothed, would swing from a lump's rate to
-    near zero (an ETA of thousands of days) and back. So the rate runs from an arrival at
-    least `window` seconds before the latest (or from the first sample) to the latest
-    arrival: whole lumps over the time they took. Only a silence longer than that whole span
-    (a stall, not a wait between lumps) counts, up to now.
+    Work arrives in lumps (16 or 64 minibatches per compiled call, a period of steps), and most
+    half-second samples hold none: a rate per sample, even smoothed, would swing between a lump's
+    rate and zero. So it runs from the arrival at least `window` seconds before the latest (or the
+    first sample) to the latest; only a silence longer than that span (a stall) counts, to now.
     """
 
     def __init__(self, window=60.0):
@@ -135,7 +129,6 @@ class _Rate:
         return (total - done) / (end - start) if end > start else None
 
     def seconds_for(self, amount):
-        """Seconds `amount` takes at this rate, or None while it is unmeasured."""
         rate = self.value
         return amount / rate if rate else None
 
@@ -143,11 +136,7 @@ class _Rate:
 class PeriodRate:
     """Agent steps per second over whole periods, measured apart in each phase.
 
-    As _Rate, over period ends: from the end at least `window` seconds before the latest one
-    (before two ends, from the first sample) to the latest. Time spent evaluating is not
-    counted (the caller's clock leaves it out). A loop without periods (the Nature loop's steps
-    are even) marks each sample as one. `restart` at a phase's start forgets the last phase's
-    ends, so the rate shown is always the rate of the phase named.
+    As _Rate, over period ends (in the Nature loop, every sample's), on a clock without evaluations.
     """
 
     def __init__(self, window=60.0):
@@ -159,15 +148,13 @@ class PeriodRate:
     def restart(self, seconds, step, await_end):
         """Start measuring a new phase, which begins at (seconds, step) on the caller's clock.
 
-        `await_end`: the loop plays in bursts (the fast loop), so a rate before the phase's first
-        period end would be a burst's; its phases change at a period end, where the new one's time
-        starts.
+        `await_end`: the loop plays in bursts (the fast loop), so no rate before the phase's first
+        period end; its phases change at a period end, where the new one's time starts.
         """
         start = self.ends[-1] if await_end and self.ends else (seconds, step)
         self.ends, self.first, self.await_end = [], start, await_end
 
     def period_end(self, seconds, step):
-        """Mark a period's end at `seconds` (the caller's clock) and agent step `step`."""
         if self.first is None or step <= self.first[1]:
             return  # no step played since the first sample (a resume at a sync point)
         if self.ends and step < self.ends[-1][1]:
@@ -182,11 +169,7 @@ class PeriodRate:
             self.first = (seconds, step)
 
     def rate(self, seconds, step):
-        """The phase's agent steps per second, or None while unmeasured.
-
-        Unmeasured: before any time has passed, or for a loop that plays in bursts, before the
-        phase's first period end.
-        """
+        """The phase's agent steps per second, or None while unmeasured."""
         if self.first is None or self.await_end and not self.ends:
             return None
         end = self.ends[-1] if self.ends else (seconds, step)
@@ -202,11 +185,8 @@ class RunProgress:
     Phases: warm-up (acting before training starts), refill (a resume without replay acting
     until replay is full again), training, catching up (deferred minibatches repaid, up to
     twice the Nature rate), last minibatches (those left at the last step: the fast loop's
-    last period, or what a refill deferred), evaluating game k of N, and
-    finished (set by the monitor once the run's last checkpoint is written). The ETA sums
-    each part left at its own measured rate (warm-up and refill steps/s, training's
-    minibatches/s, seconds per evaluation game); a part not measured yet makes it unknown, but
-    for the evaluation games, which estimate() counts apart until one has been timed.
+    last period, or what a refill deferred), evaluating game k of N, and finished (set by the
+    monitor once the run's last checkpoint is written).
 
     Args:
         total_steps: the run's budget, in agent steps.
@@ -274,10 +254,7 @@ class RunProgress:
         return max(0, self.minibatches_total - self.minibatches_done)
 
     def describe(self, step):
-        """The phase as the console shows it, with what catching up and the last minibatches do.
-
-        Both say how many minibatches are left; catching up (a resume without replay making up the
-        minibatches its refill missed) gives its own ETA.
+        """The phase as the console shows it; catching up and the last minibatches say what is left.
 
         Args:
             step: agent steps taken so far.
@@ -391,9 +368,8 @@ class RunProgress:
             step: agent steps taken so far.
 
         Returns:
-            (seconds, untimed games): the seconds left, None while a rate of the steps or
-            minibatches is unmeasured; and, while no evaluation game has been timed, the games
-            left, whose seconds are not in the first.
+            (seconds, untimed games): the seconds left, None while a step or minibatch rate is
+            unmeasured; and, until an evaluation game is timed, the games left, not in the first.
         """
         if self.finished:
             return 0.0, 0
@@ -446,7 +422,6 @@ def _eta_text(eta, untimed_games):
 
 
 def _status(phase, rate, fields, eta, separator, untimed_games=0):
-    """The parts the lines show after the step count, the ETA last."""
     parts = [phase] if phase else []
     if rate is not None:
         parts.append(f"{rate:,.0f} steps/s")
@@ -466,10 +441,9 @@ class ProgressLines:
     def update(self, step, rate, fields, phase=None, eta=None, untimed_games=0):
         """Print the status line of agent step `step`.
 
-        `rate` is in agent steps per second, `eta` in seconds (each None while unmeasured);
-        `fields` is {name: formatted value} of the agent's figures; `untimed_games` are evaluation
-        games besides `eta` whose time is not measured yet. Without `phase` (no RunProgress) the ETA
-        is the steps left at `rate`.
+        `rate` is in agent steps per second, `eta` in seconds (None while unmeasured); `fields` is
+        {name: formatted value}; `untimed_games` are evaluation games not in `eta`. Without `phase`
+        (no RunProgress) the ETA is the steps left at `rate`.
         """
         if phase is None and rate:
             eta = (self.total - step) / rate
@@ -516,10 +490,9 @@ class ProgressBar:
     """A live line on a terminal: the step, ETA and steps/s, the phase, the agent's figures.
 
     tqdm cuts its line at the terminal's width, where its ETA came last (on 80 columns it never
-    showed), so the bar lays out its own: what does not fit is dropped whole from the end (the
-    agent's figures, then the phase's details); the step, the ETA, steps/s and the phase's name
-    always show, and a bar drawn by tqdm fills the room left. tqdm's own ETA, from one overall
-    rate, is left out.
+    showed), so the bar lays out its own: the step, the ETA, steps/s and the phase's name always
+    show; the phase's details and the agent's figures are dropped whole from the end where they
+    do not fit, and tqdm's bar fills the room left. tqdm's own ETA (one overall rate) is dropped.
     """
 
     def __init__(self, total, initial=0, out=None, interval=0.5):

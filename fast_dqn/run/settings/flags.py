@@ -27,10 +27,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 class _PrintVersion(argparse.Action):
-    """--version: print the version, and the commit where the code is a checkout.
-
-    The commit is found only when asked, so --help spends no time on git.
-    """
+    """--version: print the version and a checkout's commit; only it, not --help, runs git."""
 
     def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
         super().__init__(option_strings, dest=dest, nargs=0,
@@ -68,9 +65,6 @@ def parse_count(text):
 
     Returns:
         The count, an int.
-
-    Raises:
-        argparse.ArgumentTypeError: `text` is no whole number, or too long or large to be one.
     """
     if len(text) > _LONGEST_COUNT:
         # Parsing is not linear in the text: a thousand digits or an exponent of a hundred
@@ -103,9 +97,6 @@ def parse_real(text):
 
     Returns:
         The number, a float.
-
-    Raises:
-        argparse.ArgumentTypeError: `text` is no number, or not a finite one.
     """
     try:
         value = float(text)
@@ -204,15 +195,11 @@ BACKEND_HELP = ("Counts may be written 50_000_000, 5e7, 50M or 100k. "
 def build_parser(prog, description, config_class=hp.Config, help_flags=True):
     """The parser of a training command, whose parse_args returns only what the user typed.
 
-    Every default is SUPPRESS, shown in each flag's help instead: knowing the explicit flags lets
-    a preset sit between the defaults and the command line, and --resume spot conflicts.
-
     Args:
         prog: the program's name, as errors and --help show it.
         description: what --help says first.
         config_class: the Config class whose fields become flags.
-        help_flags: whether to add --help and --version; False for the suite, which checks run
-            flags with this parser (they would print under a name that is no program, then exit).
+        help_flags: add --help and --version; False for the suite's checks, which must not exit.
 
     Returns:
         A OneLineParser with every Config flag, --resume and --list-games.

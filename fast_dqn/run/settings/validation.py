@@ -1,11 +1,10 @@
 """Every check a run's settings pass, and their resolution into what the run really uses.
 
 `validate(config)` is the one validation: the command line, --resume (on config.json) and the
-train_* entry points all call it, so a Python caller gets the same checks as a user. Each
-check raises ConfigError naming the setting; the command line words it as its flag.
-`resolve(config)` validates, then makes explicit what the run uses. `check_without_backend`
-is its part that needs no Keras backend, which the command line runs before loading Keras
-(seconds of imports), so that a typo is refused at once.
+train_* entry points all call it, so a Python caller gets the same checks as a user. Each check
+raises ConfigError naming the setting; the command line words it as its flag. `resolve(config)`
+validates, then makes explicit what the run uses; its part that needs no Keras backend,
+`check_without_backend`, runs before Keras loads (seconds of imports), so a typo is refused at once.
 """
 
 import dataclasses
@@ -27,10 +26,7 @@ from fast_dqn.run.settings import hyperparameters as hp
 
 
 def validate(config):
-    """Check a Config against all its rules, and a FastConfig against the fast loop's too.
-
-    Raises ConfigError naming the first setting that breaks a rule.
-    """
+    """Check a Config against all its rules, and a FastConfig against the fast loop's too."""
     validate_numbers(config)
     if isinstance(config, hp.FastConfig):
         validate_fast(config)
@@ -39,8 +35,7 @@ def validate(config):
 class _HeldConfig:
     """A Config held as a private copy that reads as the Config and cannot be changed.
 
-    A changed setting makes a new Config, checked again: so a Config changed after it was
-    checked can never pass for a checked one.
+    A change makes a new Config, checked again: a changed Config never passes for a checked one.
     """
 
     __slots__ = ("_config",)
@@ -69,9 +64,8 @@ class _HeldConfig:
 class ResolvedConfig(_HeldConfig):
     """A Config that passed `validate`, with every setting the run uses made explicit.
 
-    It is what the parts are built from (fast_dqn.run.components refuses anything else). It
-    reads as the Config it holds (`resolved.game`, `resolved.to_dict()`); a changed setting
-    is resolved again (`replace`).
+    The parts are built from it alone (fast_dqn.run.components refuses anything else). It reads
+    as its Config (`resolved.game`, `resolved.to_dict()`); `replace` resolves a change again.
 
     Args:
         config: the resolved Config or FastConfig; a copy is held.
@@ -107,13 +101,11 @@ def resolve(config, replay=True):
     """The validated config with every setting the run uses made explicit.
 
     The optimizer's epsilon and loss reduction, the compute type, the game's canonical name and
-    where replay is gathered are resolved here and nowhere else. A ResolvedConfig is returned as
-    it is, and a CheckedConfig is finished without its checks run again, so that the checks that
-    probe (a Ray address, a gymnasium env, the hardware's compute types) run once.
+    where replay is gathered are resolved here alone. A ResolvedConfig comes back as it is, a
+    CheckedConfig is finished unchecked: the probing checks (Ray, gymnasium, hardware) run once.
 
     Args:
-        config: the run's settings: a Config or FastConfig, or one already checked
-            (CheckedConfig) or resolved (ResolvedConfig).
+        config: the run's Config or FastConfig, or a CheckedConfig or ResolvedConfig of one.
         replay: False where no replay is built (evaluate), which need not fit this RAM.
 
     Returns:
@@ -144,8 +136,7 @@ def check_without_backend(config, replay=True):
         replay: False where no replay is built, as for `resolve`.
 
     Returns:
-        A CheckedConfig, the optimizer's epsilon and loss reduction and the game's canonical
-        name made explicit; `resolve` finishes it, asking the hardware.
+        A CheckedConfig, its optimizer settings and game name made explicit, for `resolve`.
 
     Raises:
         ConfigError: as `resolve`, but for what only the backend tells (a compute type, an
@@ -171,10 +162,7 @@ def check_without_backend(config, replay=True):
 
 
 class CheckedConfig(_HeldConfig):
-    """A Config that passed `check_without_backend`; `resolve` finishes it unchecked.
-
-    `observation` is one stored observation's (shape, numpy dtype).
-    """
+    """A Config that passed `check_without_backend`; `observation` is its (shape, numpy dtype)."""
 
     __slots__ = ("observation",)
     _changed = "a checked config cannot change; check config.as_config() changed instead"
@@ -190,9 +178,7 @@ def resolve_replay_device(config, shape, dtype):
     The two zeros become what the device measured fastest. Only the fast loop's background
     trainer gathers on the device (fast_dqn.agent.replay_mirror): lockstep training and the
     Nature loop keep replay on the host. `shape` is one stored frame's, (84, 84) for Atari.
-
-    Returns:
-        (the config with all three made explicit, the copies of replay that RAM holds: 1 or 2).
+    Returns (the config with all three made explicit, the copies of replay RAM holds: 1 or 2).
     """
     from fast_dqn.agent.backend_setup import accelerator_memory
     from fast_dqn.agent.replay_memory import estimate_bytes
@@ -233,9 +219,6 @@ def check_seed(seed):
 
     Args:
         seed: the seed given, a whole number; 0 up to 2^31 passes.
-
-    Raises:
-        ConfigError: on --seed, below 0 or from 2^31 on.
     """
     from fast_dqn.envs.environment import SEED_RANGE
     if seed < 0:
@@ -292,12 +275,10 @@ def validate_fast(config):
 
 
 def groups_can_play(config):
-    """Whether the local samplers can play in two groups that take turns.
+    """Whether the local samplers can take turns in two groups (fast_dqn.loops.overlapped_backend).
 
-    The groups need the vector env, batched acting and an even --workers
-    (fast_dqn.loops.overlapped_backend). --sampler-groups 0 picks two on a GPU where they can
-    play: there one H200 measured 1.27 times one (docs/gpu.md), where 2 CPU cores measured 0.83
-    to 1.03 (docs/benchmarks.md).
+    --sampler-groups 0 picks two on a GPU where they can: there one H200 measured 1.27 times one
+    (docs/gpu.md), where 2 CPU cores measured 0.83 to 1.03 (docs/benchmarks.md).
     """
     return (config.backend == "threads" and config.env_backend == "vector"
             and config.env is None and config.synchronize and config.workers % 2 == 0)
@@ -335,7 +316,6 @@ def check_ranges(config):
 
 
 def validate_numbers(config):
-    """Sizes, probabilities and their relations; raises ConfigError naming the flag."""
     check_ranges(config)
     if config.lr <= 0:
         raise ConfigError("lr", f"must be positive, got {config.lr}")
@@ -371,10 +351,7 @@ def validate_numbers(config):
 
 # Each optimizer's epsilon and loss reduction as in the code it comes from.
 def resolve_optimizer(config):
-    """The config with an unset optimizer epsilon and loss reduction made explicit.
-
-    So config.json records the values the run really used.
-    """
+    """The config with its optimizer epsilon and loss reduction made explicit, for config.json."""
     defaults = OPTIMIZER_DEFAULTS[config.optimizer]
     return dataclasses.replace(
         config,
@@ -384,10 +361,7 @@ def resolve_optimizer(config):
 
 
 def precision_asked(config):
-    """The compute type the settings ask for: --mixed-precision is --precision float16.
-
-    Raises ConfigError where --mixed-precision contradicts --precision.
-    """
+    """The compute type the settings ask for: --mixed-precision is --precision float16."""
     if not config.mixed_precision:
         return config.precision
     if config.precision not in ("float32", "float16", "auto"):
@@ -417,19 +391,15 @@ def check_compile_choices(config, precision):
 def resolve_precision(config):
     """The config with the compute type the run uses, checked against the hardware.
 
-    --mixed-precision (precision_asked) wins over a preset's auto; auto becomes the type the
-    hardware computes fastest, which config.json records; bfloat16 and float16 pass only where
-    the hardware computes them (elsewhere they are emulated, slower than float32).
+    --mixed-precision wins over a preset's auto (precision_asked refuses it beside another type);
+    auto becomes the type the hardware computes fastest, which config.json records; bfloat16 and
+    float16 pass only where the hardware computes them (elsewhere they are emulated, slower).
 
     Args:
         config: the run's settings (a Config or FastConfig), precision auto or not.
 
     Returns:
         A config whose precision is float32, bfloat16 or float16, and not auto.
-
-    Raises:
-        ConfigError: the hardware does not compute the type asked for, or --mixed-precision
-            contradicts --precision.
     """
     config = dataclasses.replace(config, precision=precision_asked(config))
     if config.precision == "float16":
@@ -479,16 +449,13 @@ def has_type(value, kind):
 def check_saved_types(saved, run_dir, config_class=hp.Config):
     """Check each setting config.json saved has its field's type, and a choice its choices.
 
-    config.json is edited by hand at times. A setting may be null where its default is; its
-    numbers are checked by the command line's validation after.
+    Hand edits are caught here (a ConfigError on "resume"); a setting may be null where its
+    default is, and the command line's validation checks its numbers after.
 
     Args:
         saved: config.json's settings, as a dict.
         run_dir: the run directory, which the message names.
         config_class: the Config class whose fields give the types.
-
-    Raises:
-        ConfigError: on "resume", naming the first setting of the wrong type.
     """
     defaults = config_class()
     # Unset: a field whose default is None, or the game of a run of a gymnasium --env.
@@ -569,9 +536,6 @@ def check_budget(config, checkpoint, typed=True):
         config: the run's Config or FastConfig, with the budget to run to.
         checkpoint: the run's latest Checkpoint, or None.
         typed: the budget was given on this command line, not read from the run.
-
-    Raises:
-        ConfigError: on "timesteps", the budget ends before the checkpoint's step.
     """
     if checkpoint is not None and budget_end(config.timesteps, chunk_size(config)) \
             < checkpoint.step:

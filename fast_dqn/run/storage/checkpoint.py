@@ -10,18 +10,15 @@ Layout, inside the run directory:
         replay.zst      the replay memory's arrays (only with --save-replay)
         manifest.json   the format version, the size and CRC-32 of each file above, and
                         the fast-dqn version and commit that wrote them; written last
-    checkpoints/step-000000250000.1/   a later checkpoint at the same step, written when a run
-                                       resumed at its last step finished the work left there
+    checkpoints/step-000000250000.1/   a later checkpoint of the same step (a resumed run's last)
 
-A checkpoint is written into a `.partial-*` directory, every file is fsync'ed, and only then
-is the directory renamed to its final name, so a crash or a full disk at any moment leaves
-either a complete checkpoint or none: a `.partial-*` directory is never read, and it is
-deleted by the next save. Loading verifies the manifest and falls back to the previous
-checkpoint, with a warning, when the newest one is damaged.
+A checkpoint is written into a `.partial-*` directory, every file fsync'ed, and only then renamed
+to its final name, so a crash or a full disk leaves a complete checkpoint or none (a `.partial-*`
+directory is never read; the next save deletes it). Loading verifies the manifest and falls back,
+with a warning, to the previous checkpoint when the newest one is damaged.
 
-FORMAT is the version of this layout. A checkpoint of another version is refused with one
-line rather than guessed at: format 1, the checkpoints of earlier fast-dqn, pickled its state by
-class path, and this code keeps no shims to read it.
+FORMAT is the version of this layout. A checkpoint of another is refused in one line, not guessed
+at: format 1, earlier fast-dqn's, pickled its state by class path, and no shim here reads it.
 """
 
 import json
@@ -79,11 +76,7 @@ def _fsync_dir(path):
 
 
 class Checkpoint:
-    """One complete, verified checkpoint on disk (its directory checkpoints/step-*).
-
-    `unfit_fix` is what to do where its state cannot be read (unfit_state); None: fall back on
-    the one before it (fall_back).
-    """
+    """One complete, verified checkpoint (checkpoints/step-*); `unfit_fix` as CheckpointStore's."""
 
     def __init__(self, path, step, manifest, unfit_fix=None):
         self.path = path
@@ -173,8 +166,7 @@ class CheckpointStore:
         warn: a function that prints a warning line; None prints it on stderr.
         folder: the folder's name inside `run_dir`.
         on_saved: a function of the agent step, called as each checkpoint takes its final name.
-        unfit_fix: what to do about a checkpoint whose state cannot be read
-            (Checkpoint.unfit_state); None: fall back on the one before it.
+        unfit_fix: what to do where a checkpoint's state cannot be read; None: use fall_back.
     """
 
     def __init__(self, run_dir, keep=2, warn=None, folder="checkpoints", on_saved=None,
@@ -194,16 +186,14 @@ class CheckpointStore:
             step: the agent step the state is of.
             state: a tree of data (see fast_dqn.run.storage.state_tree).
             replay_arrays: replay's {name: ndarray}, or None to save no replay.
-            finished: the run ended at this checkpoint; the manifest says so, for a resume to
-                tell without loading the state.
+            finished: the run ended here; the manifest says so, so a resume need not load the state.
             plan: the run's RUN_PLAN settings, kept in the manifest for --resume too; or None.
 
         Returns:
             The checkpoint's path.
 
         Raises:
-            CheckpointError: it could not be written (disk full, unwritable path); older
-                checkpoints stay intact.
+            CheckpointError: it could not be written (disk full, unwritable path).
         """
         # Before any file exists: a state that is not data is a bug, and must not leave a
         # half-written directory behind.
@@ -339,8 +329,7 @@ class CheckpointStore:
 
         Raises:
             CorruptFile: there are checkpoints, but none is usable.
-            UnsupportedFormat: the newest complete one is of another format version (older
-                ones would be too, and must not silently replace it).
+            UnsupportedFormat: the newest is of another format; no older one may replace it.
         """
         problems = []
         for step, _, name in reversed(self._complete()):
@@ -403,9 +392,7 @@ def _check_format(manifest):
 def _manifest_files(manifest, path):
     """The manifest's {name: {"size", "crc32"}}, or CorruptFile where it cannot vouch.
 
-    A manifest is all that vouches for a checkpoint, so one that parses as JSON but would
-    not vouch for the state this directory's step loads (hand-edited, or from another
-    checkpoint) is damage too.
+    Only the manifest vouches, so one that does not fit this directory's step is damage too.
     """
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise CorruptFile(f"{MANIFEST_FILE} has no table of files")
@@ -430,9 +417,8 @@ def _manifest_files(manifest, path):
 class Checkpointer:
     """When a loop checkpoints, and what goes in a checkpoint.
 
-    The loop calls due(), save() and stop_requested(). Periodic checkpoints come at the first
-    opportunity at or after each multiple of `freq` agent steps; the loops also save at the end
-    and when a stop is requested.
+    Periodic checkpoints come at the first opportunity at or after each multiple of `freq` agent
+    steps; the loops also save at the end and when a stop is requested (stop_requested).
 
     Args:
         store: the CheckpointStore that writes them.
@@ -485,9 +471,8 @@ class Checkpointer:
         Args:
             step: agent steps taken so far.
             loop_state: the loop's own state, a tree of data.
-            final: the run's last checkpoint, written even at the step it resumed from (where any
-                other save is skipped), since the resumed run may have finished work there (a
-                sync point, an evaluation).
+            final: the run's last checkpoint, written even at the step it resumed from (no other
+                save is), where the resumed run may have done work (a sync point, an evaluation).
             finished: the run is done (final, and no evaluation left pending by a stop).
 
         Raises:
@@ -514,15 +499,11 @@ def latest_checkpoint(run_dir, setting, warn=None, missing_ok=False):
     Args:
         run_dir: the run directory, whose checkpoints/ is read.
         setting: the setting an error names ("resume", or a tool's "RUN_DIR").
-        warn: a function that prints a warning line (a damaged checkpoint skipped); None
-            prints it on stderr.
+        warn: a function that prints a warning line (a damaged checkpoint skipped); None: stderr.
         missing_ok: answer None, not an error, for a run with no checkpoint at all.
 
     Returns:
         A verified Checkpoint, or None (only with `missing_ok`).
-
-    Raises:
-        ConfigError: on `setting`: no checkpoint is usable, or the newest is of another format.
     """
     from fast_dqn.errors import ConfigError
     try:

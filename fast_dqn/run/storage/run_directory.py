@@ -60,9 +60,6 @@ def check_logdir(path):
 
     Args:
         path: the --logdir asked for.
-
-    Raises:
-        ConfigError: on "logdir": `path` is a file, holds files, or cannot be written in.
     """
     if os.path.exists(path):
         if not os.path.isdir(path):
@@ -116,9 +113,6 @@ def check_writable(directory, setting):
     Args:
         directory: a directory, which must exist.
         setting: the setting the error names ("logdir", "resume").
-
-    Raises:
-        ConfigError: on `setting`, nothing can be written there.
     """
     try:
         with tempfile.TemporaryFile(dir=directory):
@@ -131,13 +125,12 @@ def check_writable(directory, setting):
 class RunLock:
     """The one process that may write a run directory: it holds flock() on RUN_DIR/run.lock.
 
-    The kernel drops the lock when its process dies, kill -9 included, so a crashed run can
-    always be resumed; the file stays (deleting a lock file races with the next taker) and
-    names its last holder, for the refusal message. Why flock and not fcntl locks: an fcntl
-    lock is released when the process closes *any* descriptor of the file, and flock
-    descriptors are opened close-on-exec, so no child process keeps a lock alive. Linux's NFS
-    client turns flock into NFS byte-range locks, so two machines sharing the run see each
-    other. A filesystem without locks gets a warning, and no protection.
+    The kernel drops the lock when its process dies, kill -9 included, so a crashed run can always
+    be resumed; the file stays (deleting a lock file races with the next taker) and names its last
+    holder, for the refusal message. Why flock and not fcntl locks: an fcntl lock is released when
+    the process closes *any* descriptor of the file, and flock descriptors are opened close-on-exec,
+    so no child process keeps a lock alive. Linux's NFS client turns flock into NFS byte-range
+    locks, so two machines sharing the run see each other. Without locks: a warning, no protection.
 
     Args:
         run_dir: the run directory, which exists.
@@ -145,8 +138,7 @@ class RunLock:
         warn: a function that prints a warning line; None prints it on stderr.
 
     Raises:
-        ConfigError: on `setting`: another process holds the lock, or run.lock cannot be
-            opened as a plain file.
+        ConfigError: on `setting`: another process holds the lock, or run.lock is no plain file.
     """
 
     def __init__(self, run_dir, setting, warn=None):
@@ -196,9 +188,6 @@ class RunLock:
 
         Apart from making the file, taking the lock changes nothing on disk, so a run refused
         for another reason is left as it was; only a signed lock writes.
-
-        Raises:
-            ConfigError: on the lock's setting, run.lock cannot be written.
         """
         try:
             os.ftruncate(self.fd, 0)
@@ -239,8 +228,7 @@ def create_run_directory(path, config_dict):
         The held RunLock, which the caller releases when the run ends.
 
     Raises:
-        ConfigError: on "logdir": the directory cannot be made or written, or another run took
-            it meanwhile.
+        ConfigError: on "logdir": it cannot be made or written, or another run took it meanwhile.
     """
     try:
         os.makedirs(path, exist_ok=True)
@@ -265,9 +253,8 @@ def create_run_directory(path, config_dict):
 def _write_config_once(path, config_dict):
     """Write config.json whole or not at all, and never over one.
 
-    A stop at any instant leaves no empty config.json. It is written under a temporary
-    name, then linked to its own (a link fails where the name exists), then the temporary is
-    removed.
+    It is written under a temporary name, linked to its own (a link fails where the name
+    exists), and the temporary removed.
     """
     final = os.path.join(path, CONFIG_FILE)
     temporary = os.path.join(path, f"{_CONFIG_TEMPORARY}{os.getpid()}")
@@ -305,8 +292,7 @@ def load_run_config(run_dir, setting):
         config.json's settings, a dict with at least "loop".
 
     Raises:
-        ConfigError: on `setting`, `run_dir` is no run, an unborn one, or its config.json
-            cannot be read.
+        ConfigError: on `setting`: no run, an unborn one, or an unreadable config.json.
     """
     path = os.path.join(run_dir, CONFIG_FILE)
     if os.path.isdir(run_dir) and os.listdir(run_dir) and is_unborn_run(run_dir):
@@ -347,7 +333,6 @@ def _write_record(run_dir, text):
 
 
 def record_no_checkpoint_yet(run_dir):
-    """Write first-checkpoint.txt as a new run's: it has had no checkpoint yet."""
     _write_record(run_dir, f"{_NONE_YET} fast-dqn writes here the step of the run's first "
                   "checkpoint once it is complete. Until then, --resume starts the run again "
                   "from step 0 (its logs are of steps played again); after, it never does.\n")
@@ -380,9 +365,8 @@ def checkpoint_record(run_dir):
         run_dir: the run directory, where first-checkpoint.txt is read.
 
     Returns:
-        ("written", the step in agent steps, or None where the file was edited past
-        reading), ("none yet", None), or ("unrecorded", None) for a run made before the
-        file was, or whose file was deleted.
+        ("written", its agent step, or None where the file was edited past reading), ("none
+        yet", None), or ("unrecorded", None): a run older than the file, or whose file was deleted.
     """
     path = os.path.join(run_dir, CHECKPOINT_RECORD)
     if not os.path.lexists(path):
@@ -408,8 +392,7 @@ DEAD_START_LOGS = ("episodes.csv", "eval.csv", "tensorboard", "best")
 def discard_dead_start(run_dir):
     """Remove the logs of a run that stopped before its first checkpoint.
 
-    Such a run starts again at step 0: the logs' rows are of steps it plays again. Its
-    config.json and lock stay.
+    It restarts at step 0, its logs of steps it plays again; its config.json and lock stay.
 
     Args:
         run_dir: the run directory, locked by this process.
