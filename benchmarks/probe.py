@@ -195,8 +195,20 @@ class Timed:
         self.training = threading.Event()
         self.acting = {True: [], False: []}   # seconds, by whether the trainer trained
         self.acting_cpu = 0.0
+        self.emulator_cpu = 0.0   # main-thread CPU inside the emulators' send, recv and step
         self.train_calls = []
         self.recording = False
+
+    def emulator_call(self, call):
+        """`call` with the main thread's CPU in it counted (ale-py's recv may spin)."""
+        def timed(*args):
+            cpu = time.thread_time()
+            try:
+                return call(*args)
+            finally:
+                if self.recording:
+                    self.emulator_cpu += time.thread_time() - cpu
+        return timed
 
     def acting_call(self, q_values):
         def timed(states):
@@ -259,8 +271,16 @@ def run_loop(sizes, workers, k, train=True, act_on_cpu=False):
     replay = components.build_replay(config, shape[1:] if sizes.network == "cnn" else shape[1:],
                                      num_shards=config.workers,
                                      frame_dtype=backend.observation_space.dtype)
+    # Touched once first, as a run's replay is after its first fill: the window then times
+    # the writes of the steady state, not the first touch of each page.
+    for array in replay.arrays().values():
+        array.fill(0)
     timed = Timed()
     learner.target_q_values = timed.acting_call(learner.target_q_values)
+    for games in getattr(backend, "groups", None) or [backend.samplers]:
+        for name in ("send", "recv", "step"):
+            if hasattr(games, name):
+                setattr(games, name, timed.emulator_call(getattr(games, name)))
     # Alone, a trainer with nothing to train: replay is written at sync points as in the
     # loop (without one, the loop trains in lockstep and writes replay every round).
     calls = TrainCalls(learner, replay, config.batch_size, on_device=True)
@@ -273,7 +293,9 @@ def run_loop(sizes, workers, k, train=True, act_on_cpu=False):
         def tick(self, step, epsilon):
             if self.marks and step >= self.marks[0]:
                 timed.recording = True
-                self.cpu_marks.append((time.thread_time(), timed.acting_cpu))
+                self.cpu_marks.append((time.thread_time(),
+                                       timed.acting_cpu + timed.emulator_cpu,
+                                       timed.emulator_cpu))
             super().tick(step, epsilon)
 
     monitor = Monitor(start, period if train else max(workers * 50, period), end,
@@ -285,7 +307,7 @@ def run_loop(sizes, workers, k, train=True, act_on_cpu=False):
         trainer.close()
         backend.close()
     rates = monitor.rates()
-    (cpu0, act0), (cpu1, act1) = monitor.cpu_marks[0], monitor.cpu_marks[-1]
+    (cpu0, calls0, emu0), (cpu1, calls1, emu1) = monitor.cpu_marks[0], monitor.cpu_marks[-1]
     rounds = (monitor.points[-1][0] - monitor.points[0][0]) / workers
     return {"workers": workers, "k": k, "train": train, "act_on_cpu": act_on_cpu,
             "steps_per_s": statistics.median(rates) if rates else None,
@@ -294,8 +316,9 @@ def run_loop(sizes, workers, k, train=True, act_on_cpu=False):
             "acting_p99_ms": {during: _ms(timed.acting[during], 99) for during in (True, False)},
             "acting_calls": {during: len(timed.acting[during]) for during in (True, False)},
             "train_call_ms": _ms(timed.train_calls, 50),
-            "python_ms_per_round": 1e3 * ((cpu1 - cpu0) - (act1 - act0)) / rounds
-            if rounds else None}
+            "python_ms_per_round": 1e3 * ((cpu1 - cpu0) - (calls1 - calls0)) / rounds
+            if rounds else None,
+            "emulator_cpu_ms_per_round": 1e3 * (emu1 - emu0) / rounds if rounds else None}
 
 
 # --------------------------------------------------------------------------- the table
@@ -307,8 +330,9 @@ def _f(value, digits=0, unit=""):
 def table(header, results):
     lines = [f"# Probe: {header}", ""]
     if results.get("tiny"):
-        lines += ["tiny sizes (--tiny: CartPole's MLP, 4 CartPole games, windows of 0.2 s): a "
-                  "check that every part runs, not a measurement of this machine", ""]
+        seconds = results["sizes"]["call_seconds"]
+        lines += [f"tiny sizes (--tiny: CartPole's MLP, 4 CartPole games, windows of {seconds:g} "
+                  "s): a check that every part runs, not a measurement of this machine", ""]
     found = results.get("variants", [])
     if found:
         base = found[0]["updates_per_s"]
@@ -331,7 +355,8 @@ def table(header, results):
     loops = results.get("loop", [])
     if loops:
         lines += ["| fast loop | agent steps/s | trainer busy | acting p50 / p99 ms, training "
-                  "| alone | train call ms | Python ms a round |", "|---|---|---|---|---|---|---|"]
+                  "| alone | train call ms | main thread CPU ms a round: Python / in ale-py |",
+                  "|---|---|---|---|---|---|---|"]
         for r in loops:
             what = (f"W = {r['workers']}, K = {r['k']}" if r["train"]
                     else f"samplers alone, W = {r['workers']}")
@@ -341,7 +366,8 @@ def table(header, results):
                 f"| {what} | {_f(r['steps_per_s'])} | {_f(r['trainer_busy'], 2)} | "
                 f"{_f(r['acting_p50_ms'][True], 2)} / {_f(r['acting_p99_ms'][True], 2)} | "
                 f"{_f(r['acting_p50_ms'][False], 2)} / {_f(r['acting_p99_ms'][False], 2)} | "
-                f"{_f(r['train_call_ms'], 1)} | {_f(r['python_ms_per_round'], 2)} |")
+                f"{_f(r['train_call_ms'], 1)} | {_f(r['python_ms_per_round'], 2)} / "
+                f"{_f(r.get('emulator_cpu_ms_per_round'), 2)} |")
         lines.append("")
     for part in results.get("not_measured", []):
         lines.append(f"not measured: {part}")

@@ -7,27 +7,11 @@ again on the other one."""
 import keras
 import numpy as np
 import pytest
+from helpers import POLICIES, filled_replay
 
 from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.learner import DQNLearner, TrainingDiverged, make_optimizer
 from fast_dqn.agent.q_network import mlp, nature_cnn
-from fast_dqn.agent.replay_memory import ReplayMemory
-
-POLICIES = {"float32": None, "bfloat16": "mixed_bfloat16"}
-
-
-def filled_replay(n_step=1, shards=2, capacity=600, frame_shape=(6, 5), steps=280, seed=0,
-                  discount=0.9):
-    """A replay of random frames with terminals, cuts and both shards wrapped around."""
-    rng = np.random.default_rng(seed)
-    replay = ReplayMemory(capacity, frame_shape, 4, seed=seed + 1, num_shards=shards,
-                          n_step=n_step, discount=discount)
-    for shard in range(shards):
-        for _ in range(steps + 37 * shard):
-            replay.add(rng.integers(0, 256, frame_shape, dtype=np.uint8), rng.integers(4),
-                       rng.choice([-1.0, 0.0, 0.5, 1.0]), rng.random() < 0.06,
-                       rng.random() < 0.1, shard=shard)
-    return replay
 
 
 def learner_for(variant, input_shape=(4, 6, 5), num_actions=4):

@@ -10,12 +10,12 @@ tests/end_to_end/test_keras_backends.py runs this file again in a JAX child."""
 import keras
 import numpy as np
 import pytest
+from helpers import POLICIES, filled_replay
 
 from fast_dqn.agent.batch import Batch
 from fast_dqn.agent.compile_options import CompileOptions
 from fast_dqn.agent.learner import DQNLearner, make_optimizer
 from fast_dqn.agent.q_network import mlp, nature_cnn
-from tests.agent.test_fused_updates import POLICIES, filled_replay
 
 ON_JAX = keras.backend.backend() == "jax"
 jax_only = pytest.mark.skipif(not ON_JAX, reason="JAX's: run in a JAX child by "

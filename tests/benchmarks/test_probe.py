@@ -71,11 +71,11 @@ def test_the_table_shows_each_part_and_what_was_not_measured():
         "loop": [{"workers": 32, "k": 16, "train": True, "steps_per_s": 5604.2,
                   "trainer_busy": 0.84, "acting_p50_ms": {True: 1.5, False: 0.9},
                   "acting_p99_ms": {True: 9.25, False: 2.0}, "train_call_ms": 11.0,
-                  "python_ms_per_round": 0.71},
+                  "python_ms_per_round": 0.71, "emulator_cpu_ms_per_round": 0.2},
                  {"workers": 64, "k": 16, "train": False, "steps_per_s": 11340.0,
                   "trainer_busy": None, "acting_p50_ms": {True: None, False: 0.8},
                   "acting_p99_ms": {True: None, False: 1.9}, "train_call_ms": None,
-                  "python_ms_per_round": 0.66}],
+                  "python_ms_per_round": 0.66, "emulator_cpu_ms_per_round": 1.5}],
         "not_measured": ["variant K = 256 (budget)"]}
     lines = probe.table("H200; 16 cores; commit abc", results).splitlines()
     assert lines[0] == "# Probe: H200; 16 cores; commit abc"
@@ -83,6 +83,8 @@ def test_the_table_shows_each_part_and_what_was_not_measured():
     assert ("One K = 64 call: 1,600 kernels (GPU), 25.0 an update; the call took 32,000 µs, "
             "the kernels 8,000 µs (25% of it).") in lines
     assert "| `fusion_7` | 64 | 2,000 | 25.0% |" in lines
-    assert "| W = 32, K = 16 | 5,604 | 0.84 | 1.50 / 9.25 | 0.90 / 2.00 | 11.0 | 0.71 |" in lines
-    assert "| samplers alone, W = 64 | 11,340 | – | – / – | 0.80 / 1.90 | – | 0.66 |" in lines
+    assert ("| W = 32, K = 16 | 5,604 | 0.84 | 1.50 / 9.25 | 0.90 / 2.00 | 11.0 | 0.71 / 0.20 |"
+            in lines)
+    assert ("| samplers alone, W = 64 | 11,340 | – | – / – | 0.80 / 1.90 | – | 0.66 / 1.50 |"
+            in lines)
     assert lines[-1] == "not measured: variant K = 256 (budget)"
