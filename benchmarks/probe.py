@@ -344,7 +344,8 @@ def table(header, results):
         lines.append("")
     profile = results.get("profile")
     if profile:
-        lines += [f"One K = {results['sizes']['k']} call: {profile['kernels']:,} kernels ({profile['where']}), "
+        k = results["sizes"]["k"]
+        lines += [f"One K = {k} call: {profile['kernels']:,} kernels ({profile['where']}), "
                   f"{profile['kernels_per_update']:.1f} an update; the call took "
                   f"{profile['call_us']:,.0f} µs, the kernels {profile['busy_us']:,.0f} µs "
                   f"({profile['busy_share']:.0%} of it).", "",

@@ -37,7 +37,8 @@ def main(argv):
         for docstring, code, path in sorted(rows, key=lambda row: -row[0]):
             print(f"{docstring:5} {code:5} {docstring / max(code, 1):5.2f} {path}")
     docstring, code = sum(row[0] for row in rows), sum(row[1] for row in rows)
-    print(f"docstring lines {docstring:,}, code lines {code:,}, ratio {docstring / max(code, 1):.3f}")
+    ratio = docstring / max(code, 1)
+    print(f"docstring lines {docstring:,}, code lines {code:,}, ratio {ratio:.3f}")
 
 
 if __name__ == "__main__":

@@ -52,8 +52,9 @@ class FusedLayout:
                  and not getattr(optimizer, "amsgrad", False)
                  and getattr(optimizer, "centered", True))
         if kind is None or not plain:
-            raise ValueError(f"the fused optimizer step does {', '.join(k.__name__ for k in SLOTS)} "
-                             f"as make_optimizer builds them, not this {type(optimizer).__name__}")
+            done = ", ".join(k.__name__ for k in SLOTS)
+            raise ValueError(f"the fused optimizer step does {done} as make_optimizer builds "
+                             f"them, not this {type(optimizer).__name__}")
         self.optimizer, self.kind = optimizer, kind
         position = {id(v): i for i, v in enumerate(optimizer.variables)}
         self.iterations = position[id(optimizer.iterations)]
