@@ -137,13 +137,12 @@ def measure_variant(learners, variant):
             "first_call_s": first}
 
 
-def _kernel_lines(profile):
+def _kernel_lines(profile, on_gpu):
     """(device, [events]) of the profile's kernels: GPU streams, else XLA:CPU's thunks."""
-    gpu = [e for plane in profile.planes if plane.name.startswith("/device:GPU")
-           for line in plane.lines if line.name.startswith("Stream")
-           for e in line.events]
-    if gpu:
-        return "GPU", gpu
+    if on_gpu:  # none where the profiler could not trace the GPU (no CUPTI): said so
+        return "GPU", [e for plane in profile.planes if plane.name.startswith("/device:GPU")
+                       for line in plane.lines if line.name.startswith("Stream")
+                       for e in line.events]
     # XLA:CPU's threads hold its thunks (named for their HLO instructions) and the
     # executor's own scopes (C++ names), which are not kernels.
     return "CPU", [e for plane in profile.planes if plane.name == "/host:CPU"
@@ -171,7 +170,7 @@ def profile_call(learners, k):
         jax.profiler.stop_trace()
         files = glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True)
         profile = jax.profiler.ProfileData.from_file(files[0])
-        where, events = _kernel_lines(profile)
+        where, events = _kernel_lines(profile, jax.default_backend() == "gpu")
         totals = {}
         for event in events:
             count, ns = totals.get(event.name, (0, 0.0))
@@ -276,7 +275,7 @@ def run_loop(sizes, workers, k, train=True, act_on_cpu=False):
     for array in replay.arrays().values():
         array.fill(0)
     timed = Timed()
-    learner.target_q_values = timed.acting_call(learner.target_q_values)
+    learner.acting_q_values = timed.acting_call(learner.acting_q_values)
     for games in getattr(backend, "groups", None) or [backend.samplers]:
         for name in ("send", "recv", "step"):
             if hasattr(games, name):
@@ -345,9 +344,10 @@ def table(header, results):
     profile = results.get("profile")
     if profile:
         k = results["sizes"]["k"]
-        lines += [f"One K = {k} call: {profile['kernels']:,} kernels ({profile['where']}), "
-                  f"{profile['kernels_per_update']:.1f} an update; the call took "
-                  f"{profile['call_us']:,.0f} µs, the kernels {profile['busy_us']:,.0f} µs "
+        lines += [f"One K = {k} call under the profiler: {profile['kernels']:,} kernels "
+                  f"({profile['where']}), {profile['kernels_per_update']:.1f} an update; the "
+                  f"call took {profile['call_us']:,.0f} µs, its kernels "
+                  f"{profile['busy_us']:,.0f} µs summed over streams and threads "
                   f"({profile['busy_share']:.0%} of it).", "",
                   "| kernel | count | µs | share |", "|---|---|---|---|"]
         lines += [f"| `{name}` | {count} | {us:,.0f} | {share:.1%} |"
@@ -418,8 +418,12 @@ def loop_runs(sizes, parts):
     return runs
 
 
-def measure(parts, sizes, cpu, results, left, tiny):
-    """Run the parts into `results`; a part left() has no time for is listed not measured."""
+def measure(parts, sizes, cpu, results, left, tiny, save=lambda: None):
+    """Run the parts into `results`; a part left() has no time for is listed not measured.
+
+    save() is called after each measurement, so that a probe stopped from outside keeps what
+    it measured.
+    """
     # The least each part needs to end inside the budget, from the GPU's first call.
     needs = {} if tiny else {"variants": 8.0, "profile": 10.0, "loop": 40.0}
     if "variants" in parts or "profile" in parts:
@@ -433,23 +437,29 @@ def measure(parts, sizes, cpu, results, left, tiny):
             found = measure_variant(learners, variant)
             print(f"{found['variant']}: {found['updates_per_s']:,.0f} updates/s", flush=True)
             results["variants"].append(found)
+            save()
     if "profile" in parts:
         if left() < needs.get("profile", 0):
             results["not_measured"].append("profile (budget)")
         else:
             results["profile"] = profile_call(learners, sizes.k)
+            save()
     runs = loop_runs(sizes, parts)
     if runs:
         results["loop"] = []
+    last = needs.get("loop", 0) / 2  # a loop's seconds, from the last one measured
     for workers, k, train, act_on_cpu in runs:
         what = f"loop W = {workers}, K = {k}" if train else f"samplers W = {workers}"
         what += ", acting on the CPU" if act_on_cpu else ""
-        if left() < needs.get("loop", 0) / 2:
+        if left() < 1.2 * last:
             results["not_measured"].append(f"{what} (budget)")
             continue
+        began = time.perf_counter()
         found = run_loop(sizes, workers, k, train, act_on_cpu)
+        last = time.perf_counter() - began
         print(f"{what}: {_f(found['steps_per_s'])} agent steps/s", flush=True)
         results["loop"].append(found)
+        save()
 
 
 def main(argv=None):
@@ -465,16 +475,17 @@ def main(argv=None):
     print(header, flush=True)
     results = {"header": header, "sizes": dataclasses.asdict(sizes), "tiny": args.tiny,
                "not_measured": []}
+    def save():
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "probe.md"), "w") as f:
+                f.write(table(header, results))
+            with open(os.path.join(args.out, "probe.json"), "w") as f:
+                json.dump(results, f, indent=1, default=str)
     measure(args.parts.split(","), sizes, jax.default_backend() == "cpu", results,
-            lambda: args.seconds - (time.perf_counter() - start), args.tiny)
-    text = table(header, results)
-    print(text, end="")
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "probe.md"), "w") as f:
-            f.write(text)
-        with open(os.path.join(args.out, "probe.json"), "w") as f:
-            json.dump(results, f, indent=1, default=str)
+            lambda: args.seconds - (time.perf_counter() - start), args.tiny, save)
+    save()
+    print(table(header, results), end="")
     return 0
 
 

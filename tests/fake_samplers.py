@@ -80,6 +80,8 @@ class FakeLearner:
         self.q_calls.append(len(states))
         return np.tile(np.arange(self.num_actions, dtype=np.float32), (len(states), 1))
 
+    acting_q_values = target_q_values
+
     def train(self, batch):
         assert len(batch.discounts) == len(batch.actions)  # a Batch, as replay draws it
         self.trained += 1

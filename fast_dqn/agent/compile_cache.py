@@ -48,6 +48,8 @@ def use_cache():
                 "set JAX_COMPILATION_CACHE_DIR to a folder you can write")
     jax.config.update("jax_compilation_cache_dir", folder)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    if jax.config.jax_compilation_cache_max_size < 0:  # unbounded unless the user bounds it
+        jax.config.update("jax_compilation_cache_max_size", 1 << 30)  # least recent go first
     kept = sum(1 for name in os.listdir(folder) if not name.startswith("."))
     return (f"compile cache: {folder} ({kept} programs kept); compiles this run's settings "
             "need are read from it, the rest are added")

@@ -350,6 +350,18 @@ class DQNLearner:
         return _check_finite("a Q-value of the target network",
                              self._compiled.target_q(states))
 
+    def acting_q_values(self, states):
+        """target_q_values as the samplers act with them: from a CPU copy with --act-on-cpu.
+
+        Args:
+            states: a stack of observations, (N, ...).
+
+        Returns:
+            The Q-values as numpy, (N, actions).
+        """
+        return _check_finite("a Q-value of the target network",
+                             self._compiled.acting_q(states))
+
     def update_target(self):
         """Copy the main network's weights to the target network (only while nobody trains)."""
         self._compiled.update_target()

@@ -247,15 +247,19 @@ class CompiledSteps:
         return _q_of(self._q, self.state.trainable, self.state.non_trainable, states)
 
     def target_q(self, states):
-        """As main_q, with the target network (on the CPU with --act-on-cpu)."""
-        if self._acting_cpu is not None:
-            if self._target_on_cpu is None:  # the first call after the target changed
-                self._target_on_cpu = jax.device_put(
-                    (self.state.target_trainable, self.state.target_non_trainable),
-                    self._acting_cpu)
-            return _q_of(self._q, *self._target_on_cpu, states)
+        """As main_q, with the target network."""
         state = self.state
         return _q_of(self._q, state.target_trainable, state.target_non_trainable, states)
+
+    def acting_q(self, states):
+        """As target_q, for the samplers: on the CPU with --act-on-cpu, else target_q."""
+        if self._acting_cpu is None:
+            return self.target_q(states)
+        if self._target_on_cpu is None:  # the first call after the target changed
+            self._target_on_cpu = jax.device_put(
+                (self.state.target_trainable, self.state.target_non_trainable),
+                self._acting_cpu)
+        return _q_of(self._q, *self._target_on_cpu, states)
 
     def update_target(self):
         """Copy main to target: the target's values become the main network's."""

@@ -113,6 +113,8 @@ class CompiledSteps:
     def target_q(self, states):
         return self._target_q(states).numpy()
 
+    acting_q = target_q  # --act-on-cpu is JAX's alone
+
     def update_target(self):
         self._sync()
 

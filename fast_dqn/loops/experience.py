@@ -92,7 +92,7 @@ class LocalBackend:
         """Act from now on through `q_values`.
 
         Args:
-            q_values: called on a stack of states to act (the fast loop gives target_q_values).
+            q_values: called on a stack of states to act (the fast loop gives acting_q_values).
             weights: a weight source for remote copies; unused here, acting is local.
         """
         self.q_values = q_values

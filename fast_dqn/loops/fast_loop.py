@@ -105,7 +105,7 @@ class FastLoop:
         self.monitor.follow(self.state.schedule)
         # The samplers act through the target network: frozen for each period, while the
         # trainer changes the main one.
-        self.backend.act_through(self.learner.target_q_values, self.learner.target_weights)
+        self.backend.act_through(self.learner.acting_q_values, self.learner.target_weights)
         if not self._resume_period():
             return self._stop_mid_period()
         while True:

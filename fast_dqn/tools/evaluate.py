@@ -225,6 +225,11 @@ def _computable(config):
     if config.mixed_precision or (config.precision in native
                                   and not native[config.precision]()):
         config = dataclasses.replace(config, precision="auto", mixed_precision=False)
+    # How the run's train calls compiled and where its samplers acted do not matter here,
+    # and some of those choices are JAX's alone: a GPU run evaluates under TensorFlow too.
+    config = dataclasses.replace(config, scan_unroll=0, fused_optimizer=False)
+    if hasattr(config, "act_on_cpu"):
+        config = dataclasses.replace(config, act_on_cpu=False)
     return resolve_precision(config)
 
 

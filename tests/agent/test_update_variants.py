@@ -179,13 +179,18 @@ def test_acting_on_the_cpu_reads_the_target_as_it_is_at_each_sync_point():
     states = replay.gather_many(*drawn[0]).states[0]
     default = learner_for({}, CompileOptions())
     learner = learner_for({}, CompileOptions(act_on_cpu=True))
-    frozen = learner.target_q_values(states)
+    frozen = learner.acting_q_values(states)
     np.testing.assert_array_equal(frozen, default.target_q_values(states))
     trained(learner, replay, drawn, "calls")
-    np.testing.assert_array_equal(learner.target_q_values(states), frozen)
+    np.testing.assert_array_equal(learner.acting_q_values(states), frozen)
     learner.update_target()
     moved = learner.q_values(states)
     assert not np.allclose(moved, frozen)
-    np.testing.assert_array_equal(learner.target_q_values(states), moved)
+    np.testing.assert_array_equal(learner.acting_q_values(states), moved)
     learner.load_state_dict(default.state_dict())
-    np.testing.assert_array_equal(learner.target_q_values(states), frozen)
+    np.testing.assert_array_equal(learner.acting_q_values(states), frozen)
+    # Evaluation and every other reader go through the device's copy, never the CPU's.
+    assert learner.compiled_steps._target_on_cpu is not None
+    learner.update_target()
+    learner.target_q_values(states)
+    assert learner.compiled_steps._target_on_cpu is None

@@ -49,12 +49,15 @@ def test_kernels_are_a_gpus_streams_else_xla_cpus_thunks():
         SimpleNamespace(name="/host:CPU", lines=[
             SimpleNamespace(name="tf_XLACpu", events=[event("dot.1", 9)])])])
     assert [(where, [e.name for e in events]) for where, events in
-            [probe._kernel_lines(gpu)]] == [("GPU", ["fusion_1"])]
+            [probe._kernel_lines(gpu, True)]] == [("GPU", ["fusion_1"])]
+    # A GPU the profiler could not trace reads as no kernels, never as the CPU's.
+    untraced = SimpleNamespace(planes=[gpu.planes[1]])
+    assert probe._kernel_lines(untraced, True) == ("GPU", [])
     cpu = SimpleNamespace(planes=[SimpleNamespace(name="/host:CPU", lines=[
         SimpleNamespace(name="python", events=[event("PjitFunction", 9)]),
         SimpleNamespace(name="tf_XLAPjRtCpuClient/1", events=[
             event("dot.1", 3), event("end: dot.1", 0), event("ThunkExecutor::Execute", 7)])])])
-    where, events = probe._kernel_lines(cpu)
+    where, events = probe._kernel_lines(cpu, False)
     assert where == "CPU" and [e.name for e in events] == ["dot.1"]
 
 
@@ -80,8 +83,9 @@ def test_the_table_shows_each_part_and_what_was_not_measured():
     lines = probe.table("H200; 16 cores; commit abc", results).splitlines()
     assert lines[0] == "# Probe: H200; 16 cores; commit abc"
     assert "| optimizer step fused | 3,000 | 333.3 | 1.50 | 9.0 |" in lines
-    assert ("One K = 64 call: 1,600 kernels (GPU), 25.0 an update; the call took 32,000 µs, "
-            "the kernels 8,000 µs (25% of it).") in lines
+    assert ("One K = 64 call under the profiler: 1,600 kernels (GPU), 25.0 an update; the call "
+            "took 32,000 µs, its kernels 8,000 µs summed over streams and threads (25% of "
+            "it).") in lines
     assert "| `fusion_7` | 64 | 2,000 | 25.0% |" in lines
     assert ("| W = 32, K = 16 | 5,604 | 0.84 | 1.50 / 9.25 | 0.90 / 2.00 | 11.0 | 0.71 / 0.20 |"
             in lines)

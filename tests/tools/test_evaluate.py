@@ -94,6 +94,25 @@ def test_a_value_of_config_json_its_check_refuses_names_config_json(tmp_path, ca
     assert sorted(os.listdir(run_dir)) == before
 
 
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_run_with_jax_only_compile_choices_evaluates_on_either_backend(tmp_path,
+                                                                       monkeypatch, backend):
+    """A GPU run's --fused-optimizer, --scan-unroll and --act-on-cpu (JAX's alone) do not
+    keep it from being evaluated or exported where TensorFlow is the backend."""
+    from fast_dqn.run.run_kinds import RUN_KINDS
+    from fast_dqn.run.storage.run_directory import create_run_directory
+    from fast_dqn.tools.evaluate import _run_config
+    monkeypatch.setenv("KERAS_BACKEND", backend)
+    run_dir = tmp_path / "run"
+    config = RUN_KINDS["fast"].config_class(logdir=str(run_dir), env="CartPole-v1", game=None,
+                                            history_length=1)
+    create_run_directory(str(run_dir), {"loop": "fast", **config.to_dict(), "scan_unroll": 4,
+                                        "fused_optimizer": True, "act_on_cpu": True})
+    resolved = _run_config(str(run_dir))
+    assert (resolved.scan_unroll, resolved.fused_optimizer, resolved.act_on_cpu) == \
+        (0, False, False)
+
+
 def test_a_number_edited_to_a_whole_number_is_that_number(cartpole_run, tmp_path, capsys):
     """"lr": 1 passes the type check (a number), as --lr 1 does: the optimizer gets 1.0."""
     run_dir = _edited(cartpole_run, tmp_path, lr=1, eps_end=0)

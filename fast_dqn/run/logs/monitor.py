@@ -218,6 +218,7 @@ class Monitor:
         self.evaluation_seconds, self.evaluation_began = 0.0, None
         self.compiles = compiles
         self.compiled_before = compiles.seconds() if compiles else 0.0
+        self.compiled_at_evaluation = 0.0
         self.compiles_told = compiles is None
         self.last_playing = 0.0  # _playing_seconds never runs back
         self._lock = threading.Lock()
@@ -303,14 +304,19 @@ class Monitor:
         self._follow_phase(step)
         self.period_rate.period_end(self._playing_seconds(self.clock()), step)
 
-    def _playing_seconds(self, now):
-        """Seconds of this session, less those spent evaluating or compiling.
+    def _compiled(self):
+        return self.compiles.seconds() if self.compiles else 0.0
 
-        An evaluation's own compiles would be left out twice: the clock holds still then.
-        """
-        evaluating = now - self.evaluation_began if self.evaluation_began is not None else 0
-        compiling = self.compiles.seconds() - self.compiled_before if self.compiles else 0.0
-        seconds = now - self.start - self.evaluation_seconds - evaluating - compiling
+    def _evaluating(self, now):
+        """Seconds of the evaluation in progress less its compiles, left out once, below."""
+        if self.evaluation_began is None:
+            return 0.0
+        return now - self.evaluation_began - (self._compiled() - self.compiled_at_evaluation)
+
+    def _playing_seconds(self, now):
+        """Seconds of this session less those evaluating or compiling; it never runs back."""
+        seconds = (now - self.start - self.evaluation_seconds - self._evaluating(now)
+                   - (self._compiled() - self.compiled_before))
         self.last_playing = max(self.last_playing, seconds)
         return self.last_playing
 
@@ -323,9 +329,9 @@ class Monitor:
         """
         now = self.clock()
         if game == 1 and self.evaluation_began is None:
-            self.evaluation_began = now
+            self.evaluation_began, self.compiled_at_evaluation = now, self._compiled()
         elif game > games and self.evaluation_began is not None:
-            self.evaluation_seconds += now - self.evaluation_began
+            self.evaluation_seconds += self._evaluating(now)
             self.evaluation_began = None
         if not self.progress:
             return

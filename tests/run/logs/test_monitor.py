@@ -87,17 +87,21 @@ def test_steps_per_second_leaves_out_compiling_and_the_line_comes_once(tmp_path)
     monitor.close()
 
 
-def test_compiles_during_an_evaluation_never_run_the_clock_back(tmp_path):
+def test_compiles_during_an_evaluation_are_left_out_once(tmp_path):
+    """The evaluation's own compile is left out with the evaluation, not again: the clock
+    holds still through the evaluation and runs on at the wall's pace after it."""
     clock, compiles = FakeClock(), Compiles()
     monitor = Monitor(str(tmp_path), total_steps=1000, clock=clock, compiles=compiles)
     clock.t = 10.0
-    before = monitor._playing_seconds(clock())
+    assert monitor._playing_seconds(clock()) == 10.0
     monitor.evaluation_game(1, 2)
-    clock.t, compiles.spent = 15.0, 3.0  # the evaluation's acting call compiled
+    clock.t, compiles.spent = 14.0, 3.0  # the evaluation's acting call compiled
+    assert monitor._playing_seconds(clock()) == 10.0
+    clock.t = 15.0
     monitor.evaluation_game(3, 2)
-    assert monitor._playing_seconds(clock()) == before == 10.0
+    assert monitor._playing_seconds(clock()) == 10.0
     clock.t = 16.0
-    assert monitor._playing_seconds(clock()) == 10.0  # 16 - 5 evaluating - 3 compiling
-    clock.t = 20.0
-    assert monitor._playing_seconds(clock()) == 12.0
+    assert monitor._playing_seconds(clock()) == 11.0
+    clock.t, compiles.spent = 20.0, 4.0  # a second after: a compile while playing
+    assert monitor._playing_seconds(clock()) == 14.0
     monitor.close()
