@@ -50,7 +50,9 @@ def use_cache():
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     if jax.config.jax_compilation_cache_max_size < 0:  # unbounded unless the user bounds it
         jax.config.update("jax_compilation_cache_max_size", 1 << 30)  # least recent go first
-    kept = sum(1 for name in os.listdir(folder) if not name.startswith("."))
+    # A program is one file, and its last use another (-atime) where the cache is bounded.
+    kept = sum(1 for name in os.listdir(folder)
+               if not name.startswith(".") and not name.endswith("-atime"))
     return (f"compile cache: {folder} ({kept} programs kept); compiles this run's settings "
             "need are read from it, the rest are added")
 
