@@ -182,6 +182,10 @@ def test_acting_on_the_cpu_reads_the_target_as_it_is_at_each_sync_point():
     frozen = learner.acting_q_values(states)
     np.testing.assert_array_equal(frozen, default.target_q_values(states))
     trained(learner, replay, drawn, "calls")
+    trained(default, replay, drawn, "calls")  # without the option: the target, on the device
+    np.testing.assert_array_equal(default.acting_q_values(states),
+                                  default.target_q_values(states))
+    assert not np.allclose(default.acting_q_values(states), default.q_values(states))
     np.testing.assert_array_equal(learner.acting_q_values(states), frozen)
     learner.update_target()
     moved = learner.q_values(states)

@@ -32,11 +32,14 @@ def run_loop(loop, config):
     (train_nature if loop == "nature" else train_fast)(config)
 
 
-@pytest.mark.parametrize("loop,acting,idle", [("fast", "target_q_values", "q_values"),
-                                              ("nature", "q_values", "target_q_values")])
+@pytest.mark.parametrize("loop,acting,idle", [("fast", "acting_q_values", "q_values"),
+                                              ("nature", "q_values", "acting_q_values")])
 def test_the_fast_loop_acts_through_the_target_network_in_batched_rounds(
         tmp_path, monkeypatch, loop, acting, idle):
-    sizes = {"q_values": [], "target_q_values": []}
+    """The fast loop's samplers act through acting_q_values, the target network's
+    (tests/agent/test_update_variants.py holds it to target_q_values); the Nature loop
+    through the main network."""
+    sizes = {"q_values": [], "acting_q_values": []}
     for name in sizes:
         original = getattr(DQNLearner, name)
 
