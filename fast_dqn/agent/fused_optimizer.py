@@ -45,13 +45,7 @@ class FusedLayout:
 
     def __init__(self, optimizer):
         kind = kind_of(optimizer)
-        plain = (optimizer.clipnorm is None and optimizer.clipvalue is None
-                 and optimizer.global_clipnorm is None and not optimizer.weight_decay
-                 and not optimizer.use_ema and not optimizer.gradient_accumulation_steps
-                 and not getattr(optimizer, "momentum", 0)
-                 and not getattr(optimizer, "amsgrad", False)
-                 and getattr(optimizer, "centered", True))
-        if kind is None or not plain:
+        if kind is None or not _plain(optimizer):
             done = ", ".join(k.__name__ for k in SLOTS)
             raise ValueError(f"the fused optimizer step does {done} as make_optimizer builds "
                              f"them, not this {type(optimizer).__name__}")
@@ -112,6 +106,14 @@ class FusedLayout:
             w = w - (m * alpha) / (jnp.sqrt(v) + optimizer.epsilon)
             slots = (m, v)
         return w, FlatSlots(flat.iterations + 1, slots, flat.others)
+
+
+def _plain(optimizer):
+    """Whether the optimizer does nothing the fused step leaves out (clipping, decay, ...)."""
+    unused = (optimizer.clipnorm, optimizer.clipvalue, optimizer.global_clipnorm,
+              optimizer.weight_decay, optimizer.use_ema, optimizer.gradient_accumulation_steps,
+              getattr(optimizer, "momentum", 0), getattr(optimizer, "amsgrad", False))
+    return not any(unused) and getattr(optimizer, "centered", True)
 
 
 def _joined(arrays):

@@ -542,7 +542,8 @@ def test_an_atari_setting_on_the_resume_of_an_env_run_is_refused_as_such(tmp_pat
 
 @pytest.mark.parametrize("backend,argv,words", [
     ("tensorflow", ["--fused-optimizer"], "--fused-optimizer: is JAX's alone, and the Keras "
-     "backend here is TensorFlow; run with KERAS_BACKEND=jax, or drop it"),
+     "backend here is TensorFlow; run with KERAS_BACKEND=jax, or give --no-fused-optimizer "
+     "(speed only: a resume may change it)"),
     ("tensorflow", ["--scan-unroll=4"], "--scan-unroll: is JAX's alone"),
     ("tensorflow", ["--act-on-cpu"], "--act-on-cpu: is JAX's alone"),
     ("jax", ["--act-on-cpu", "--backend=ray"], "--act-on-cpu: Ray's samplers act on their "
@@ -574,3 +575,22 @@ def test_a_resume_may_change_how_the_learner_compiles(tmp_path, monkeypatch):
     config, _, _ = resume_config(str(run_dir), typed, FAST)
     assert (config.scan_unroll, config.fused_optimizer, config.deterministic,
             config.act_on_cpu) == (2, True, False, True)
+
+
+def test_a_jax_runs_speed_choice_on_a_tensorflow_resume_says_how_to_resume(tmp_path,
+                                                                          monkeypatch, capsys):
+    """config.json's --fused-optimizer, from a run under JAX: the fix is the flag that turns it
+    off, which a resume may give, not a value to put back; given, the resume goes on."""
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+    run_dir = make_run(tmp_path / "run", loop="fast", checkpoints=(100,), fused_optimizer=True)
+
+    def train(config, **kwargs):
+        raise AssertionError("bad input reached training")
+    assert cli.main(FAST, [f"--resume={run_dir}"], train=train) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith('config.json has "fused_optimizer": true, but --fused-optimizer is '
+                        "JAX's alone, and the Keras backend here is TensorFlow; run with "
+                        "KERAS_BACKEND=jax, or give --no-fused-optimizer (speed only: a resume "
+                        "may change it)"), err
+    config, _, _ = resume_config(str(run_dir), {"fused_optimizer": False}, FAST)
+    assert config.fused_optimizer is False

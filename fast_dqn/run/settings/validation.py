@@ -229,8 +229,6 @@ def check_seed(seed):
 
 
 def validate_fast(config):
-    if config.act_on_cpu and config.backend == "ray":
-        raise ConfigError("act_on_cpu", "Ray's samplers act on their own CPUs already; drop it")
     vector = config.backend == "ray" or config.env_backend == "vector"
     if vector and config.env is None and config.interp != "area":
         raise ConfigError("interp", f"{config.interp} cannot be honoured by ale-py's vector "
@@ -287,6 +285,8 @@ def groups_can_play(config):
 def validate_ray(config):
     """--backend ray's flags; finds ray without importing it, unless --ray-address is given."""
     import importlib.util
+    if config.act_on_cpu:
+        raise ConfigError("act_on_cpu", "Ray's samplers act on their own CPUs already; drop it")
     if importlib.util.find_spec("ray") is None:
         raise ConfigError("backend", "ray is not installed; pip install -e \".[ray]\" "
                           "(or drop --backend ray)")
@@ -370,6 +370,11 @@ def precision_asked(config):
     return "float16"
 
 
+# The choices JAX alone compiles, and the flag that turns each off.
+JAX_ONLY = {"scan_unroll": "--scan-unroll 0", "fused_optimizer": "--no-fused-optimizer",
+            "act_on_cpu": "--no-act-on-cpu"}
+
+
 def check_compile_choices(config, precision):
     """Refuse compile choices this backend or compute type cannot take.
 
@@ -378,11 +383,13 @@ def check_compile_choices(config, precision):
     cannot take float16's loss scaling (Keras's own step).
     """
     from fast_dqn.agent.backend_setup import configured_backend
-    jax_only = [name for name in ("scan_unroll", "fused_optimizer", "act_on_cpu")
-                if getattr(config, name, None)]
+    jax_only = [name for name in JAX_ONLY if getattr(config, name, None)]
     if jax_only and configured_backend() != "jax":
-        raise ConfigError(jax_only[0], "is JAX's alone, and the Keras backend here is "
-                          "TensorFlow; run with KERAS_BACKEND=jax, or drop it")
+        error = ConfigError(jax_only[0], "is JAX's alone, and the Keras backend here is "
+                            f"TensorFlow; run with KERAS_BACKEND=jax, or give "
+                            f"{JAX_ONLY[jax_only[0]]} (speed only: a resume may change it)")
+        error.fix_given = True  # a resumed run's value need not be put back
+        raise error
     if config.fused_optimizer and precision == "float16":
         raise ConfigError("fused_optimizer", "does not scale the loss, which float16 needs; "
                           "drop it, or use --precision bfloat16 or float32")
@@ -498,10 +505,11 @@ def saved_value_error(error, saved, run_dir, typed=(), setting="resume"):
     name = error.setting
     if name in typed or not isinstance(saved, dict) or name not in saved:
         return error
+    fix = "" if getattr(error, "fix_given", False) else \
+        "; put back the value the run was started with"
     return ConfigError(setting, f"{os.path.join(run_dir, 'config.json')} has \"{name}\": "
                        f"{json.dumps(saved[name])}, but {flag_name(name)} "
-                       f"{ConfigError(None, error.message).worded(flag_name)}; put back the "
-                       "value the run was started with")
+                       f"{ConfigError(None, error.message).worded(flag_name)}{fix}")
 
 
 def chunk_size(config):
