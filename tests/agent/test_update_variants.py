@@ -198,3 +198,25 @@ def test_acting_on_the_cpu_reads_the_target_as_it_is_at_each_sync_point():
     learner.update_target()
     learner.target_q_values(states)
     assert learner.compiled_steps._target_on_cpu is None
+
+
+@jax_only
+def test_one_fused_rmsprop_step_by_hand():
+    """The Nature code's centered RMSProp, one step from zero slots, computed here in numpy:
+    v = ρv + (1−ρ)g², m = ρm + (1−ρ)g, w −= lr·g / sqrt(v − m² + ε), ε inside the root."""
+    from fast_dqn.agent.fused_optimizer import FusedLayout
+    learner = learner_for({}, CompileOptions(fused_optimizer=True))
+    optimizer = learner.optimizer
+    layout = learner.compiled_steps.parts.fused
+    assert isinstance(layout, FusedLayout)
+    values = [np.asarray(v) for v in learner.state_dict()["optimizer"]]
+    weights = np.concatenate([w.ravel() for w in learner.main_weights()])
+    g = np.random.default_rng(0).normal(size=weights.shape).astype(np.float32)
+    w, flat = layout.step(layout.flatten(values), g, weights)
+    rho, eps, lr = 0.95, optimizer.epsilon, 1e-3
+    v, m = (1 - rho) * g ** 2, (1 - rho) * g
+    np.testing.assert_allclose(flat.slots[0], v, rtol=1e-6)
+    np.testing.assert_allclose(flat.slots[1], m, rtol=1e-6)
+    np.testing.assert_allclose(w, weights - lr * g / np.sqrt(v - m ** 2 + eps), rtol=1e-6,
+                               atol=1e-9)
+    assert int(flat.iterations) == 1
