@@ -107,10 +107,8 @@ def optional(kind):
 
 
 def _only_whole_numbers(value):
-    """Whether every number in a bit generator's state is whole.
-
-    numpy would take a boolean as 0 or 1 and a float as its integer part.
-    """
+    """Whether every number in a bit generator's state is whole: numpy would take a boolean as
+    0 or 1 and a float as its integer part."""
     if isinstance(value, dict):
         return all(_only_whole_numbers(item) for item in value.values())
     if isinstance(value, np.ndarray):
@@ -119,10 +117,8 @@ def _only_whole_numbers(value):
 
 
 def _loads_into(make, check=lambda state: True):
-    """A test that tries a bit generator's state on a scratch generator.
-
-    numpy knows best what its states hold; `check` tests what numpy does not.
-    """
+    """A test that tries a bit generator's state on a scratch generator: numpy knows best what
+    its states hold; `check` tests what numpy does not."""
     def test(value):
         if not isinstance(value, dict) or not _only_whole_numbers(value):
             return False

@@ -144,12 +144,9 @@ def _check_address_space(typed):
 
 
 def _tell_xla():
-    """Set XLA's flags: no preallocation of GPU memory, and deterministic kernels.
-
-    XLA reads them when its first client starts, which the first question to JAX does (even
-    `jax.devices()`): so here, where every path asks for the backend first. Preallocation off
-    is JAX's counterpart of TF's memory growth; deterministic kernels match TF's op determinism.
-    """
+    """Set XLA's flags: no preallocation of GPU memory (TF's memory growth), and deterministic
+    kernels (TF's op determinism). XLA reads them when its first client starts, which the first
+    question to JAX does (even `jax.devices()`): so here, where every path asks for the backend."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
@@ -193,11 +190,8 @@ def configure_backend(seed, threads=0, deterministic=True, matmul_precision="def
 
 
 def _configure_tensorflow(seed, threads, deterministic, matmul_precision):
-    """configure_backend under TensorFlow.
-
-    Memory growth lets two runs (or a run and a notebook) share one GPU. `threads` is bounded:
-    the learner shares the CPU with the samplers, which TF's thread per core oversubscribes.
-    """
+    """configure_backend under TensorFlow. Memory growth lets two runs share one GPU; `threads` is
+    bounded: the learner shares the CPU with the samplers, which TF's thread per core crowds."""
     with without_start_up_noise():
         import keras
         import tensorflow as tf

@@ -69,9 +69,7 @@ def wrap_atari(env, settings, training):
 
 
 class SeedOnFirstReset(gymnasium.Wrapper):
-    """Pass `seed` to the first reset() only.
-
-    Held here, the seed lets the loops just call reset(), with no extra throw-away reset.
+    """Pass `seed` to the first reset() only, so the loops just call reset(), none thrown away.
 
     Args:
         env: the env to seed.

@@ -30,11 +30,8 @@ Experience comes in equal *chunks* from a backend (fast_dqn.loops.experience): a
 the local backend, one actor's batch of steps with Ray. The trainer
 (fast_dqn.loops.period_trainers) is a BackgroundTrainer's thread, or, without concurrency, the
 loop's own thread after each chunk, whose transitions are then written at once (so step 4
-finds nothing to wait for and step 5 nothing held).
-
-In every mode the run trains exactly the Nature loop's minibatches, with its warm-up and
-epsilon by global agent step; a run resumed without replay defers those due while it refills,
-and repays them later (fast_dqn.loops.minibatch_schedule).
+finds nothing to wait for and step 5 nothing held). In every mode the run trains exactly the
+Nature loop's minibatches (fast_dqn.loops.minibatch_schedule), epsilon by global agent step.
 
 A stop is served at the next chunk, also while the loop waits for the trainer. Mid-period, the
 trainer stops after its current minibatch, and the checkpoint (one FastLoopState,

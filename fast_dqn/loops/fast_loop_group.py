@@ -148,8 +148,7 @@ class GroupFastLoop:
         """Train every run to the budget, or until a stop.
 
         Args:
-            states: G FastLoopStates to continue from (resumed checkpoints', all at one
-                agent step), or None for fresh runs.
+            states: G FastLoopStates to continue from (all at one agent step), or None: fresh runs.
 
         Returns:
             The agent step reached; None where every run left the group (diverged).

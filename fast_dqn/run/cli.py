@@ -34,9 +34,8 @@ from fast_dqn.run.storage.run_directory import (
 def validate_and_resolve(config):
     """A new run's settings resolved, its run directory chosen and checked; creates nothing.
 
-    The directory is chosen first, so that the config train_* receives is the very one
-    resolved, and is not resolved again. Raises ConfigError where a setting breaks a rule, the
-    run would not train, or the run directory cannot be used.
+    The directory is chosen first, so that train_* receives the very config resolved. Raises
+    ConfigError where a setting breaks a rule, the run would not train, or the directory is unfit.
     """
     return resolve(check_new_run(config))
 
@@ -59,13 +58,10 @@ def check_new_run(config):
 
 
 def check_trains(config):
-    """Check a new run trains: its budget must reach past the warm-up and its first minibatch.
+    """Refuse (ConfigError on "timesteps") a new run whose budget ends before its first minibatch.
 
     Args:
         config: the new run's Config or FastConfig, with its budget and warm-up in agent steps.
-
-    Raises:
-        ConfigError: on "timesteps", the budget ends before the first minibatch.
     """
     if config.timesteps <= config.prepopulate:
         # Valid for the library (a resume may cut a budget there), but as a new run it would
@@ -172,8 +168,7 @@ def main(kind, argv=None, train=None, script=False, prog=None):
     Args:
         kind: the RunKind to train.
         argv: the command line's arguments, without the program's name; None for sys.argv's.
-        train: a function `train(config, resume=, stop=)` to call in place of the kind's;
-            None for the kind's own.
+        train: a function `train(config, resume=, stop=)` to call in place of the kind's, or None.
         script: true when main is the whole process, whose last moments then ignore Ctrl-C
             and SIGTERM (see StopSignals); false in-process, which gets its own handlers back.
         prog: the command's name in its messages (`fast-dqn fast`); None for the kind's script.

@@ -85,8 +85,7 @@ def check_resume(run_dir, explicit, kind):
 class CheckedResume:
     """A resume that passed `check_resume`: what `resolve` needs to finish it.
 
-    `config` is a CheckedConfig; `kept` the RUN_PLAN settings taken from the checkpoint
-    (kept_plan).
+    `config` is a CheckedConfig; `kept` the RUN_PLAN settings from the checkpoint (kept_plan).
     """
 
     run_dir: str
@@ -155,11 +154,8 @@ def check_dead_start(run_dir, values):
 
 
 def _checkpoint_folder_names(folder, fix):
-    """The names in a run's checkpoints/ that holds no checkpoint, all hidden.
-
-    Hidden: the run's partial checkpoints, or other programs' .DS_Store, .nfs*. Else
-    ConfigError: a file there, or a name that is not hidden (a renamed checkpoint).
-    """
+    """The names in a run's checkpoints/ that holds no checkpoint, all hidden (partials, .DS_Store,
+    .nfs*); else ConfigError: a file there, or a name not hidden (a renamed checkpoint)."""
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise ConfigError("resume", f"'{folder}' is a file, not the run's checkpoints folder; "
                           + fix)
@@ -175,13 +171,10 @@ def _checkpoint_folder_names(folder, fix):
 
 
 def _first_checkpoint_due(values):
-    """The agent step by which a run of these settings has written its first checkpoint.
-
-    Its logs may reach that step before it is written: the first multiple of
-    --checkpoint-freq, or the budget's end where that comes first, and in the fast loop the
-    sync point where that step falls (a period and a chunk later at most); None when nothing
-    is due before a stop (--checkpoint-freq 0).
-    """
+    """The agent step by which a run of these settings has written its first checkpoint (its
+    logs may reach it before): the first multiple of --checkpoint-freq, or the budget's end where
+    that comes first, and in the fast loop the sync point where that step falls (a period and a
+    chunk later at most); None when nothing is due before a stop (--checkpoint-freq 0)."""
     freq, end = values.get("checkpoint_freq"), values.get("timesteps")
     if not freq:
         return None
@@ -195,10 +188,8 @@ def _first_checkpoint_due(values):
 
 
 def _last_logged_step(run_dir):
-    """The largest agent step in the run's episodes.csv, eval.csv and best/ (0 if none).
-
-    Damaged rows are passed over, since this only asks how far the run got.
-    """
+    """The largest agent step in the run's episodes.csv, eval.csv and best/ (0 if none); damaged
+    rows are passed over, since this only asks how far the run got."""
     import csv
 
     from fast_dqn.run.storage.best_weights import best_store

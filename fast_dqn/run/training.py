@@ -131,10 +131,8 @@ def check_settings(config, recorded, step):
 
 
 def _as_saved(config, name, value):
-    """A setting as config.json writes it, and what it resolved to where that differs.
-
-    Null is the optimizer's own default, say.
-    """
+    """A setting as config.json writes it, and what it resolved to where that differs (null is
+    the optimizer's own default, say)."""
     try:
         saved = load_run_config(config.logdir, "resume").get(name, value)
     except ConfigError:
@@ -241,10 +239,7 @@ def unfit_games_refused(checkpoint):
 
 
 class NatureGamePart:
-    """The Nature loop's own part of a checkpoint: its one game, and the observation it acts on.
-
-    The game is saved mid-episode; the observation is the one the loop acts on next.
-    """
+    """The Nature loop's part of a checkpoint: its game, mid-episode, and its next observation."""
 
     def __init__(self, env):
         self.env = env
@@ -266,10 +261,7 @@ class NatureGamePart:
 
 
 class SamplerGamesPart:
-    """The fast loop's own part of a checkpoint: its samplers' games and the held transitions.
-
-    The held transitions are those played since the last sync point (the loop state's "held").
-    """
+    """The fast loop's part of a checkpoint: its games, and the transitions held since a sync."""
 
     def __init__(self, backend):
         self.backend = backend
@@ -421,11 +413,8 @@ class RunParts:
             return self._restore(adapt)
 
     def _check_parts(self, best):
-        """Each part's word on its share of the checkpoint, before any is loaded or any log cut.
-
-        The monitor cuts the logs back to the checkpoint only after: a refused resume leaves
-        every part and every file as it was. `best` is built even where the run does not evaluate.
-        """
+        """Each part's word on its share of the checkpoint, before any is loaded or any log cut:
+        a refused resume leaves every part and file as it was. `best` is built in every run."""
         from fast_dqn.agent.learner import NetworkMismatch  # Keras is imported by now
         state = self.state
         self.own.check_state_dict(state)
@@ -446,10 +435,8 @@ class RunParts:
             raise ConfigError("resume", diverged_checkpoint(self.resume.path, error)) from None
 
     def _load_networks(self):
-        """Load the learner's state, checked by _check_parts, before the monitor is built.
-
-        The progress line counts the minibatches trained from it.
-        """
+        """Load the learner's state, checked by _check_parts, before the monitor is built (the
+        progress line counts the minibatches trained from it)."""
         self.learner.load_state_dict(self.state["learner"])
         self.progress.minibatches_done = self.learner.minibatches_trained()
 
@@ -500,9 +487,9 @@ def build_backend(config):
 
 
 def restore_fast_loop(config, parts, backend, resume):
-    """Put a fast-loop run's checkpoint back into its parts and games (the backend not started).
+    """Put a fast-loop checkpoint back into its parts and games (not the backend); None: fresh run.
 
-    Returns the FastLoopState to continue from, or None for a fresh run.
+    Returns the FastLoopState to continue from.
     """
     from fast_dqn.loops.fast_loop import budget_end
     from fast_dqn.loops.fast_loop_state import FastLoopState, HeldTransitions, cut_to_budget

@@ -126,8 +126,7 @@ def main(argv=None, prog="fast-dqn suite"):
     """Run `fast-dqn suite`: check everything, then run or resume each game × seed to its end.
 
     Args:
-        argv: the suite's flags, then after "--" the flags every run gets; None reads
-            sys.argv, as the whole process.
+        argv: the suite's flags, then after "--" the flags every run gets; None: sys.argv.
         prog: the command's name, for its usage line and messages.
 
     Returns:
@@ -284,11 +283,7 @@ def _available_memory():
 
 
 def gpus():
-    """The NVIDIA GPUs `nvidia-smi -L` lists; none where it is missing.
-
-    Returns:
-        nvidia-smi's line for each GPU ("GPU 0: ..."); [] where it is missing or fails.
-    """
+    """`nvidia-smi -L`'s line for each GPU ("GPU 0: ..."); [] where it is missing or fails."""
     if not shutil.which("nvidia-smi"):
         return []
     try:
@@ -335,11 +330,9 @@ def local_plan(parallel, runs_per_process=1, replay_bytes=0):
 
 
 def _take_signals(prog, stopping, signals):
-    """Take the suite's signals; returns the handlers they replaced, to put back.
-
-    On Ctrl-C, SIGTERM or a closed terminal every run checkpoints and stops, and no new one
-    starts. A second Ctrl-C aborts them without a checkpoint.
-    """
+    """Take the suite's signals; returns the handlers they replaced, to put back. On Ctrl-C,
+    SIGTERM or a closed terminal every run checkpoints and stops, and no new one starts; a
+    second Ctrl-C aborts them without a checkpoint."""
     if threading.current_thread() is not threading.main_thread():
         return {}
 
@@ -391,9 +384,7 @@ def _run(prog, args, suite, runs, config, stopping, signals):
 
 def _announce(prog, suite, runs):
     """The start-up lines: the suite, and what it skips and resumes; returns the runs to do.
-
-    A run whose config.json is damaged is named (on stderr), and left alone.
-    """
+    A run whose config.json is damaged is named (on stderr), and left alone."""
     states = {run.name: run_state(run, suite.timesteps) for run in runs}
     todo = [run for run in runs if states[run.name] not in (FINISHED, DAMAGED)]
     of = f"`fast-dqn {suite.loop}" + (f" --preset {suite.preset}`" if suite.preset else "`")
@@ -412,10 +403,8 @@ def _announce(prog, suite, runs):
 
 
 def _start_worker(prog, args, suite, todo, config, stopping, tell):
-    """Lanes on this machine, or Ray tasks on a cluster it joined, ready to run.
-
-    suite.json is written once the runs have somewhere to go.
-    """
+    """Lanes on this machine, or Ray tasks on a cluster it joined, ready to run (suite.json is
+    written once the runs have somewhere to go)."""
     if args.backend == "ray":
         from fast_dqn.suite.ray_runs import RayTasks, counted_share
         cpus = args.cpus_per_run or 2
@@ -444,10 +433,8 @@ def _start_worker(prog, args, suite, todo, config, stopping, tell):
 
 
 def _watch(worker, suite, runs, live, events, signals, interval):
-    """Run the worker on a thread of its own and show the table until it is done.
-
-    A second Ctrl-C kills the runs. Returns (outcomes, errors that ended the worker, aborted).
-    """
+    """Run the worker on a thread of its own and show the table until it is done; a second
+    Ctrl-C kills the runs. Returns (outcomes, errors that ended the worker, aborted)."""
     from fast_dqn.suite.table import read_row, render
     outcomes, broken = {}, []
 
@@ -487,10 +474,8 @@ def _clear(lines):
 
 
 def _ending(prog, suite, runs, outcomes, signals, aborted, broken):
-    """The suite's last lines and exit status, from the runs' own files.
-
-    The status is 0 only when every run finished.
-    """
+    """The suite's last lines and exit status (0 only when every run finished), from its runs'
+    files."""
     again = "the same command continues it"
     for error in broken:
         print(f"{prog}: error: the suite stopped on {error}", file=sys.stderr)

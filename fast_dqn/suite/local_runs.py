@@ -1,5 +1,4 @@
-"""A suite's runs on this machine, K at a time, each the training command in a process of its
-own.
+"""A suite's runs on this machine, K at a time, each the training command in its own process.
 
 Threads: one per lane (K), each only starting a run's process and waiting for it; they share
 nothing but `Lanes.processes`, under its lock, which the stop reads to signal every run once.
@@ -60,8 +59,7 @@ def classify(run, suite, status, finished=None):
 def classify_member(run, suite, status):
     """The Outcome of a run of a group: finished by its own files, else by the group's exit.
 
-    A group's exit status speaks for all its runs (1: one failed), so a run whose files say
-    it finished is finished whatever the others did.
+    A group's exit status speaks for all its runs (1: one failed), not for each.
     """
     if run_state(run, suite.timesteps) == FINISHED:
         return Outcome(run, "finished", status, last_line(run.log))
@@ -88,12 +86,10 @@ class Lanes:
         parallel: the most runs at a time (K), one lane each.
         threads: the --threads (and --env-threads) each run is given, or None.
         env: the environment variables of each run's process.
-        stopping: a threading.Event that asks every run to checkpoint and no new one to
-            start.
+        stopping: a threading.Event asking every run to checkpoint, and no new one to start.
         tell: a callable that hears, as a sentence, each start, end and retry.
-        runs_per_process: G; above 1 each lane's process trains G runs of one agent step as
-            a run group (`fast-dqn group`), and a failed group's unfinished runs are
-            retried once, regrouped.
+        runs_per_process: G; above 1 each lane's process trains G runs of one agent step as a
+            run group (`fast-dqn group`); a failed group's unfinished runs are retried regrouped.
     """
 
     def __init__(self, suite, runs, parallel, threads, env, stopping, tell,

@@ -267,10 +267,7 @@ def _flag(setting):
 
 
 def check_logdir(suite):
-    """Check that the suite's DIR is new, empty, or this suite's.
-
-    It is refused if it holds a run, another suite, or files of anything else; each run
-    directory in it must be of its game and seed.
+    """Check that the suite's DIR is new, empty, or this suite's, each run of its game and seed.
 
     Raises:
         ConfigError: ("logdir") in one line that says what to do.
@@ -338,10 +335,8 @@ def describe(identity):
 
 
 def _check_run_belongs(run, suite):
-    """Refuse a run directory of another game, seed or loop, moved or copied in.
-
-    The suite would resume it as this one.
-    """
+    """Refuse a run directory of another game, seed or loop, moved or copied in: the suite would
+    resume it as this one."""
     path = os.path.join(run.run_dir, "config.json")
     if not os.path.isfile(path):
         return
@@ -387,8 +382,7 @@ def read_suite_file(path, runs=()):
     `runs` are the run directories in DIR (suite_runs_in), which a refusal says how to keep.
 
     Raises:
-        ConfigError: ("logdir") in one line, where suite.json is damaged, edited or of
-            another format.
+        ConfigError: ("logdir") in one line: suite.json is damaged, edited or of another format.
     """
     file = os.path.join(path, SUITE_FILE)
     if not os.path.isfile(file):
@@ -460,8 +454,7 @@ def check_parallel(parallel, runs, cores, replay_bytes, available_bytes, runs_pe
         runs_per_process: the runs of a process (G, --runs-per-process).
 
     Raises:
-        ConfigError: ("parallel", or "runs_per_process" for a group's replays) in one line
-            that says what to give.
+        ConfigError: ("parallel", or "runs_per_process" for a group's replays), saying what to give.
     """
     if runs_per_process > 1:
         group = min(runs_per_process, runs)

@@ -30,10 +30,8 @@ def counted_share(n, noun):
 
 
 def _pdeathsig():
-    """prctl, found in the parent, or None where the C library has none.
-
-    Between fork and exec (a threaded worker) the child may call it, but not load a library.
-    """
+    """prctl, found in the parent (between fork and exec a threaded worker's child may call it,
+    but not load a library), or None where the C library has none."""
     try:
         import ctypes
         return ctypes.CDLL(None, use_errno=True).prctl
@@ -152,11 +150,10 @@ class RayTasks:
         address: the cluster's head to join; None starts a private cluster on this machine.
         cpus: the CPUs each run asks Ray for, and its --threads.
         gpus: the GPUs each run asks Ray for; a fraction shares one.
-        stopping: a threading.Event, set when the suite is to stop: the runs are cancelled,
-            each stopping with a checkpoint.
+        stopping: a threading.Event, set to cancel the runs, each stopping with a checkpoint.
         tell: called with each line to show the user (a submit, a retry, an outcome).
-        memory: bytes each run asks Ray for (its replay and the rest), so that Ray puts no
-            more runs on a node than its RAM holds; None asks for none.
+        memory: bytes each run asks Ray for (replay and the rest), so no node gets more runs
+            than its RAM holds; None asks for none.
         runs_per_process: G; above 1 each task trains G runs of one agent step as a run
             group (`fast-dqn group`) and asks for G times each run's CPUs, GPUs and memory.
     """

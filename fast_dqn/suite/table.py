@@ -1,6 +1,4 @@
-"""The suite's progress: a table of its runs (game, seed, agent step, agent steps/s, mean of
-the last 100 games, the run's phase and ETA), read from each run's own files, and the whole
-suite's agent steps/s and ETA.
+"""The suite's progress: a table of its runs, and the whole suite's agent steps/s and ETA.
 
 A run's figures come from its progress line (the training command prints one every 10 s to
 its log) and its episodes.csv: the suite measures nothing itself, so it shows what each run
@@ -66,11 +64,8 @@ def read_row(run, timesteps, running):
 
 
 def _mean_100(run_dir):
-    """(mean of the last 100 games, agent step of the last game) from episodes.csv.
-
-    Only its header and last whole row are read: the table is redrawn every few seconds,
-    and a long run's log holds tens of thousands of rows.
-    """
+    """(mean of the last 100 games, agent step of the last game) from episodes.csv, reading only
+    its header and last whole row: the table is redrawn every few seconds, the log is long."""
     path = os.path.join(run_dir, "episodes.csv")
     try:
         with open(path, newline="") as f:
@@ -124,14 +119,12 @@ def format_duration(seconds):
 def suite_eta(rows, timesteps, parallel):
     """How long until every run of the suite is done, and whether that is only a lower bound.
 
-    The running runs' own ETAs come first: they are known from a run's first measured rates,
-    whatever its phase (catching up, its last minibatches, an evaluation), and as soon as one
-    is, the suite's ETA is known too. The runs left (queued, to resume, running with an ETA
-    of '?') are each their steps left at the agent steps/s the training runs show. Until such
-    a rate is known they are left out, and the ETA is a lower bound, shown as such: the
-    suite cannot end before its longest running run, nor before the known work is done
-    over the lanes. A warm-up's or refill's rate is not used: many times faster than
-    training's, it would promise too early an end; catching up's, a little slower, is.
+    The running runs' own ETAs come first, known from a run's first measured rates whatever
+    its phase. The runs left (queued, to resume, running with an ETA of '?') are each their
+    steps left at the agent steps/s the training runs show; until such a rate is known they are
+    left out, and the ETA is a lower bound: no earlier than the longest running run, nor the
+    known work over the lanes. A warm-up's or refill's rate, many times training's, would
+    promise too early an end and is not used; catching up's, a little slower, is.
 
     Args:
         rows: the RunRow of every run of the suite.
@@ -168,8 +161,7 @@ def _training_rate(rows):
 def suite_rate(rows):
     """The agent steps/s of the running runs added up, or None where none shows a rate.
 
-    Each is the rate its progress line shows; the sum is what the whole machine plays, the
-    figure to compare between --parallel settings.
+    The sum is what the whole machine plays, the figure to compare between --parallel settings.
     """
     rates = [row.rate for row in rows if row.state == "running" and row.rate]
     return sum(rates) if rates else None

@@ -19,8 +19,7 @@ import numpy as np
 def iqm(scores):
     """The interquartile mean of `scores`, of any shape: the mean of their middle 50%.
 
-    The lowest and highest int(n / 4) are cut off, as rliable's
-    scipy.stats.trim_mean(x, 0.25) does.
+    The lowest and highest int(n / 4) are cut, as rliable's scipy.stats.trim_mean(x, 0.25) does.
     """
     values = np.sort(np.asarray(scores, np.float64).ravel())
     cut = int(0.25 * len(values))
@@ -28,10 +27,7 @@ def iqm(scores):
 
 
 def optimality_gap(scores, target=1.0):
-    """The mean shortfall of `scores`, of any shape, below `target`; those above count as it.
-
-    A `target` of 1 is human level, for human-normalized scores.
-    """
+    """The mean shortfall of `scores`, of any shape, below `target` (1: human level)."""
     values = np.asarray(scores, np.float64).ravel()
     return float(np.mean(target - np.minimum(values, target)))
 
@@ -58,10 +54,7 @@ def median_of_game_means(games):
 
 @per_game
 def mean_of_game_means(games):
-    """The mean over games of each game's mean over its runs (rliable's aggregate_mean).
-
-    A game with more seeds weighs no more than one with fewer.
-    """
+    """The mean over games of each game's mean over its runs (rliable's aggregate_mean)."""
     return float(np.mean([np.mean(g) for g in games]))
 
 
@@ -126,17 +119,15 @@ def bootstrap_band(curves, reps=2000, seed=0, level=0.95):
 def on_grid(xs, ys, grid):
     """A run's curve (`xs` increasing) at the `grid` x values, linear between its points.
 
-    Runs log at different steps (each game ends when it ends), so curves are compared on
-    one grid.
+    Runs log at different steps (each game ends when it ends), so curves share one grid.
     """
     return np.interp(grid, xs, ys)
 
 
 def common_grid(runs_xs, points=100):
-    """`points` x values that every run covers, so that no curve is extrapolated.
+    """`points` x values from the latest first x of `runs_xs` to the earliest last one.
 
-    They run from the latest first x of `runs_xs` (each run's, increasing) to the earliest
-    last one; where the runs share a single x, it alone.
+    So no curve is extrapolated; where the runs share a single x, it alone.
     """
     start = max(xs[0] for xs in runs_xs)
     end = min(xs[-1] for xs in runs_xs)

@@ -127,10 +127,7 @@ class FirstGameRecorder:
 
 
 class RecordFrames(gymnasium.Wrapper):
-    """Hands each raw frame of `env`, below every other wrapper, to a FirstGameRecorder.
-
-    The frame is render()'s (RGB) where `use_render`, else the observation.
-    """
+    """Hands each raw frame of `env` to a FirstGameRecorder: render()'s RGB where `use_render`."""
 
     def __init__(self, env, recorder, use_render):
         super().__init__(env)
@@ -213,12 +210,8 @@ def build_parser(prog=PROG):
 
 
 def _computable(config):
-    """The run's config with its compute type resolved again for this machine.
-
-    A run trained in bfloat16 or float16 elsewhere (a GPU) is evaluated in what this machine
-    computes fastest: its weights are float32 whatever the compute type, and evaluate has no
-    --precision to give.
-    """
+    """The run's config with its compute type resolved again for this machine (its weights are
+    float32 whatever the compute type, and evaluate has no --precision)."""
     from fast_dqn.agent.backend_setup import computes_bfloat16, computes_float16
     from fast_dqn.run.settings.validation import resolve_precision
     native = {"bfloat16": computes_bfloat16, "float16": computes_float16}
@@ -240,10 +233,7 @@ _READ_TRIES = 5
 
 
 def _read_newest(choose, run_dir, setting, schema):
-    """(checkpoint, state) of the newest checkpoint `choose()` returns, read whole.
-
-    The state is checked against `schema` (fast_dqn.state_schema).
-    """
+    """(checkpoint, state) of the newest checkpoint `choose()` returns, checked against `schema`."""
     from fast_dqn.run.storage.array_file import CorruptFile
     from fast_dqn.state_schema import StateMismatch
     failed = set()
@@ -273,10 +263,8 @@ def _newest_checkpoint(run_dir, warn):
 
 
 def _best_weights(run_dir, warn):
-    """(path, step, mean, weights, identity) of the run's best evaluation, or a ConfigError.
-
-    identity is None for an export written before exports recorded their run's.
-    """
+    """(path, step, mean, weights, identity) of the run's best evaluation, or a ConfigError;
+    identity is None for an export written before exports recorded their run's."""
     from fast_dqn.run.storage.array_file import CorruptFile
     from fast_dqn.run.storage.best_weights import best_store
     from fast_dqn.run.storage.checkpoint import UnsupportedFormat
@@ -305,11 +293,7 @@ def _best_weights(run_dir, warn):
 
 
 def _check_shapes(weights, expected, run_dir):
-    """Refuse best/'s weights where they are of another network than the run's.
-
-    best/ holds bare weights: ones of another run (another game's action count, another
-    network) are named, not a Keras shape error.
-    """
+    """Refuse best/'s bare weights of another network (or action count) in words, not Keras's."""
     shapes = [np.shape(w) for w in weights]
     wanted = [np.shape(w) for w in expected]
     if shapes != wanted:
@@ -321,10 +305,9 @@ def _check_shapes(weights, expected, run_dir):
 
 
 def evaluation_epsilon(given, config):
-    """(epsilon, where it comes from, as the console says it) to evaluate with.
+    """(epsilon, where it comes from) to evaluate with: --epsilon, else the run's --eval-epsilon.
 
-    The one given (--epsilon), else the run's own --eval-epsilon, so that evaluate replays
-    what the run's evaluations logged.
+    The run's own replays what its evaluations logged.
     """
     if given is not None:
         return given, "--epsilon"
@@ -332,11 +315,8 @@ def evaluation_epsilon(given, config):
 
 
 def _check_new_file(path, setting):
-    """Refuse a path for a file evaluate writes unless it is new, in a writable directory.
-
-    No name at all may be there, since the file is published by a hard link that takes no
-    existing name.
-    """
+    """Refuse a path for a file evaluate writes unless it is new, in a writable directory: the
+    file is published by a hard link, which takes no existing name."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ConfigError(setting, f"'{directory}' does not exist; give a path in an "
@@ -358,10 +338,7 @@ def _check_video_path(video):
 
 
 def _run_config(run_dir):
-    """The run's config.json, checked as --resume checks it, resolved for this machine.
-
-    A hand edit is one line, not a TypeError deep in validation.
-    """
+    """The run's config.json, checked as --resume checks it, resolved for this machine."""
     from fast_dqn.run.resume import saved_values
     from fast_dqn.run.run_kinds import RUN_KINDS
     from fast_dqn.run.settings.validation import check_saved_types, resolve, saved_value_error
@@ -389,11 +366,9 @@ def _run_config(run_dir):
 
 
 def _chosen_network(run_dir, best, warn):
-    """(what, step, load(learner, identity)): the weights to play or export, read now.
-
-    load puts them into a learner, refusing those of another game or network, as --resume
-    does; identity is the run's (fast_dqn.run.training.run_identity).
-    """
+    """(what, step, load(learner, identity)): the weights to play or export, read now. load puts
+    them into a learner, refusing those of another game or network, as --resume does; identity
+    is the run's (fast_dqn.run.training.run_identity)."""
     if best:
         path, step, best_mean, weights, saved = _best_weights(run_dir, warn)
 
@@ -512,12 +487,9 @@ def _check_export_path(path):
 
 
 def _write_error(error, path):
-    """What an OSError while writing the export is to the user, about PATH.
-
-    Keras's own names no file. A full, over-quota, read-only or failing disk stays an
-    OSError, which fast_dqn.tools.tool_exits words as one line, status 1; anything else the
-    path's directory refused is a ConfigError.
-    """
+    """What an OSError while writing the export is to the user, about PATH (Keras's names no
+    file). A full, over-quota, read-only or failing disk stays an OSError, which
+    fast_dqn.tools.tool_exits words as one line, status 1; any other refusal is a ConfigError."""
     from fast_dqn.errors import STORAGE_ERRORS
     if error.errno in STORAGE_ERRORS:
         return OSError(error.errno, error.strerror or os.strerror(error.errno), path)

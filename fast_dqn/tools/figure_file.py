@@ -74,13 +74,12 @@ def save_figure(fig, plt, output):
     """Write `fig` to `output` (returned) whole, through a hidden file beside it, then close it.
 
     The hidden file is renamed over `output` once written, so an interrupted plot leaves the
-    last image as it was and no partial file. An existing image there is replaced: a run's
-    figure is drawn again as the run goes on (the `next:` line the training scripts print),
-    to the path plot wrote before.
+    last image as it was and no partial file. An existing image is replaced: a run's figure is
+    drawn again to the same path as the run goes on (the training scripts' `next:` line).
 
     Raises:
-        ConfigError: ("-o") where `output` cannot be written, but for a full, over-quota or
-            read-only disk, which raises its OSError with `output` named.
+        ConfigError: ("-o") `output` cannot be written, but for a full, over-quota or read-only
+            disk: its OSError, with `output` named.
     """
     from fast_dqn.tools.partial_file import new_partial, writing
     partial = None

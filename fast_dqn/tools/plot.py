@@ -6,10 +6,8 @@ their directory name and loop, so a fast run and a Nature run of the same game c
 glance: same curve against steps (same protocol), different against hours (the speed-up).
 
 With --aggregate, runs that differ only in their seed are one line: the mean over the seeds
-with a 95% bootstrap band, and a table of the scores at the last step all of a setting's runs
-reached (human-normalized where the game has reference scores) gives the IQM, the
-optimality gap and the mean of each setting over its games and seeds, with
-stratified-bootstrap intervals (fast_dqn.tools.aggregate).
+with a 95% bootstrap band, and a table gives each setting's IQM, optimality gap and mean over
+its games and seeds, with stratified-bootstrap intervals (aggregate_rows).
 
 With --reference dopamine, the runs are drawn beside a published curve instead: each
 setting's mean training return per 250k-step iteration over the published runs' range, one
@@ -95,13 +93,12 @@ def groups(run_dirs, also_ignore=()):
 def scores_at_common_step(members, window=100, notes=None):
     """(step, {run_dir: score}): each run's score at the last step every run reached.
 
-    Runs of one setting (`members`) stop at different steps (a benchmark stops each seed at
-    its own threshold or time), and a score taken at each run's own end would compare a
-    seed's 400k steps with another's 200k. The score is the last evaluation at or before that
-    step, or where any run has no evaluation, the last mean of `window` games at or before
-    it. A run with neither is left out; with no run left, it returns (None, {}). Each choice
-    that is not the plain one (a run left out, the training mean used for runs that
-    evaluated) is said in a sentence appended to `notes`.
+    Runs of one setting (`members`) stop at different steps, and a score at each run's own end
+    would compare a seed's 400k steps with another's 200k. The score is the last evaluation at
+    or before that step, or where any run has none, the last mean of `window` games. A run with
+    neither is left out; with no run left, it returns (None, {}). Each choice that is not the
+    plain one (a run left out, the training mean used for runs that evaluated) is said in a
+    sentence appended to `notes`.
 
     Raises:
         ConfigError: ("RUN_DIR") a run's first score comes after another run's last.
@@ -130,9 +127,8 @@ def scores_at_common_step(members, window=100, notes=None):
 def aggregate_rows(run_dirs, reps=2000, seed=0, window=100, notes=None):
     """The aggregates of each setting's runs, over all its games and seeds.
 
-    Each run is scored at the last agent step all of the setting's runs reached,
-    human-normalized when every game of the setting has reference scores, raw otherwise.
-    Each run left out, and the like, is said in a sentence appended to `notes`.
+    Scores are scores_at_common_step's, human-normalized when every game of the setting has
+    reference scores, raw otherwise; notes are appended to `notes`.
 
     Returns:
         [(setting, runs, games, normalized, agent step, {aggregate: (point, low, high)})].
@@ -213,10 +209,8 @@ def _draw_run(axes, run_dir, window=100):
 
 
 def _drawable(run_dirs):
-    """The runs with a finished game or an evaluation; each other one is named in a note.
-
-    None at all is refused in one line: empty panels would read as a plot that failed.
-    """
+    """The runs with a finished game or an evaluation; each other one is named in a note. None
+    at all is refused in one line: empty panels would read as a plot that failed."""
     def has_rows(run_dir, name, column):  # quietly: the drawing reads and names bad rows
         return read_rows(os.path.join(run_dir, name), (column,), warn=lambda message: None)
     drawable = [run_dir for run_dir in run_dirs if has_rows(run_dir, "episodes.csv", "agent_step")

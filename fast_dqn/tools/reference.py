@@ -235,10 +235,9 @@ def print_comparison(rows, label, runs, out=None):
 
 
 def runs_label(label, rows):
-    """The legend of our runs, with how many runs each iteration averages.
+    """The legend of our runs, with how many each iteration averages.
 
-    Runs of different lengths give fewer at the end ("2 runs to 500,000 agent steps,
-    then 1").
+    Runs of different lengths give fewer at the end ("2 runs to 500,000 agent steps, then 1").
     """
     counts = [len(row.ours) for row in rows]
     if not counts or min(counts) == max(counts):

@@ -45,9 +45,8 @@ def _number(text):
 def read_rows(path, names, warn=_warn):
     """The CSV's rows, [{name: float}], each with those of `names` that the header has.
 
-    A missing file gives []; a row with one of those cells blank or not a finite number is
-    skipped whole and named in one warning, so values of one row stay together. `warn` is
-    told each warning line; by default it is printed once, to stderr.
+    A missing file gives []; a bad row is skipped whole (see the top), so values of one row stay
+    together. `warn` is told each warning line; by default it is printed once, to stderr.
     """
     if not os.path.isfile(path):
         return []

@@ -16,8 +16,8 @@ EVAL_COLUMNS = ("agent_step", "mean", "hours")
 def training_curve(run_dir, window=100):
     """The run's training curve: at each game's end, the mean score of the last `window` games.
 
-    A window of 100 reads the logged mean_100. A shorter window follows the agent's current
-    play where games are long: in Pong, a hundred games of a learning agent span 500k steps.
+    A window of 100 reads the logged mean_100; a shorter one follows the agent's current play
+    where games are long (in Pong, a hundred games of a learning agent span 500k steps).
 
     Returns:
         {"agent_step": [...], "hours": [...], "mean": [...]}, one value per game ended.
@@ -62,9 +62,8 @@ _SCORED_COLUMNS = {"episodes.csv": ("agent_step", "return", "mean_100"),
 def log_damage(run_dir, name):
     """Why the run's log `name` (episodes.csv, eval.csv) holds bytes but no score, or None.
 
-    The reason is one sentence that names the file. A missing log, one with only its header, or one
-    with a row that reads, is no damage: a run that has not logged yet, or whose bad rows are
-    skipped with a warning.
+    The reason is one sentence naming the file. A missing log, one with only its header, or one
+    with a row that reads is no damage (its bad rows are skipped with a warning).
     """
     path = os.path.join(run_dir, name)
     if not os.path.isfile(path):

@@ -3,8 +3,7 @@ over games and seeds, as a paper reports a DQN baseline.
 
 - A run whose config.json or log is damaged is left out, named with its file in a note.
 - Each run's score: its latest, the last evaluation, or where any run has none, the mean of
-  its last 100 training games; the runs of a finished suite all end at its budget. The
-  score is human-normalized ((score - random) / (human - random),
+  its last 100 training games, human-normalized ((score - random) / (human - random),
   fast_dqn.tools.atari_scores); a game without human scores is left out of the aggregates,
   with a note, and keeps its row in the per-game table.
 - The IQM, median, mean and optimality gap of the normalized scores, each with a stratified
@@ -105,10 +104,9 @@ def suite_label(path):
 def suite_scores(run_dirs, window=100, notes=None):
     """Each run's latest score, by game, and the agent steps the runs were scored at.
 
-    The score is as the module's docstring says; where it is a training mean, it is over the
-    last `window` games. A suite's runs end at one budget, so finished they are scored alike; runs
-    still going are scored where they are. A sentence appended to `notes` says so, and names
-    each run left out.
+    The score is as the module's docstring says, a training mean over the last `window` games.
+    A finished suite's runs all end at its budget; runs still going are scored where they are,
+    which a sentence appended to `notes` says, naming each run left out.
 
     Returns:
         ((first, last) agent step scored, {game: [raw score of each run]}); (None, {})
@@ -170,10 +168,8 @@ def aggregates(by_game, reps=2000, seed=0):
 def performance_profile(by_game, thresholds, reps=2000, seed=0, level=0.95):
     """The performance profile over `thresholds`, with its stratified-bootstrap band.
 
-    The profile at a threshold τ is the fraction of runs scoring above it, averaged over
-    games. `by_game` is {game: [human-normalized score of each run]}; `reps`, `seed` and
-    `level` are as stratified_bootstrap's. It returns (profile, low, high), arrays of one
-    value per threshold.
+    `by_game` is {game: [human-normalized score of each run]}; `reps`, `seed` and `level` are
+    as stratified_bootstrap's. It returns (profile, low, high), one value per threshold each.
     """
     import numpy as np
     games = [np.asarray(values, np.float64) for values in by_game.values()]

@@ -101,8 +101,7 @@ class CsvLog:
 def restore_log(path, columns, contents, step):
     """The log of a run resumed at `step`, cut back or rebuilt to the checkpoint's copy.
 
-    The checkpoint's copy is kept in the file, or the file is rebuilt from it when missing
-    or different (kept aside as NAME.damaged).
+    A file missing or different is rebuilt from it, and the old one kept aside as NAME.damaged.
 
     Returns:
         (the CsvLog, a console line saying what was cut or rebuilt, or None).
@@ -169,14 +168,12 @@ class Monitor:
     Args:
         run_dir: the run directory, where episodes.csv and eval.csv are.
         total_steps: the run's budget, in agent steps.
-        interval: the seconds between two TensorBoard points (and, without a `console`,
-            between two status lines).
+        interval: the seconds between two TensorBoard points (and status lines, without `console`).
         clock: a function that returns seconds, for rates and hours.
         console: a ProgressLines or ProgressBar; None for status lines every `interval`.
         scalars: a TensorBoardLog, or None for no TensorBoard scalars.
         resume: the state_dict of the checkpoint a run resumes from, or None.
-        replay_fill: a function that returns the replay's fill in [0, 1], read only when
-            the scalars are due; or None.
+        replay_fill: a function of the replay's fill in [0, 1], read when scalars are due; or None.
         progress: a RunProgress, for the console's phase and ETA (None: neither is shown).
         compiles: the process's CompileClock (fast_dqn.agent.compile_cache), whose seconds
             steps/s leaves out and whose line the console shows once training has begun; or None.
@@ -291,9 +288,7 @@ class Monitor:
             self.progress.follow(schedule)
 
     def sync_point(self, step):
-        """Mark the end of a fast-loop period: its trainer is done.
-
-        The console's steps/s is measured between such ends.
+        """Mark the end of a fast-loop period, its trainer done: the console's steps/s spans these.
 
         Args:
             step: the sync point, in agent steps.
@@ -404,11 +399,8 @@ class Monitor:
             self._write_scalars(step, epsilon, now)
 
     def _follow_phase(self, step, now=None):
-        """Measure steps/s afresh when the run enters another phase.
-
-        The warm-up plays many times faster than training, and its rate must not be shown
-        as training's.
-        """
+        """Measure steps/s afresh when the run enters another phase: the warm-up plays many
+        times faster than training, and its rate must not be shown as training's."""
         if not self.progress:
             return
         phase = self.progress.phase(step)

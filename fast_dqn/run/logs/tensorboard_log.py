@@ -30,8 +30,8 @@ class TensorBoardLog:
 
     Args:
         run_dir: the run directory; the files go in its tensorboard/ folder.
-        resume: the state_dict of the checkpoint a run resumes from; the events files are
-            cut back to it before this session's file is opened. None for a run that starts.
+        resume: the state_dict of the checkpoint resumed from, which the events files are cut
+            back to first; None for a run that starts.
         clock: a function that returns the wall time, in seconds since the epoch.
         resumed_at: that checkpoint's agent step (0 for a run that starts).
 
@@ -119,10 +119,8 @@ class TensorBoardLog:
 
 
 class _NamedErrors:
-    """A context that names the file in an OSError of a buffered write, which names none.
-
-    The run's one-line error should name it (run/cli.py).
-    """
+    """A context that names the file in an OSError of a buffered write, which names none, for
+    the run's one-line error (run/cli.py)."""
 
     def __init__(self, path):
         self.path = path

@@ -45,12 +45,10 @@ class BestWeights:
 
     Args:
         run_dir: the run's directory, which holds best/.
-        weights: a function of no arguments: the weights the evaluation just played with,
-            as numpy arrays.
+        weights: a function of no arguments: the weights just evaluated, as numpy arrays.
         message: where to say a rollback of best/ on resume.
-        identity: the run's game and network ends (fast_dqn.run.training.run_identity),
-            written into each export, so that a tool can tell another run's best/; None
-            writes none.
+        identity: the run's game and network ends (fast_dqn.run.training.run_identity), written
+            into each export so that a tool can tell another run's best/; None writes none.
     """
 
     def __init__(self, run_dir, weights, message=print, identity=None):
@@ -89,15 +87,12 @@ class BestWeights:
         return self.best
 
     def check_state_dict(self, state, step, where="/best"):
-        """Raise, changing nothing, unless `state` fits this run's network and agent `step`.
+        """Raise StateMismatch, changing nothing, unless `state` fits this run's network and `step`.
 
         Args:
             state: the best so far, as state_dict gives it (or None).
             step: the checkpoint's agent step; the evaluation must be at or before it.
             where: the state's path in the checkpoint, for the message.
-
-        Raises:
-            StateMismatch: where it does not fit.
         """
         # The kinds, as every checkpoint's, and finite weights: a NaN there was edited in, and
         # best/ would export it, and the next checkpoint keep it.

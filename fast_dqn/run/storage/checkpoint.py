@@ -390,10 +390,8 @@ def _check_format(manifest):
 
 
 def _manifest_files(manifest, path):
-    """The manifest's {name: {"size", "crc32"}}, or CorruptFile where it cannot vouch.
-
-    Only the manifest vouches, so one that does not fit this directory's step is damage too.
-    """
+    """The manifest's {name: {"size", "crc32"}}, or CorruptFile where it cannot vouch (only it
+    vouches, so one that does not fit this directory's step is damage too)."""
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise CorruptFile(f"{MANIFEST_FILE} has no table of files")
     files = manifest["files"]

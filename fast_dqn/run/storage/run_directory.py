@@ -251,11 +251,8 @@ def create_run_directory(path, config_dict):
 
 
 def _write_config_once(path, config_dict):
-    """Write config.json whole or not at all, and never over one.
-
-    It is written under a temporary name, linked to its own (a link fails where the name
-    exists), and the temporary removed.
-    """
+    """Write config.json whole or not at all, and never over one: written under a temporary
+    name, linked to its own (a link fails where the name exists), the temporary removed."""
     final = os.path.join(path, CONFIG_FILE)
     temporary = os.path.join(path, f"{_CONFIG_TEMPORARY}{os.getpid()}")
     with open(temporary, "w") as f:
